@@ -1,0 +1,56 @@
+# shardgate developer targets. CI runs `make test` (see .ci/run).
+#
+#   make build       bin/proxy and bin/relay
+#   make run         local MariaDB on 127.0.0.1:3307/3308 (bench/cluster.sh), then the proxy in the foreground
+#   make test        deps, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke
+#   make test-short  unit tests only, no MariaDB needed
+#   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
+#   make bench       the load-test ladder (bench/run.sh)
+#   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
+
+GO       ?= go
+FUZZTIME ?= 5s
+
+SHELL       := bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+.PHONY: all build run test test-short fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/proxy ./cmd/proxy
+	$(GO) build -o bin/relay ./bench/relay
+
+# Ctrl-C stops the proxy only; the MariaDB servers keep running until `bench/cluster.sh stop`.
+run:
+	scripts/deps.sh mariadb
+	bench/cluster.sh start
+	$(MAKE) build
+	exec bin/proxy -config etc/ks.yaml
+
+test:
+	scripts/deps.sh mariadb sysbench
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+	bench/smoke.sh
+
+test-short:
+	$(GO) test -short ./...
+
+# `go test -list` prints a package's matching names, then "ok <import path> <time>"; go test -fuzz takes one
+# target in one package at a time.
+fuzz:
+	$(GO) test -list '^Fuzz' ./... \
+	| awk '/^Fuzz/ { names[n++] = $$1; next } /^ok / { for (i = 0; i < n; i++) print $$2, names[i] } { n = 0 }' \
+	| while read -r pkg name; do \
+		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$pkg" </dev/null; \
+	done
+
+bench:
+	bench/run.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,457 @@
+package backend
+
+import (
+	"context"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// baseCaps are the capabilities the proxy asks of every backend. Variant
+// flags (CLIENT_DEPRECATE_EOF, CLIENT_FOUND_ROWS) are added per pool.
+const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientConnectWithDB |
+	mysql.ClientLocalFiles | mysql.ClientProtocol41 | mysql.ClientTransactions |
+	mysql.ClientSecureConnection | mysql.ClientMultiStatements | mysql.ClientMultiResults |
+	mysql.ClientPSMultiResults | mysql.ClientPluginAuth | mysql.ClientPluginAuthLenencClientData
+
+// VariantCaps are the client capabilities that select a pool partition.
+const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows
+
+// DialOptions configure a new backend connection.
+type DialOptions struct {
+	User, Password string
+	DB             string
+	Collation      byte   // handshake collation id
+	Variant        uint32 // subset of VariantCaps
+	DialTimeout    time.Duration
+	NoDelay        bool
+	ReadBuffer     int
+	WriteBuffer    int
+	SockReadBuf    int
+	SockWriteBuf   int
+}
+
+// Conn is one authenticated connection to a backend server. It is owned by
+// one goroutine at a time.
+type Conn struct {
+	*mysql.Conn
+
+	Addr          string
+	ThreadID      uint32 // the backend's connection id, for KILL
+	ServerVersion string
+	Caps          uint32 // negotiated capabilities
+	Variant       uint32
+
+	// State the connection was left in; maintained by the session that owns
+	// the connection and read by the next borrower.
+	DB           string
+	Collation    byte
+	MultiStmts   bool
+	LastInsertID uint64
+
+	node     *Node
+	created  time.Time
+	lastUsed time.Time
+	broken   bool
+}
+
+// MarkBroken records that the connection's protocol state is unknown (an I/O
+// error, a client that vanished mid-result); Put then closes it.
+func (c *Conn) MarkBroken() { c.broken = true }
+
+// Broken reports whether MarkBroken was called.
+func (c *Conn) Broken() bool { return c.broken }
+
+// Node returns the node the connection belongs to (nil for Dial'd conns).
+func (c *Conn) Node() *Node { return c.node }
+
+// Dial connects and authenticates to addr.
+func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
+	d := net.Dialer{Timeout: o.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(o.NoDelay)
+		if o.SockReadBuf > 0 {
+			tc.SetReadBuffer(o.SockReadBuf)
+		}
+		if o.SockWriteBuf > 0 {
+			tc.SetWriteBuffer(o.SockWriteBuf)
+		}
+	}
+	c := &Conn{Conn: mysql.NewConn(nc, o.ReadBuffer, o.WriteBuffer), Addr: addr, created: time.Now()}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else if o.DialTimeout > 0 {
+		nc.SetDeadline(time.Now().Add(o.DialTimeout))
+	}
+	if err := c.handshake(o); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	c.lastUsed = time.Now()
+	return c, nil
+}
+
+func (c *Conn) handshake(o DialOptions) error {
+	p, err := c.ReadPacket()
+	if err != nil {
+		return fmt.Errorf("reading handshake: %w", err)
+	}
+	h, err := mysql.ParseHandshake(p)
+	if err != nil {
+		return err
+	}
+	c.ThreadID = h.ConnectionID
+	c.ServerVersion = h.ServerVersion
+	if h.Capabilities&mysql.ClientProtocol41 == 0 {
+		return mysql.NewError(mysql.ErHandshake, "backend %s does not speak protocol 4.1", c.Addr)
+	}
+	want := baseCaps | o.Variant
+	if o.DB == "" {
+		want &^= mysql.ClientConnectWithDB
+	}
+	c.Caps = want & h.Capabilities
+	if o.Variant&h.Capabilities != o.Variant {
+		return mysql.NewError(mysql.ErHandshake, "backend %s lacks capabilities %#x the client needs", c.Addr, o.Variant&^h.Capabilities)
+	}
+	c.Variant = o.Variant
+	plugin := h.AuthPlugin
+	if plugin == "" {
+		plugin = mysql.AuthNativePassword
+	}
+	auth, err := scramble(plugin, h.Salt, o.Password)
+	if err != nil {
+		return err
+	}
+	coll := o.Collation
+	if coll == 0 {
+		coll = 45
+	}
+	resp := mysql.AppendHandshakeResponse(nil, &mysql.HandshakeResponse{
+		Capabilities: c.Caps,
+		MaxPacket:    mysql.MaxPacketPayload,
+		Charset:      coll,
+		User:         o.User,
+		AuthResponse: auth,
+		Database:     o.DB,
+		AuthPlugin:   plugin,
+	})
+	if err := c.WritePacket(resp); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	if err := c.authResult(plugin, h.Salt, o.Password); err != nil {
+		return err
+	}
+	c.DB = o.DB
+	c.Collation = coll
+	c.MultiStmts = true
+	return nil
+}
+
+func scramble(plugin string, salt []byte, password string) ([]byte, error) {
+	switch plugin {
+	case mysql.AuthNativePassword:
+		return mysql.ScrambleNative(salt, password), nil
+	case mysql.AuthCachingSha2Password:
+		return mysql.ScrambleCachingSha2(salt, password), nil
+	case mysql.AuthClearPassword:
+		return append([]byte(password), 0), nil
+	}
+	return nil, mysql.NewError(mysql.ErAccessDenied, "backend asks for unsupported auth plugin %q", plugin)
+}
+
+// authResult reads the server's answers until OK or ERR, following auth
+// switches and caching_sha2_password's extra round trips.
+func (c *Conn) authResult(plugin string, salt []byte, password string) error {
+	for {
+		p, err := c.ReadPacket()
+		if err != nil {
+			return fmt.Errorf("reading auth result: %w", err)
+		}
+		if len(p) == 0 {
+			return mysql.ErrMalformedPacket
+		}
+		switch p[0] {
+		case mysql.OKHeader:
+			return nil
+		case mysql.ErrHeader:
+			return mysql.ParseErr(p)
+		case mysql.AuthSwitch:
+			np, nsalt, err := mysql.ParseAuthSwitch(p)
+			if err != nil {
+				return err
+			}
+			plugin, salt = np, nsalt
+			auth, err := scramble(plugin, salt, password)
+			if err != nil {
+				return err
+			}
+			if auth == nil {
+				auth = []byte{}
+			}
+			if err := c.writeFlush(auth); err != nil {
+				return err
+			}
+		case mysql.AuthMoreData:
+			if plugin != mysql.AuthCachingSha2Password || len(p) < 2 {
+				return mysql.ErrMalformedPacket
+			}
+			switch p[1] {
+			case mysql.CachingSha2FastAuthOK:
+				// The OK packet follows.
+			case mysql.CachingSha2FullAuth:
+				if err := c.writeFlush([]byte{mysql.CachingSha2RequestPublicKey}); err != nil {
+					return err
+				}
+				kp, err := c.ReadPacket()
+				if err != nil {
+					return err
+				}
+				if len(kp) < 2 || kp[0] != mysql.AuthMoreData {
+					return mysql.ErrMalformedPacket
+				}
+				pub, err := mysql.ParsePublicKey(kp[1:])
+				if err != nil {
+					return err
+				}
+				enc, err := encrypt(password, salt, pub)
+				if err != nil {
+					return err
+				}
+				if err := c.writeFlush(enc); err != nil {
+					return err
+				}
+			default:
+				return mysql.ErrMalformedPacket
+			}
+		default:
+			return mysql.ErrMalformedPacket
+		}
+	}
+}
+
+func encrypt(password string, salt []byte, pub *rsa.PublicKey) ([]byte, error) {
+	return mysql.EncryptPassword(password, salt, pub)
+}
+
+func (c *Conn) writeFlush(p []byte) error {
+	if err := c.WritePacket(p); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// command sends a one-packet command starting a new exchange.
+func (c *Conn) command(cmd byte, arg string) error {
+	c.ResetSeq()
+	b := make([]byte, 0, 1+len(arg))
+	b = append(b, cmd)
+	b = append(b, arg...)
+	return c.writeFlush(b)
+}
+
+// readOK reads a reply that must be OK (or EOF, for COM_SET_OPTION) or ERR.
+func (c *Conn) readOK() (mysql.OK, error) {
+	p, err := c.ReadPacket()
+	if err != nil {
+		c.broken = true
+		return mysql.OK{}, err
+	}
+	if len(p) == 0 {
+		c.broken = true
+		return mysql.OK{}, mysql.ErrMalformedPacket
+	}
+	switch p[0] {
+	case mysql.ErrHeader:
+		return mysql.OK{}, mysql.ParseErr(p)
+	case mysql.OKHeader:
+		return mysql.ParseOK(p)
+	case mysql.EOFHeader:
+		st, _ := mysql.ResultStatus(p)
+		return mysql.OK{Status: st}, nil
+	}
+	c.broken = true
+	return mysql.OK{}, fmt.Errorf("backend %s: unexpected reply %#x", c.Addr, p[0])
+}
+
+// Ping sends COM_PING.
+func (c *Conn) Ping() error {
+	if err := c.command(mysql.ComPing, ""); err != nil {
+		c.broken = true
+		return err
+	}
+	_, err := c.readOK()
+	return err
+}
+
+// UseDB sends COM_INIT_DB and records the database on success.
+func (c *Conn) UseDB(db string) error {
+	if err := c.command(mysql.ComInitDB, db); err != nil {
+		c.broken = true
+		return err
+	}
+	if _, err := c.readOK(); err != nil {
+		return err
+	}
+	c.DB = db
+	return nil
+}
+
+// SetMultiStatements toggles CLIENT_MULTI_STATEMENTS with COM_SET_OPTION.
+func (c *Conn) SetMultiStatements(on bool) error {
+	opt := mysql.OptionMultiStatementsOff
+	if on {
+		opt = mysql.OptionMultiStatementsOn
+	}
+	c.ResetSeq()
+	if err := c.writeFlush([]byte{mysql.ComSetOption, byte(opt), byte(opt >> 8)}); err != nil {
+		c.broken = true
+		return err
+	}
+	if _, err := c.readOK(); err != nil {
+		return err
+	}
+	c.MultiStmts = on
+	return nil
+}
+
+// ResetConnection sends COM_RESET_CONNECTION, which drops all session state
+// (variables, temporary tables, prepared statements, locks, transactions).
+// The collation returns to the handshake's; the database is kept.
+func (c *Conn) ResetConnection(handshakeCollation byte) error {
+	if err := c.command(mysql.ComResetConnection, ""); err != nil {
+		c.broken = true
+		return err
+	}
+	if _, err := c.readOK(); err != nil {
+		c.broken = true
+		return err
+	}
+	c.Collation = handshakeCollation
+	c.LastInsertID = 0
+	return nil
+}
+
+// Result is a small fully-read text result, for the proxy's own queries.
+type Result struct {
+	OK      mysql.OK
+	Columns []*mysql.Column
+	Rows    [][][]byte
+}
+
+// Exec runs a text query and reads its whole result (only for the proxy's
+// own small queries: SET NAMES, KILL, version checks). Multiple result sets
+// are read and the last one is returned.
+func (c *Conn) Exec(query string) (*Result, error) {
+	if err := c.command(mysql.ComQuery, query); err != nil {
+		c.broken = true
+		return nil, err
+	}
+	for {
+		res, more, err := c.readResult()
+		if err != nil || !more {
+			return res, err
+		}
+	}
+}
+
+func (c *Conn) readResult() (*Result, bool, error) {
+	p, err := c.ReadPacket()
+	if err != nil {
+		c.broken = true
+		return nil, false, err
+	}
+	if len(p) == 0 {
+		c.broken = true
+		return nil, false, mysql.ErrMalformedPacket
+	}
+	switch p[0] {
+	case mysql.ErrHeader:
+		return nil, false, mysql.ParseErr(p)
+	case mysql.OKHeader:
+		ok, err := mysql.ParseOK(p)
+		if err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+		return &Result{OK: ok}, ok.Status&mysql.StatusMoreResultsExists != 0, nil
+	case mysql.LocalInfileHeader:
+		c.broken = true
+		return nil, false, errors.New("backend asked for a local file during an internal query")
+	}
+	n, _, k := mysql.ReadLenEncInt(p)
+	if k == 0 {
+		c.broken = true
+		return nil, false, mysql.ErrMalformedPacket
+	}
+	res := &Result{}
+	for i := uint64(0); i < n; i++ {
+		p, err := c.ReadPacket()
+		if err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+		col, err := mysql.ParseColumn(p)
+		if err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+		res.Columns = append(res.Columns, col)
+	}
+	if c.Caps&mysql.ClientDeprecateEOF == 0 {
+		if _, err := c.ReadPacket(); err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+	}
+	for {
+		p, err := c.ReadPacket()
+		if err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+		if mysql.IsEOF(p) {
+			st, _ := mysql.ResultStatus(p)
+			res.OK.Status = st
+			return res, st&mysql.StatusMoreResultsExists != 0, nil
+		}
+		if len(p) > 0 && p[0] == mysql.ErrHeader {
+			return nil, false, mysql.ParseErr(p)
+		}
+		row, err := mysql.ParseTextRow(p, len(res.Columns), nil)
+		if err != nil {
+			c.broken = true
+			return nil, false, err
+		}
+		cp := make([][]byte, len(row))
+		for i, v := range row {
+			if v != nil {
+				cp[i] = append([]byte{}, v...)
+			}
+		}
+		res.Rows = append(res.Rows, cp)
+	}
+}
+
+// KillQuery asks the server to stop the statement running on thread id
+// (KILL QUERY), or to close that connection when query is false.
+func (c *Conn) KillQuery(threadID uint32, query bool) error {
+	q := "KILL QUERY " + strconv.FormatUint(uint64(threadID), 10)
+	if !query {
+		q = "KILL CONNECTION " + strconv.FormatUint(uint64(threadID), 10)
+	}
+	_, err := c.Exec(q)
+	return err
+}

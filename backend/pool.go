@@ -1,0 +1,385 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// numVariants is the number of pool partitions: one per subset of
+// VariantCaps.
+const numVariants = 4
+
+func variantIndex(v uint32) int {
+	i := 0
+	if v&mysql.ClientDeprecateEOF != 0 {
+		i |= 1
+	}
+	if v&mysql.ClientFoundRows != 0 {
+		i |= 2
+	}
+	return i
+}
+
+// HealthFunc is told when a node goes down or comes back.
+type HealthFunc func(node string, up bool, err error)
+
+// Node is one backend node (kingshard's `nodes[]` entry): its master's pool
+// and health. Safe for concurrent use.
+type Node struct {
+	Name string
+	Addr string
+
+	cfg  config.Node
+	opts config.BackendOptions
+
+	// sem holds one token per connection checked out; its capacity is
+	// max_conns_limit.
+	sem chan struct{}
+
+	mu     sync.Mutex
+	idle   [numVariants][]*Conn
+	nidle  int
+	closed bool
+
+	up        atomic.Bool
+	downErr   atomic.Pointer[error]
+	failSince time.Time // first failure of the current streak; guarded by mu
+	version   atomic.Pointer[string]
+	onHealth  HealthFunc
+
+	// Counters for operators.
+	dials, dialFails, acquireTimeouts atomic.Uint64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewNode builds a node; call Start to check it and begin health checks.
+func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *Node {
+	n := &Node{
+		Name:     cfg.Name,
+		Addr:     cfg.Master,
+		cfg:      cfg,
+		opts:     opts,
+		sem:      make(chan struct{}, max(cfg.MaxConnsLimit, 1)),
+		onHealth: onHealth,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	n.up.Store(true)
+	return n
+}
+
+// ErrNodeDown is wrapped by errors for statements sent to a node marked
+// down.
+var ErrNodeDown = errors.New("node is down")
+
+// Start checks the node once (a node that is down does not stop the proxy:
+// it is marked down and checked again every health interval) and starts the
+// health checker.
+func (n *Node) Start() {
+	n.check(true)
+	go n.healthLoop()
+}
+
+// Close stops health checks and closes idle connections. Connections that
+// are checked out are closed when they are returned.
+func (n *Node) Close() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	var idle []*Conn
+	for i := range n.idle {
+		idle = append(idle, n.idle[i]...)
+		n.idle[i] = nil
+	}
+	n.nidle = 0
+	n.mu.Unlock()
+	close(n.stop)
+	<-n.done
+	for _, c := range idle {
+		c.Close()
+	}
+}
+
+// Up reports whether the node is considered alive.
+func (n *Node) Up() bool { return n.up.Load() }
+
+// Version returns the server version string of the node's master, or "".
+func (n *Node) Version() string {
+	if v := n.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Stats is a snapshot of the node's pool.
+type Stats struct {
+	Name, Addr      string
+	Up              bool
+	InUse, Idle     int
+	Max             int
+	Dials           uint64
+	DialFailures    uint64
+	AcquireTimeouts uint64
+}
+
+// Stats returns a snapshot of the node's pool.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	idle := n.nidle
+	n.mu.Unlock()
+	return Stats{Name: n.Name, Addr: n.Addr, Up: n.up.Load(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
+		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load()}
+}
+
+func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
+	return DialOptions{
+		User: n.cfg.User, Password: n.cfg.Password, DB: db, Collation: coll, Variant: variant,
+		DialTimeout: n.opts.DialTimeout, NoDelay: n.opts.NoDelay,
+		ReadBuffer: n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
+		SockReadBuf: n.opts.SocketReadBuffer, SockWriteBuf: n.opts.SocketWriteBuffer,
+	}
+}
+
+// Dial opens a connection outside the pool (for KILL and health checks).
+func (n *Node) Dial(ctx context.Context) (*Conn, error) {
+	c, err := Dial(ctx, n.Addr, n.dialOptions("", 0, 0))
+	if err != nil {
+		return nil, n.connectError(err)
+	}
+	return c, nil
+}
+
+func (n *Node) connectError(err error) error {
+	var se *mysql.SQLError
+	if errors.As(err, &se) {
+		return fmt.Errorf("node %s (%s): %w", n.Name, n.Addr, err)
+	}
+	return fmt.Errorf("%w", mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is unreachable: %v", n.Name, n.Addr, err))
+}
+
+// Get checks out a connection of the given capability variant, waiting at
+// most the acquire timeout for a free slot. db and coll are only used when
+// a new connection has to be dialed; the caller brings an idle one to its
+// session's state.
+func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*Conn, error) {
+	if !n.up.Load() {
+		msg := "unknown"
+		if e := n.downErr.Load(); e != nil {
+			msg = (*e).Error()
+		}
+		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: %s", n.Name, n.Addr, msg)
+	}
+	select {
+	case n.sem <- struct{}{}:
+	default:
+		t := time.NewTimer(n.opts.AcquireTimeout)
+		select {
+		case n.sem <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			n.acquireTimeouts.Add(1)
+			return nil, mysql.NewError(mysql.ErTooManyConnections,
+				"timed out after %v waiting for a connection to backend node %s (all %d in use; raise max_conns_limit or backend.acquire_timeout)",
+				n.opts.AcquireTimeout, n.Name, cap(n.sem))
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	vi := variantIndex(variant)
+	now := time.Now()
+	for {
+		n.mu.Lock()
+		l := n.idle[vi]
+		if len(l) == 0 {
+			n.mu.Unlock()
+			break
+		}
+		c := l[len(l)-1]
+		l[len(l)-1] = nil
+		n.idle[vi] = l[:len(l)-1]
+		n.nidle--
+		n.mu.Unlock()
+		if n.expired(c, now) {
+			c.Close()
+			continue
+		}
+		if n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
+			if err := c.Ping(); err != nil {
+				c.Close()
+				continue
+			}
+		}
+		return c, nil
+	}
+	// Make room: drop an idle connection of another variant if the node is
+	// at its limit.
+	n.mu.Lock()
+	if len(n.sem)+n.nidle > cap(n.sem) {
+		for i := range n.idle {
+			if l := n.idle[i]; len(l) > 0 {
+				c := l[0]
+				n.idle[i] = l[1:]
+				n.nidle--
+				n.mu.Unlock()
+				c.Close()
+				n.mu.Lock()
+				break
+			}
+		}
+	}
+	n.mu.Unlock()
+	n.dials.Add(1)
+	c, err := Dial(ctx, n.Addr, n.dialOptions(db, coll, variant))
+	if err != nil {
+		n.dialFails.Add(1)
+		<-n.sem
+		var se *mysql.SQLError
+		if errors.As(err, &se) && se.Code != mysql.ErConnectFailed {
+			// The server answered (e.g. unknown database): pass its error on.
+			return nil, err
+		}
+		n.recordFailure(err)
+		return nil, n.connectError(err)
+	}
+	c.node = n
+	n.storeVersion(c.ServerVersion)
+	return c, nil
+}
+
+func (n *Node) expired(c *Conn, now time.Time) bool {
+	return (n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
+		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout)
+}
+
+// Put returns a connection taken with Get. Broken connections are closed.
+func (n *Node) Put(c *Conn) {
+	c.lastUsed = time.Now()
+	n.mu.Lock()
+	if c.broken || n.closed || n.expired(c, c.lastUsed) {
+		n.mu.Unlock()
+		c.Close()
+	} else {
+		vi := variantIndex(c.Variant)
+		n.idle[vi] = append(n.idle[vi], c)
+		n.nidle++
+		n.mu.Unlock()
+	}
+	<-n.sem
+}
+
+func (n *Node) storeVersion(v string) {
+	if old := n.version.Load(); old == nil || *old != v {
+		n.version.Store(&v)
+	}
+}
+
+func (n *Node) healthLoop() {
+	defer close(n.done)
+	iv := n.opts.HealthInterval
+	if iv <= 0 {
+		iv = 2 * time.Second
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.check(false)
+			n.reapIdle()
+		}
+	}
+}
+
+// check dials the node and pings it. A fresh connection is used so that a
+// healthy pool does not hide a server that stopped accepting connections.
+func (n *Node) check(initial bool) {
+	to := n.opts.DialTimeout
+	if to <= 0 {
+		to = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), to)
+	defer cancel()
+	c, err := Dial(ctx, n.Addr, n.dialOptions("", 0, 0))
+	if err == nil {
+		err = c.Ping()
+		n.storeVersion(c.ServerVersion)
+		c.Close()
+	}
+	if err != nil {
+		if initial {
+			n.markDown(err)
+			return
+		}
+		n.recordFailure(err)
+		return
+	}
+	n.mu.Lock()
+	n.failSince = time.Time{}
+	n.mu.Unlock()
+	if !n.up.Swap(true) && n.onHealth != nil {
+		n.onHealth(n.Name, true, nil)
+	}
+}
+
+// recordFailure marks the node down once failures have lasted
+// down_after_noalive seconds.
+func (n *Node) recordFailure(err error) {
+	n.mu.Lock()
+	now := time.Now()
+	if n.failSince.IsZero() {
+		n.failSince = now
+	}
+	long := now.Sub(n.failSince) >= time.Duration(n.cfg.DownAfterNoalive)*time.Second
+	n.mu.Unlock()
+	if long {
+		n.markDown(err)
+	}
+}
+
+func (n *Node) markDown(err error) {
+	n.downErr.Store(&err)
+	if n.up.Swap(false) && n.onHealth != nil {
+		n.onHealth(n.Name, false, err)
+	}
+}
+
+// reapIdle closes idle connections past their idle timeout or lifetime.
+func (n *Node) reapIdle() {
+	now := time.Now()
+	var drop []*Conn
+	n.mu.Lock()
+	for i, l := range n.idle {
+		keep := l[:0]
+		for _, c := range l {
+			if n.expired(c, now) {
+				drop = append(drop, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		for j := len(keep); j < len(l); j++ {
+			l[j] = nil
+		}
+		n.idle[i] = keep
+	}
+	n.nidle -= len(drop)
+	n.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
+	}
+}

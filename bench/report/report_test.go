@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestMedian(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{10, nan, 30, 20}, 20}, // NaN (not measured) is ignored, not sorted in.
+		{[]float64{5, 5, 100}, 5},        // One outlier round does not move it.
+		{nil, nan},
+		{[]float64{nan, nan}, nan},
+	} {
+		got := median(tc.in)
+		if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(got) && !near(got, tc.want)) {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	in := []float64{3, 1, 2}
+	median(in)
+	if in[0] != 3 || in[1] != 1 {
+		t.Errorf("median reordered its argument: %v", in)
+	}
+}
+
+func TestRatioAndPerQuery(t *testing.T) {
+	nan := math.NaN()
+	if got := ratio(5000, 10000); !near(got, 0.5) {
+		t.Errorf("ratio(5000, 10000) = %v", got)
+	}
+	for _, tc := range [][2]float64{{1, 0}, {1, -1}, {nan, 1}, {1, nan}} {
+		if got := ratio(tc[0], tc[1]); !math.IsNaN(got) {
+			t.Errorf("ratio(%v, %v) = %v, want NaN", tc[0], tc[1], got)
+		}
+	}
+	// 3.4 CPU seconds over 100000 queries is 34 µs per query.
+	if got := perQuery(3.4, 100000, 1e6); !near(got, 34) {
+		t.Errorf("perQuery = %v, want 34", got)
+	}
+	if got := perQuery(nan, 100, 1e6); !math.IsNaN(got) {
+		t.Errorf("perQuery without CPU = %v, want NaN", got)
+	}
+	if got := perQuery(1, 0, 1e6); !math.IsNaN(got) {
+		t.Errorf("perQuery with no queries = %v, want NaN", got)
+	}
+}
+
+func TestPercentileSysbenchRule(t *testing.T) {
+	h := []bucket{{0.1, 10}, {0.2, 80}, {0.5, 9}, {9.0, 1}}
+	for _, tc := range []struct{ pct, want float64 }{
+		{50, 0.2}, {90, 0.2}, {95, 0.5}, {99, 0.5}, {100, 9.0}, {1, 0.1},
+	} {
+		if got := percentile(h, tc.pct); got != tc.want {
+			t.Errorf("percentile(%v) = %v, want %v", tc.pct, got, tc.want)
+		}
+	}
+}
+
+func TestParseSysbench(t *testing.T) {
+	f, err := os.Open("testdata/sysbench_point_select.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := parseSysbench(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Run{
+		Queries: 22652, QPS: 7545.88, TPS: 7545.88, Events: 22652,
+		AvgMs: 2987.30 / 22652, P50Ms: 0.125, P95Ms: 0.179, MaxMs: 4.14,
+	}
+	if !near(r.AvgMs, want.AvgMs) {
+		t.Errorf("AvgMs = %v, want %v", r.AvgMs, want.AvgMs)
+	}
+	r.AvgMs = want.AvgMs
+	if r != want {
+		t.Errorf("parsed\n %+v\nwant\n %+v", r, want)
+	}
+	if got, want := r.CSV(), "22652,7545.88,7545.88,0.1319,0.125,0.179,4.14,0,0"; got != want {
+		t.Errorf("CSV() = %q, want %q", got, want)
+	}
+	if n := strings.Count(parseHeader, ",") + 1; n != strings.Count(r.CSV(), ",")+1 {
+		t.Errorf("parseHeader has %d fields, CSV() has a different count", n)
+	}
+}
+
+func TestParseSysbenchWithoutHistogram(t *testing.T) {
+	out := `SQL statistics:
+    queries:                             1000  (100.00 per sec.)
+    ignored errors:                      3      (0.30 per sec.)
+    reconnects:                          2      (0.20 per sec.)
+General statistics:
+    total time:                          10.0015s
+    total number of events:              100
+Latency (ms):
+         avg:                                    1.23
+         95th percentile:                        2.50
+         sum:                                  123.40
+`
+	r, err := parseSysbench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.P95Ms != 2.50 || r.P50Ms != 0 || r.Errors != 3 || r.Reconnects != 2 || !near(r.AvgMs, 1.234) {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestParseSysbenchFailed(t *testing.T) {
+	f, err := os.Open("testdata/sysbench_connect_failed.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := parseSysbench(f); !errors.Is(err, errNoStatistics) {
+		t.Fatalf("err = %v, want errNoStatistics", err)
+	}
+}
+
+const sampleCSV = `ts,test,mode,threads,round,path,status,duration_s,queries,qps,tps,avg_ms,p50_ms,p95_ms,max_ms,errors,reconnects,proc_cpu_s,proc_rss_kb,db_cpu_s,mallocs,gc_cycles,raw
+1,oltp_point_select,disable,1,1,direct,ok,5,40000,8000,8000,0.120,0.118,0.150,2,0,0,,,3.0,,,raw/a.txt
+2,oltp_point_select,disable,1,1,relay,ok,5,30000,6000,6000,0.160,0.155,0.200,2,0,0,0.6,8192,2.3,,,raw/b.txt
+3,oltp_point_select,disable,1,1,proxy,unavailable: build failed,5,,,,,,,,,,,,,,,raw/c.txt
+4,oltp_point_select,disable,1,2,direct,ok,5,50000,10000,10000,0.100,0.098,0.140,2,0,0,,,3.0,,,raw/d.txt
+5,oltp_point_select,disable,1,2,relay,ok,5,25000,5000,5000,0.200,0.190,0.260,2,1,0,0.5,10240,2.0,,,raw/e.txt
+6,oltp_point_select,disable,1,2,proxy,unavailable: build failed,5,,,,,,,,,,,,,,,raw/f.txt
+7,oltp_point_select,disable,1,3,direct,ok,5,45000,9000,9000,0.110,0.108,0.145,2,0,0,,,3.0,,,raw/g.txt
+8,oltp_point_select,disable,1,3,relay,ok,5,35000,7000,7000,0.140,0.139,0.190,2,0,1,0.7,9216,2.5,,,raw/h.txt
+9,oltp_point_select,disable,1,3,proxy,unavailable: build failed,5,,,,,,,,,,,,,,,raw/i.txt
+`
+
+func TestReadResultsAndSummarize(t *testing.T) {
+	recs, err := readResults(strings.NewReader(sampleCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 9 {
+		t.Fatalf("read %d records, want 9", len(recs))
+	}
+	if r := recs[2]; r.OK() || r.Status != "unavailable: build failed" || !math.IsNaN(r.QPS) {
+		t.Errorf("failed record parsed as %+v", r)
+	}
+	if r := recs[0]; !math.IsNaN(r.ProcCPUSec) || r.DBCPUSec != 3.0 || r.Raw != "raw/a.txt" || r.Line != 2 {
+		t.Errorf("direct record parsed as %+v", r)
+	}
+
+	cells := summarize(recs)
+	d := cells[Key{"oltp_point_select", "disable", 1, "direct"}]
+	r := cells[Key{"oltp_point_select", "disable", 1, "relay"}]
+	p := cells[Key{"oltp_point_select", "disable", 1, "proxy"}]
+	if d.QPS != 9000 || d.OKRounds != 3 || d.Errors != 0 || !math.IsNaN(d.CPUusPerQ) {
+		t.Errorf("direct cell %+v", d)
+	}
+	if r.QPS != 6000 || r.QPSMin != 5000 || r.QPSMax != 7000 || r.Errors != 2 {
+		t.Errorf("relay cell %+v", r)
+	}
+	// CPU µs/query per round: 0.6e6/30000=20, 0.5e6/25000=20, 0.7e6/35000=20.
+	if !near(r.CPUusPerQ, 20) || !near(r.RSSMB, 9) || r.P95Ms != 0.200 {
+		t.Errorf("relay cell cpu=%v rss=%v p95=%v", r.CPUusPerQ, r.RSSMB, r.P95Ms)
+	}
+	if got := ratio(r.QPS, d.QPS); !near(got, 6000.0/9000) {
+		t.Errorf("relay/direct = %v", got)
+	}
+	if p.OKRounds != 0 || len(p.Failures) != 3 || !math.IsNaN(p.QPS) {
+		t.Errorf("proxy cell %+v", p)
+	}
+}
+
+func TestReadResultsErrors(t *testing.T) {
+	for name, in := range map[string]string{
+		"empty":          "",
+		"missing column": "test,mode,threads,round,path,status,queries\n",
+		"bad number":     "test,mode,threads,round,path,status,queries,qps\nx,disable,1,1,direct,ok,10,fast\n",
+		"bad threads":    "test,mode,threads,round,path,status,queries,qps\nx,disable,one,1,direct,ok,10,1\n",
+		"ok without qps": "test,mode,threads,round,path,status,queries,qps\nx,disable,1,1,direct,ok,,\n",
+	} {
+		if _, err := readResults(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestReadEnv(t *testing.T) {
+	env, err := readEnv(strings.NewReader("# comment\ncpu=AMD EPYC x 2\n\nproxy_setting=pool_size: 64\nproxy_setting=nodelay: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []EnvVar{{"cpu", "AMD EPYC x 2"}, {"proxy_setting", "pool_size: 64; nodelay: true"}}
+	if len(env) != len(want) || env[0] != want[0] || env[1] != want[1] {
+		t.Errorf("env = %v, want %v", env, want)
+	}
+	if _, err := readEnv(strings.NewReader("no equals sign\n")); err == nil {
+		t.Error("want an error for a line without =")
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "results.csv")
+	if err := os.WriteFile(in, []byte(sampleCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte("rounds=3\nduration_s=5\nkernel=6.1 | x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(in, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| kernel | 6.1 \\| x |",
+		"## oltp_point_select — text protocol",
+		"| 1 | direct | 9000 ±11.1% | 0.145 | 1.00 | 1.50 | – | – | 0 | 66.7 |",
+		"| 1 | relay | 6000 ±16.7% | 0.200 | 0.67 | 1.00 | 20.0 | 9.0 | **2** ⚠ | 76.7 |",
+		"| 1 | proxy | **FAILED**: unavailable: build failed |",
+		"| relay | 160.0 | +50.0 | 155 | +47 |",
+		"- **proxy**: failed (unavailable: build failed)",
+		"## Failed runs",
+		"![QPS vs threads](qps.svg)",
+	} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("report.md lacks %q\n%s", want, md)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "qps.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The chart must be well-formed XML with a line or dot per successful path.
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		if _, err := dec.Token(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("qps.svg is not well-formed: %v", err)
+			}
+			break
+		}
+	}
+	for _, want := range []string{"direct, 1 threads: 9000 QPS", "relay, 1 threads: 6000 QPS", "proxy (failed)"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("qps.svg lacks %q", want)
+		}
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for _, tc := range [][2]float64{{0.7, 1}, {1.3, 2}, {3, 5}, {7, 10}, {1800, 2000}, {2500, 5000}, {0, 1}} {
+		if got := niceStep(tc[0]); !near(got, tc[1]) {
+			t.Errorf("niceStep(%v) = %v, want %v", tc[0], got, tc[1])
+		}
+	}
+}

@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# bench/run.sh: the benchmark ladder of /work/shared/BENCH.md, called by `make bench`.
+#
+# Runs sysbench against MariaDB directly (B0), through a plain TCP relay (B1),
+# through the proxy (B2) and, when SHARDED_CONFIG names a file, through a
+# sharded proxy (B3). Paths run interleaved within each round (A B C A B C ...)
+# so drift on the shared two cores hits every path alike. Every run's raw
+# output goes to $OUT/raw/, one line per run to $OUT/results.csv, and
+# bench/report turns those into $OUT/report.md and $OUT/qps.svg.
+#
+# A path that cannot be built or started (typically the proxy while it is
+# being written) is reported as failed in every cell; the other paths still run.
+# See bench/README.md for the knobs.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+TESTS=${TESTS:-"oltp_point_select oltp_read_only oltp_read_write"}
+THREADS=${THREADS:-"1 16 64"}
+MODES=${MODES:-"disable auto"}
+DURATION=${DURATION:-20}
+ROUNDS=${ROUNDS:-3}
+TABLE_SIZE=${TABLE_SIZE:-10000}
+TABLES=${TABLES:-1}
+PATHS=${PATHS:-"direct relay proxy"}
+OUT=${OUT:-bench/results/$(date +%Y-%m-%d-%H%M)}
+export PORTS=${PORTS:-"3307 3308"}    # MariaDB ports; the first one is node1. Passed on to cluster.sh.
+RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:9695}
+RELAY_NODELAY=${RELAY_NODELAY:-true}
+PROXY_CONFIG=${PROXY_CONFIG:-etc/ks.yaml}
+LOG_LEVEL=${LOG_LEVEL:-warn}
+SHARDED_CONFIG=${SHARDED_CONFIG:-}
+SHARDED_PREPARE=${SHARDED_PREPARE:-} # Shell command that loads the sharded data; default: sysbench prepare through it.
+WARMUP=${WARMUP:-5}                  # Seconds of unrecorded load per path before the first round; 0 skips.
+CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use servers already running on PORTS.
+PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
+STRICT=${STRICT:-0}                  # 1: exit 1 when any run failed or reported errors.
+
+DB_HOST=127.0.0.1 # Never localhost: that is the unix socket.
+DB_PORT=${PORTS%% *}
+DB_USER=shardgate
+DB_PASS=shardgate
+DB_NAME=sbtest
+CLK_TCK=$(getconf CLK_TCK)
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+for v in DURATION ROUNDS TABLE_SIZE TABLES WARMUP; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
+done
+for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS must be positive integers, got '$t'"; done
+command -v sysbench >/dev/null || die "sysbench not found"
+command -v go >/dev/null || die "go not found"
+
+mkdir -p "$OUT/raw"
+OUT=$(cd "$OUT" && pwd)
+RESULTS=$OUT/results.csv
+ENVFILE=$OUT/env.txt
+log "results go to $OUT"
+
+# ---------------------------------------------------------------------------
+# Background processes we start; only these are stopped at exit, by pid.
+BG_PIDS=()
+cleanup() {
+	local pid i
+	for pid in "${BG_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${BG_PIDS[@]}"; do
+		for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# port_in_use PORT: something listens on 127.0.0.1:PORT or any address.
+port_in_use() { [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]; }
+
+# wait_listen PID PORT: wait until PID is alive and the port listens (15 s).
+wait_listen() {
+	local pid=$1 port=$2 i
+	for ((i = 0; i < 150; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		port_in_use "$port" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# cfg_get FILE KEY: value of a top-level "key: value" in a YAML file.
+cfg_get() {
+	sed -nE "s/^$2[[:space:]]*:[[:space:]]*['\"]?([^'\" #]*).*/\1/p" "$1" | head -n1
+}
+
+# connect_host HOST: the address to dial for a listen host.
+connect_host() { case $1 in "" | 0.0.0.0 | "[::]" | "::") echo 127.0.0.1 ;; *) echo "$1" ;; esac; }
+
+# cpu_ticks PID...: utime+stime summed over the pids, empty if none is readable.
+cpu_ticks() {
+	local pid sum="" t
+	for pid in "$@"; do
+		[[ -r /proc/$pid/stat ]] || continue
+		# Strip "pid (comm) " first: comm may contain spaces and parentheses.
+		t=$(sed -E 's/^.*\) //' "/proc/$pid/stat" | awk '{print $12 + $13}') || continue
+		sum=$((${sum:-0} + t))
+	done
+	echo "$sum"
+}
+cpu_seconds() { # BEFORE AFTER
+	[[ -n $1 && -n $2 ]] || { echo ""; return; }
+	awk -v a="$1" -v b="$2" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / hz }'
+}
+rss_kb() { [[ -r /proc/$1/status ]] && awk '/^VmRSS:/ {print $2}' "/proc/$1/status" || echo ""; }
+
+# memstats WEBADDR: "mallocs gcs" from net/http/pprof's heap?debug=1 (runtime.MemStats),
+# or nothing when the admin listener does not serve it.
+memstats() {
+	[[ -n $1 ]] || return 0
+	curl -fsS --max-time 3 "http://$1/debug/pprof/heap?debug=1" 2>/dev/null |
+		awk '/^# Mallocs = / {m = $4} /^# NumGC = / {g = $4} END {if (m != "") print m, g}' || true
+}
+delta() { [[ -n $1 && -n $2 ]] && echo $(($2 - $1)) || echo ""; }
+
+# csv_safe: one-line status text without commas or quotes.
+csv_safe() { tr '\n,"' ' ;'"'" | cut -c1-160 | sed -E 's/[[:space:]]+$//'; }
+
+# Everything shares two cores: another busy process skews every number.
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+	log "WARNING: load average is $load1 before starting; results will be noisy (see 'top')"
+fi
+
+# ---------------------------------------------------------------------------
+# Cluster.
+if [[ $CLUSTER == 1 && -x bench/cluster.sh ]]; then
+	log "starting the MariaDB cluster (bench/cluster.sh start, PORTS=$PORTS)"
+	bench/cluster.sh start >&2 || die "bench/cluster.sh start failed"
+elif [[ $CLUSTER == 1 ]]; then
+	log "WARNING: bench/cluster.sh is missing; using whatever listens on $DB_HOST:$DB_PORT"
+fi
+mysql_q() { # PORT SQL
+	mariadb --no-defaults -h"$DB_HOST" -P"$1" -u"$DB_USER" -p"$DB_PASS" "$DB_NAME" -N -B -e "$2"
+}
+mysql_q "$DB_PORT" "SELECT 1" >/dev/null 2>&1 ||
+	die "cannot run SELECT 1 as $DB_USER on $DB_HOST:$DB_PORT database $DB_NAME; is the cluster up?"
+
+DB_PIDS=()
+for p in $PORTS; do
+	for pid in $(ss -Hltnp "sport = :$p" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+		DB_PIDS+=("$pid")
+	done
+done
+[[ ${#DB_PIDS[@]} -gt 0 ]] || log "WARNING: cannot find the mariadbd pids on ports $PORTS; DB CPU will be blank"
+
+# ---------------------------------------------------------------------------
+# Paths: where each listens and which process to measure. FAIL holds why a
+# path cannot run; its cells are then written as failed without running.
+declare -A HOST PORT PID WEB FAIL
+ALL_PATHS=()
+for p in $PATHS; do ALL_PATHS+=("$p"); done
+SHARDED_NOTE="skipped (SHARDED_CONFIG unset)"
+if [[ -n $SHARDED_CONFIG ]]; then
+	if [[ -f $SHARDED_CONFIG ]]; then
+		ALL_PATHS+=(sharded)
+		SHARDED_NOTE=$SHARDED_CONFIG
+	else
+		SHARDED_NOTE="skipped ($SHARDED_CONFIG not found)"
+		log "SHARDED_CONFIG=$SHARDED_CONFIG not found; skipping the sharded row"
+	fi
+fi
+want_path() { local p; for p in "${ALL_PATHS[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
+for p in "${ALL_PATHS[@]}"; do
+	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want direct relay proxy)" ;; esac
+done
+HOST[direct]=$DB_HOST PORT[direct]=$DB_PORT PID[direct]="" WEB[direct]=""
+
+mkdir -p bin
+BENCHREPORT=bin/bench-report
+go build -o "$BENCHREPORT" ./bench/report 2>"$OUT/build-report.log" || die "bench/report does not build, see $OUT/build-report.log"
+
+# start_bg NAME LISTENPORT CMD...: start a measured process, or set FAIL[NAME].
+start_bg() {
+	local name=$1 port=$2 pid
+	shift 2
+	if port_in_use "$port"; then
+		FAIL[$name]="port $port already in use by another process"
+		return
+	fi
+	"$@" >"$OUT/$name.log" 2>&1 &
+	pid=$!
+	BG_PIDS+=("$pid")
+	if wait_listen "$pid" "$port"; then
+		PID[$name]=$pid
+		log "$name is up (pid $pid, port $port)"
+	else
+		FAIL[$name]="did not start listening on port $port (see $name.log: $(tail -n1 "$OUT/$name.log" | csv_safe))"
+	fi
+}
+
+if want_path relay; then
+	HOST[relay]=$(connect_host "${RELAY_ADDR%:*}") PORT[relay]=${RELAY_ADDR##*:} WEB[relay]=""
+	if go build -o bin/relay ./bench/relay >"$OUT/build-relay.log" 2>&1; then
+		start_bg relay "${PORT[relay]}" bin/relay -listen "$RELAY_ADDR" -target "$DB_HOST:$DB_PORT" -nodelay="$RELAY_NODELAY"
+	else
+		FAIL[relay]="build failed (see build-relay.log)"
+	fi
+fi
+
+# start_proxy NAME CONFIG
+start_proxy() {
+	local name=$1 cfg=$2 addr web
+	if [[ ! -f $cfg ]]; then
+		FAIL[$name]="config $cfg not found"
+		return
+	fi
+	addr=$(cfg_get "$cfg" addr)
+	addr=${addr:-127.0.0.1:9696}
+	web=$(cfg_get "$cfg" web_addr)
+	HOST[$name]=$(connect_host "${addr%:*}") PORT[$name]=${addr##*:}
+	[[ -n $web ]] && WEB[$name]=$(connect_host "${web%:*}"):${web##*:} || WEB[$name]=""
+	start_bg "$name" "${PORT[$name]}" bin/proxy -config "$cfg" -log-level "$LOG_LEVEL"
+}
+if want_path proxy || want_path sharded; then
+	if go build -o bin/proxy ./cmd/proxy >"$OUT/build-proxy.log" 2>&1; then
+		want_path proxy && start_proxy proxy "$PROXY_CONFIG"
+		if want_path sharded; then
+			if want_path proxy && [[ -z ${FAIL[proxy]:-} && $(cfg_get "$SHARDED_CONFIG" addr) == "$(cfg_get "$PROXY_CONFIG" addr)" ]]; then
+				FAIL[sharded]="$SHARDED_CONFIG uses the same addr as $PROXY_CONFIG; give it its own addr and web_addr"
+			else
+				start_proxy sharded "$SHARDED_CONFIG"
+			fi
+		fi
+	else
+		log "the proxy does not build (see $OUT/build-proxy.log); its cells will be marked failed"
+		FAIL[proxy]="build failed (see build-proxy.log)"
+		FAIL[sharded]="build failed (see build-proxy.log)"
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+# Data: drop and load sbtest on node1 directly, so reruns start clean.
+SB_COMMON=(--db-driver=mysql --mysql-user="$DB_USER" --mysql-password="$DB_PASS" --mysql-db="$DB_NAME"
+	--tables="$TABLES" --table-size="$TABLE_SIZE")
+if [[ $PREPARE == 1 ]]; then
+	log "loading $TABLES x $TABLE_SIZE rows into $DB_NAME on $DB_HOST:$DB_PORT"
+	{
+		sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" cleanup &&
+			sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" prepare
+	} >"$OUT/prepare.log" 2>&1 || die "sysbench prepare failed, see $OUT/prepare.log"
+	if want_path sharded && [[ -z ${FAIL[sharded]:-} ]]; then
+		log "loading the sharded data through ${HOST[sharded]}:${PORT[sharded]}"
+		if [[ -n $SHARDED_PREPARE ]]; then
+			SHARDED_HOST=${HOST[sharded]} SHARDED_PORT=${PORT[sharded]} bash -c "$SHARDED_PREPARE" >"$OUT/prepare-sharded.log" 2>&1
+		else
+			{
+				sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" cleanup &&
+					sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" prepare
+			} >"$OUT/prepare-sharded.log" 2>&1
+		fi || FAIL[sharded]="sharded prepare failed (see prepare-sharded.log)"
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+# Environment block for the report.
+
+# proxy_settings FILE: pool, Nagle, buffer, timeout and logging settings from a
+# ks.yaml, whatever their exact key names, as "section[item].key: value".
+proxy_settings() {
+	awk '
+	/^[[:space:]]*(#|$)/ { next }
+	{
+		line = $0
+		sub(/[[:space:]]+#.*$/, "", line)
+		match(line, /^[[:space:]]*/)
+		indent = RLENGTH
+		s = substr(line, indent + 1)
+		item = sub(/^-[[:space:]]+/, "", s)
+		key = s
+		sub(/[[:space:]]*:.*$/, "", key)
+		val = s
+		if (!sub(/^[^:]*:[[:space:]]*/, "", val)) next
+		if (indent == 0) { section = key; name = "" }
+		if (item) name = ""
+		if (key == "name") name = val
+		if (val == "") val = "(empty)"
+		if (key ~ /pass/ || key !~ /(pool|conn|nodelay|no_delay|buf|log|timeout|idle|lifetime)/) next
+		print "proxy setting=" (indent == 0 ? "" : section (name != "" ? "[" name "]" : "") ".") key ": " val
+	}' "$1"
+	local s
+	for s in frontend backend; do
+		grep -q "^$s:" "$1" || echo "proxy setting=$s: not set (built-in defaults)"
+	done
+}
+{
+	echo "date=$(date '+%Y-%m-%d %H:%M %Z')"
+	echo "commit=$(git rev-parse --short --verify -q HEAD 2>/dev/null || echo none)$( [[ -n $(git status --porcelain 2>/dev/null | head -n1) ]] && echo ' (uncommitted changes)')"
+	echo "cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo) x $(grep -c '^processor' /proc/cpuinfo)"
+	echo "kernel=$(uname -r)"
+	echo "go=$(go version | sed 's/^go version //')"
+	echo "mariadbd=$(mariadbd --version 2>/dev/null | sed -E 's/^.*Ver //' || echo unknown)"
+	echo "mariadb settings=$(mysql_q "$DB_PORT" "SELECT CONCAT('innodb_buffer_pool_size=', @@innodb_buffer_pool_size DIV 1048576, 'M max_connections=', @@max_connections, ' thread_handling=', @@thread_handling)" 2>/dev/null || echo unknown)"
+	echo "sysbench=$(sysbench --version)"
+	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "GOMAXPROCS=${GOMAXPROCS:-unset (Go default; nproc=$(nproc))}"
+	echo "proxy config=$PROXY_CONFIG"
+	if [[ -f $PROXY_CONFIG ]]; then
+		proxy_settings "$PROXY_CONFIG"
+	else
+		echo "proxy setting=($PROXY_CONFIG not found)"
+	fi
+	echo "proxy flags=-log-level $LOG_LEVEL"
+	echo "relay=io.Copy both ways, nodelay=$RELAY_NODELAY"
+	echo "sharded=$SHARDED_NOTE"
+	echo "tests=$TESTS"
+	echo "modes=$MODES"
+	echo "threads=$THREADS"
+	echo "paths=${ALL_PATHS[*]}"
+	echo "rounds=$ROUNDS"
+	echo "duration_s=$DURATION"
+	echo "warmup_s=$WARMUP"
+	echo "data=$TABLES table(s) x $TABLE_SIZE rows, --rand-type=uniform"
+	for p in "${ALL_PATHS[@]}"; do
+		[[ -n ${FAIL[$p]:-} ]] && echo "unavailable=$p: ${FAIL[$p]}"
+	done
+} >"$ENVFILE"
+
+# ---------------------------------------------------------------------------
+# The runs.
+# sb_args TEST: options that depend on the test.
+sb_args() {
+	case $1 in
+	oltp_* | select_*) echo --skip-trx=off ;; # Explicit BEGIN/COMMIT (the default), stated for the record.
+	esac
+}
+
+# run_sysbench PATH TEST MODE THREADS DURATION OUTFILE: returns sysbench's exit code.
+run_sysbench() {
+	local path=$1 test=$2 mode=$3 threads=$4 dur=$5 out=$6
+	# --foreground keeps sysbench in our process group so that Ctrl-C reaches it.
+	timeout --foreground --signal=INT --kill-after=10 $((dur + 60)) \
+		sysbench "$test" "${SB_COMMON[@]}" --mysql-host="${HOST[$path]}" --mysql-port="${PORT[$path]}" \
+		--time="$dur" --threads="$threads" --db-ps-mode="$mode" --report-interval=0 \
+		--percentile=95 --histogram=on --rand-type=uniform $(sb_args "$test") run >"$out" 2>&1 # $(sb_args) is split on purpose.
+}
+
+if [[ $WARMUP -gt 0 ]]; then
+	set -- $TESTS
+	wtest=$1
+	set -- $MODES
+	wmode=$1
+	wthreads=$(tr ' ' '\n' <<<"$THREADS" | sort -n | tail -n1)
+	for p in "${ALL_PATHS[@]}"; do
+		[[ -z ${FAIL[$p]:-} ]] || continue
+		log "warm-up: $p, $wtest $wmode $wthreads threads, ${WARMUP}s (not recorded)"
+		run_sysbench "$p" "$wtest" "$wmode" "$wthreads" "$WARMUP" "$OUT/raw/warmup-$p.txt" ||
+			log "warm-up on $p failed (see raw/warmup-$p.txt); its runs will show why"
+	done
+fi
+
+echo "ts,test,mode,threads,round,path,status,duration_s,$("$BENCHREPORT" -parse-header),proc_cpu_s,proc_rss_kb,db_cpu_s,mallocs,gc_cycles,raw" >"$RESULTS"
+EMPTY_FRAGMENT=$("$BENCHREPORT" -parse-header | sed 's/[^,]//g')
+
+n_tests=$(wc -w <<<"$TESTS") n_modes=$(wc -w <<<"$MODES") n_threads=$(wc -w <<<"$THREADS")
+total=$((n_tests * n_modes * n_threads * ROUNDS * ${#ALL_PATHS[@]}))
+log "$total runs of ${DURATION}s: about $(((total * (DURATION + 2) + 59) / 60)) minutes"
+
+i=0 failed=0 errored=0
+for test in $TESTS; do
+	for mode in $MODES; do
+		for threads in $THREADS; do
+			for ((round = 1; round <= ROUNDS; round++)); do
+				for path in "${ALL_PATHS[@]}"; do
+					i=$((i + 1))
+					raw=raw/$test-$mode-t$threads-r$round-$path.txt
+					pid=${PID[$path]:-}
+					status=ok fragment=$EMPTY_FRAGMENT cpu="" rss="" dbcpu="" mallocs="" gcs=""
+					if [[ -n ${FAIL[$path]:-} ]]; then
+						status="unavailable: ${FAIL[$path]}"
+						echo "$status" >"$OUT/$raw"
+					elif [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+						FAIL[$path]="process exited during the benchmark (see $path.log)"
+						status="unavailable: ${FAIL[$path]}"
+						echo "$status" >"$OUT/$raw"
+					else
+						read -r m0 g0 <<<"$(memstats "${WEB[$path]}")" || true
+						c0=$([[ -n $pid ]] && cpu_ticks "$pid" || true)
+						d0=$(cpu_ticks "${DB_PIDS[@]}")
+						rc=0
+						run_sysbench "$path" "$test" "$mode" "$threads" "$DURATION" "$OUT/$raw" || rc=$?
+						d1=$(cpu_ticks "${DB_PIDS[@]}")
+						c1=$([[ -n $pid ]] && cpu_ticks "$pid" || true)
+						read -r m1 g1 <<<"$(memstats "${WEB[$path]}")" || true
+						if [[ -n $pid ]]; then
+							cpu=$(cpu_seconds "$c0" "$c1")
+							rss=$(rss_kb "$pid")
+						fi
+						dbcpu=$(cpu_seconds "$d0" "$d1")
+						mallocs=$(delta "${m0:-}" "${m1:-}")
+						gcs=$(delta "${g0:-}" "${g1:-}")
+						if [[ $rc -ne 0 ]]; then
+							why=$(grep -E '^(FATAL|ALERT)' "$OUT/$raw" | head -n2 | tr '\n' ' ' || true)
+							[[ -n $why ]] || why=$(tail -n1 "$OUT/$raw")
+							[[ $rc -eq 124 ]] && why="timed out after $((DURATION + 60))s; $why"
+							status="sysbench exit $rc: $why"
+						elif ! fragment=$("$BENCHREPORT" -parse "$OUT/$raw" 2>&1); then
+							status="unparsable output: $fragment"
+							fragment=$EMPTY_FRAGMENT
+						fi
+					fi
+					status=$(printf '%s' "$status" | csv_safe)
+					echo "$(date +%s),$test,$mode,$threads,$round,$path,$status,$DURATION,$fragment,$cpu,$rss,$dbcpu,$mallocs,$gcs,$raw" >>"$RESULTS"
+
+					if [[ $status == ok ]]; then
+						IFS=, read -r _ qps _ _ _ p95 _ errs reconn <<<"$fragment"
+						note=""
+						if [[ $errs != 0 || $reconn != 0 ]]; then
+							note="  <-- $errs errors, $reconn reconnects"
+							errored=$((errored + 1))
+						fi
+						log "[$i/$total] $test $mode t=$threads r=$round $path: $qps qps, p95 ${p95}ms${cpu:+, cpu ${cpu}s}$note"
+					else
+						failed=$((failed + 1))
+						log "[$i/$total] $test $mode t=$threads r=$round $path: FAILED: $status"
+					fi
+				done
+			done
+		done
+	done
+done
+
+# ---------------------------------------------------------------------------
+echo "load average at end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$ENVFILE"
+go run ./bench/report -in "$RESULTS" -out "$OUT"
+log "report: $OUT/report.md, chart: $OUT/qps.svg ($failed failed runs, $errored runs with errors)"
+if [[ $STRICT == 1 && $((failed + errored)) -gt 0 ]]; then
+	exit 1
+fi

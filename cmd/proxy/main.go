@@ -1,0 +1,140 @@
+// Command proxy runs shardgate: a MySQL sharding proxy configured by a
+// kingshard-format ks.yaml.
+//
+// This file only wires things together: flags, configuration, loggers,
+// listeners and signals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/proxy/server"
+)
+
+func main() {
+	cfgPath := flag.String("config", "etc/ks.yaml", "path of the ks.yaml configuration")
+	logLevel := flag.String("log-level", "", "log level (debug, info, warn, error); overrides log_level")
+	flag.Parse()
+	if err := run(*cfgPath, *logLevel); err != nil {
+		fmt.Fprintln(os.Stderr, "shardgate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfgPath, logLevel string) error {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	if logLevel != "" {
+		cfg.LogLevel = logLevel
+	}
+	log, err := newLogger(cfg.LogPath, "shardgate.log", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	var sqlLog *zap.Logger
+	if cfg.LogSQLEnabled() {
+		if sqlLog, err = newLogger(cfg.LogPath, "sql.log", "info"); err != nil {
+			return err
+		}
+		defer sqlLog.Sync()
+	}
+
+	srv, err := server.New(cfg, server.Options{Log: log, SQLLog: sqlLog})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath))
+
+	var side []*http.Server
+	for _, l := range []struct {
+		addr string
+		h    http.Handler
+		what string
+	}{{cfg.WebAddr, srv.AdminHandler(), "admin"}, {cfg.PrometheusAddr, srv.MetricsHandler(), "metrics"}} {
+		if l.addr == "" {
+			continue // empty address: disabled
+		}
+		hl, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			ln.Close()
+			srv.Shutdown(context.Background())
+			return fmt.Errorf("%s listener: %w", l.what, err)
+		}
+		hs := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second}
+		side = append(side, hs)
+		log.Info(l.what+" listening", zap.String("addr", hl.Addr().String()))
+		go func() {
+			if err := hs.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(l.what+" listener failed", zap.Error(err))
+			}
+		}()
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case sig := <-sigc:
+		log.Info("shutting down", zap.String("signal", sig.String()), zap.Duration("timeout", cfg.ShutdownTimeout))
+	case err := <-errc:
+		log.Error("listener failed", zap.Error(err))
+	}
+	signal.Stop(sigc)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	for _, hs := range side {
+		hs.Shutdown(ctx)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutdown timed out; closed remaining connections", zap.Error(err))
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newLogger logs JSON to dir/file, or to stderr in console form when dir is
+// empty.
+func newLogger(dir, file, level string) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	if dir == "" {
+		zc.Encoding = "console"
+		zc.EncoderConfig = zap.NewDevelopmentEncoderConfig()
+		zc.OutputPaths = []string{"stderr"}
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		zc.OutputPaths = []string{filepath.Join(dir, file)}
+	}
+	zc.ErrorOutputPaths = []string{"stderr"}
+	return zc.Build()
+}

@@ -1,0 +1,472 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v2"
+)
+
+// Per-node defaults. kingshard treats 0 as "not set" for these keys, so they
+// cannot live in Default; Parse applies them to every node that leaves them 0.
+const (
+	defaultMaxConnsLimit    = 64
+	defaultDownAfterNoalive = 30
+)
+
+// Default returns a Config holding every default. Parse decodes the file over
+// it, so any key the file leaves out keeps the value set here. The returned
+// Config has no users, nodes or schemas and therefore does not validate until
+// those are filled in.
+func Default() *Config {
+	tcp := TCPOptions{
+		NoDelay:     true,
+		ReadBuffer:  16384,
+		WriteBuffer: 16384,
+	}
+	return &Config{
+		Addr:              "127.0.0.1:9696",
+		LogLevel:          "info",
+		LogSQL:            "off",
+		ProxyCharset:      "utf8mb4",
+		DefaultAuthPlugin: "mysql_native_password",
+		ShutdownTimeout:   10 * time.Second,
+		MaxConnections:    10000,
+		Frontend:          tcp,
+		Backend: BackendOptions{
+			TCPOptions:     tcp,
+			DialTimeout:    3 * time.Second,
+			AcquireTimeout: 5 * time.Second,
+			IdleTimeout:    5 * time.Minute,
+			MaxLifetime:    time.Hour,
+			PingAfterIdle:  30 * time.Second,
+			HealthInterval: 2 * time.Second,
+		},
+	}
+}
+
+// Config is the whole ks.yaml. The kingshard keys come first with kingshard's
+// meaning; the shardgate extensions follow. A Config is read-only once Parse
+// returns it and is then safe for concurrent use.
+type Config struct {
+	// Addr is the client listener, host:port. Default "127.0.0.1:9696".
+	Addr string `yaml:"addr"`
+	// Users are the accounts clients log in with. At least one is required.
+	Users []User `yaml:"user_list"`
+	// WebAddr is the admin HTTP listener; "" disables it.
+	WebAddr string `yaml:"web_addr"`
+	// WebUser and WebPassword guard the admin HTTP listener.
+	WebUser     string `yaml:"web_user"`
+	WebPassword string `yaml:"web_password"`
+	// PrometheusAddr is the metrics listener; "" disables it.
+	PrometheusAddr string `yaml:"prometheus_addr"`
+	// LogPath is the log directory; "" logs to stderr.
+	LogPath string `yaml:"log_path"`
+	// LogLevel is debug, info, warn or error. Default "info".
+	LogLevel string `yaml:"log_level"`
+	// LogSQL is "on" or "off" (true/false/yes/no are accepted too, in any
+	// case). Default "off". Read it through LogSQLEnabled.
+	LogSQL string `yaml:"log_sql"`
+	// SlowLogTime is the slow-query threshold in milliseconds; 0 is off.
+	SlowLogTime int `yaml:"slow_log_time"`
+	// AllowIPs is a comma-separated list of client IPs and CIDRs; "" lets
+	// everyone in. Read it through AllowList.
+	AllowIPs string `yaml:"allow_ips"`
+	// BlacklistSQLFile names a file of SQL fingerprints to refuse.
+	BlacklistSQLFile string `yaml:"blacklist_sql_file"`
+	// ProxyCharset is the character set the proxy announces to clients, a
+	// lowercase MySQL charset name. Default "utf8mb4".
+	ProxyCharset string `yaml:"proxy_charset"`
+	// Nodes are the backend MySQL nodes, each a master and optional replicas.
+	Nodes []Node `yaml:"nodes"`
+	// Schemas give each user its nodes, default node and shard rules.
+	Schemas []Schema `yaml:"schema_list"`
+
+	// ServerVersion is the version announced to clients; "" means detect it
+	// from the backend.
+	ServerVersion string `yaml:"server_version"`
+	// DefaultAuthPlugin is "mysql_native_password" (default) or
+	// "caching_sha2_password".
+	DefaultAuthPlugin string `yaml:"default_auth_plugin"`
+	// ShutdownTimeout bounds a graceful shutdown. Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MaxConnections caps client connections; past it clients get error
+	// 1040. Default 10000.
+	MaxConnections int `yaml:"max_connections"`
+	// Frontend tunes client-side sockets.
+	Frontend TCPOptions `yaml:"frontend"`
+	// Backend tunes backend sockets and pools.
+	Backend BackendOptions `yaml:"backend"`
+
+	// pos maps key paths to lines of the bytes this Config was parsed from;
+	// nil for a Config built in code.
+	pos *positions
+}
+
+// User is one entry of user_list: a client account.
+type User struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+}
+
+// Node is one entry of nodes: a backend master with optional replicas.
+type Node struct {
+	// Name is how schemas and shard rules refer to the node.
+	Name string `yaml:"name"`
+	// Master is the master's host:port. Required.
+	Master string `yaml:"master"`
+	// Slave lists replicas in kingshard's format,
+	// "host:port[@weight],host:port[@weight]". Read it through Slaves.
+	Slave string `yaml:"slave"`
+	// User and Password are the backend account.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// MaxConnsLimit caps pooled connections per backend; Parse turns 0
+	// into 64.
+	MaxConnsLimit int `yaml:"max_conns_limit"`
+	// DownAfterNoalive is how many seconds a backend may fail health checks
+	// before it is marked down; Parse turns 0 into 30.
+	DownAfterNoalive int `yaml:"down_after_noalive"`
+}
+
+// Replica is one parsed entry of a node's slave list.
+type Replica struct {
+	Addr   string // host:port
+	Weight int    // relative read weight, 1 when not given
+}
+
+// Schema is one entry of schema_list: what a user sees.
+type Schema struct {
+	// User names the user_list user this schema belongs to.
+	User string `yaml:"user"`
+	// Nodes are the node names this schema may use.
+	Nodes []string `yaml:"nodes"`
+	// Default is the node for tables without a shard rule; it must be one
+	// of Nodes.
+	Default string `yaml:"default"`
+	// Shard holds the shard rules, at most one per db.table.
+	Shard []ShardRule `yaml:"shard"`
+}
+
+// ShardRule is one entry of a schema's shard list.
+type ShardRule struct {
+	DB    string `yaml:"db"`
+	Table string `yaml:"table"`
+	// Key is the sharding column; not used by type global.
+	Key string `yaml:"key"`
+	// Type is hash, range, date_year, date_month, date_day or global.
+	Type string `yaml:"type"`
+	// Nodes are the nodes holding this table, all among the schema's nodes.
+	Nodes []string `yaml:"nodes"`
+	// Locations gives, per node, how many sub-tables it holds (hash and
+	// range).
+	Locations []int `yaml:"locations"`
+	// TableRowLimit is the key span of one sub-table (range only).
+	TableRowLimit int `yaml:"table_row_limit"`
+	// DateRange gives, per node, the span it holds, "A-B" or "A", as YYYY,
+	// YYYYMM or YYYYMMDD for date_year, date_month and date_day.
+	DateRange []string `yaml:"date_range"`
+}
+
+// TCPOptions tunes one side's sockets and per-connection buffers.
+type TCPOptions struct {
+	// NoDelay sets TCP_NODELAY. Default true.
+	NoDelay bool `yaml:"nodelay"`
+	// ReadBuffer and WriteBuffer size the per-connection bufio reader and
+	// writer in bytes. Default 16384 each.
+	ReadBuffer  int `yaml:"read_buffer"`
+	WriteBuffer int `yaml:"write_buffer"`
+	// SocketReadBuffer and SocketWriteBuffer set SO_RCVBUF and SO_SNDBUF;
+	// 0 keeps the OS default.
+	SocketReadBuffer  int `yaml:"socket_read_buffer"`
+	SocketWriteBuffer int `yaml:"socket_write_buffer"`
+}
+
+// BackendOptions tunes backend sockets, pools and health checks. Durations
+// are written as Go duration strings ("5s", "1m30s").
+type BackendOptions struct {
+	TCPOptions `yaml:",inline"`
+	// DialTimeout bounds connecting to a backend. Default 3s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ReadTimeout is a per-read deadline on backend sockets; 0 (default)
+	// means none.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// AcquireTimeout is how long a query waits for a pooled connection
+	// before failing with error 1040. Default 5s.
+	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+	// IdleTimeout closes pooled connections idle longer than this; 0 never
+	// closes them for idleness. Default 5m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxLifetime closes pooled connections older than this; 0 means no
+	// limit. Default 1h.
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	// PingAfterIdle pings a pooled connection idle longer than this before
+	// handing it out; 0 never pings. Default 30s.
+	PingAfterIdle time.Duration `yaml:"ping_after_idle"`
+	// HealthInterval is the health-check period per node. Default 2s.
+	HealthInterval time.Duration `yaml:"health_interval"`
+}
+
+// Load reads the file at path and parses it with Parse. A configuration error
+// is an *Error whose File is path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File = path
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse decodes data strictly over Default, applies the per-node defaults and
+// validates the result. Every problem found, from decoding or validation, is
+// returned together in one *Error.
+func Parse(data []byte) (*Config, error) {
+	c := Default()
+	pos := indexPositions(data)
+	var problems []Problem
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			// A syntax error: nothing decoded can be trusted.
+			return nil, &Error{Problems: []Problem{syntaxProblem(err)}}
+		}
+		for _, msg := range te.Errors {
+			problems = append(problems, pos.decodeProblem(msg))
+		}
+	}
+	problems = append(problems, pos.durationProblems()...)
+	c.applyDefaults()
+	c.pos = pos
+
+	// Keys that failed to decode hold a default or zero value; checking
+	// them again would only repeat the decode problem in other words.
+	decodeProblems := problems[:len(problems):len(problems)]
+	for _, p := range c.validate() {
+		if !coveredBy(p.Path, decodeProblems) {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+// applyDefaults fills the defaults that decoding over Default cannot: node
+// fields where kingshard reads 0 as "not set", string keys written with an
+// empty value, and extension blocks written with no value at all (which
+// yaml.v2 decodes as all-zero).
+func (c *Config) applyDefaults() {
+	d := Default()
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.MaxConnsLimit == 0 {
+			n.MaxConnsLimit = defaultMaxConnsLimit
+		}
+		if n.DownAfterNoalive == 0 {
+			n.DownAfterNoalive = defaultDownAfterNoalive
+		}
+	}
+	for _, f := range []struct{ v, def *string }{
+		{&c.Addr, &d.Addr},
+		{&c.LogLevel, &d.LogLevel},
+		{&c.LogSQL, &d.LogSQL},
+		{&c.ProxyCharset, &d.ProxyCharset},
+		{&c.DefaultAuthPlugin, &d.DefaultAuthPlugin},
+	} {
+		if *f.v == "" {
+			*f.v = *f.def
+		}
+	}
+	if c.Frontend == (TCPOptions{}) {
+		c.Frontend = d.Frontend
+	}
+	if c.Backend == (BackendOptions{}) {
+		c.Backend = d.Backend
+	}
+}
+
+// LogSQLEnabled reports whether log_sql turns SQL logging on.
+func (c *Config) LogSQLEnabled() bool {
+	on, _ := parseSwitch(c.LogSQL)
+	return on
+}
+
+// parseSwitch reads a kingshard on/off value. The empty string is off.
+func parseSwitch(s string) (on, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "on", "true", "yes":
+		return true, true
+	case "off", "false", "no", "":
+		return false, true
+	}
+	return false, false
+}
+
+// AllowList returns allow_ips parsed: a single address becomes a /32 or /128
+// prefix, and a CIDR has its host bits cleared. It returns nil, meaning allow
+// everyone, when allow_ips lists nothing. Entries Validate rejects are
+// skipped. Callers should Unmap IPv4-mapped client addresses before matching.
+func (c *Config) AllowList() []netip.Prefix {
+	var out []netip.Prefix
+	for _, e := range splitList(c.AllowIPs) {
+		if p, err := parseAllowEntry(e); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseAllowEntry(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP or CIDR", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP or CIDR", s)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: zoned IPv6 addresses are not supported", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// splitList splits a kingshard comma-separated value, trimming blanks and
+// dropping empty entries as kingshard does.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Node returns the node called name, or nil if there is none.
+func (c *Config) Node(name string) *Node {
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == name {
+			return &c.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// SchemaFor returns the schema of user, or nil if there is none.
+func (c *Config) SchemaFor(user string) *Schema {
+	for i := range c.Schemas {
+		if c.Schemas[i].User == user {
+			return &c.Schemas[i]
+		}
+	}
+	return nil
+}
+
+// Slaves returns the parsed slave list. Entries Validate rejects are skipped.
+func (n *Node) Slaves() []Replica {
+	var out []Replica
+	for _, e := range splitList(n.Slave) {
+		if r, err := parseReplica(e); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// parseReplica parses one slave entry, host:port with an optional @weight.
+func parseReplica(s string) (Replica, error) {
+	addr, w, hasWeight := strings.Cut(s, "@")
+	r := Replica{Addr: addr, Weight: 1}
+	if err := checkHostPort(addr, false); err != nil {
+		return r, err
+	}
+	if hasWeight {
+		n, err := strconv.Atoi(w)
+		if err != nil || !allDigits(w) || n < 1 {
+			return r, fmt.Errorf("weight %q of %q is not a positive integer", w, s)
+		}
+		r.Weight = n
+	}
+	return r, nil
+}
+
+// checkHostPort checks a host:port address. Listen addresses may leave the
+// host empty (all interfaces) and use port 0 (any free port, for tests);
+// backend addresses need both.
+func checkHostPort(s string, listen bool) error {
+	host, port, err := splitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if host == "" && !listen {
+		return fmt.Errorf("%q has no host", s)
+	}
+	if host != "" {
+		if _, err := netip.ParseAddr(host); err != nil && !validHostname(host) {
+			return fmt.Errorf("%q: %q is not a valid host name or IP", s, host)
+		}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || !allDigits(port) {
+		return fmt.Errorf("%q: port %q is not a number", s, port)
+	}
+	lo := 1
+	if listen {
+		lo = 0
+	}
+	if n < lo || n > 65535 {
+		return fmt.Errorf("%q: port %d is out of range %d-65535", s, n, lo)
+	}
+	return nil
+}
+
+func splitHostPort(s string) (host, port string, err error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return "", "", fmt.Errorf("%q is not host:port", s)
+	}
+	host, port = s[:i], s[i+1:]
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	} else if strings.ContainsAny(host, ":[]") {
+		return "", "", fmt.Errorf("%q is not host:port (write IPv6 hosts as [addr]:port)", s)
+	}
+	return host, port, nil
+}
+
+var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?$`)
+
+func validHostname(h string) bool {
+	return len(h) <= 253 && hostnameRE.MatchString(h)
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,441 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	Path string // key path, like schema_list[0].shard[2].key; "" for the whole file
+	Line int    // line of the key in the file; 0 when unknown
+	Msg  string
+}
+
+// String formats p as "path (line N): msg", leaving out what is unknown.
+func (p Problem) String() string {
+	switch {
+	case p.Path != "" && p.Line > 0:
+		return fmt.Sprintf("%s (line %d): %s", p.Path, p.Line, p.Msg)
+	case p.Path != "":
+		return p.Path + ": " + p.Msg
+	case p.Line > 0:
+		return fmt.Sprintf("line %d: %s", p.Line, p.Msg)
+	}
+	return p.Msg
+}
+
+// Error is a configuration that failed to decode or validate. It lists every
+// problem found, in the order found.
+type Error struct {
+	File     string // set by Load; "" for Parse and Validate
+	Problems []Problem
+}
+
+// Error returns one line per problem, each starting with "config: ".
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("config: ")
+		if e.File != "" {
+			b.WriteString(e.File)
+			b.WriteString(": ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Validate checks the whole configuration and returns nil or an *Error that
+// lists every problem. Lines are included when c came from Parse or Load.
+func (c *Config) Validate() error {
+	if ps := c.validate(); len(ps) > 0 {
+		return &Error{Problems: ps}
+	}
+	return nil
+}
+
+// Known values of the enumerated keys.
+var (
+	logLevels   = []string{"debug", "info", "warn", "error"}
+	authPlugins = []string{"mysql_native_password", "caching_sha2_password"}
+	shardTypes  = []string{"hash", "range", "date_year", "date_month", "date_day", "global"}
+	// charsets are MySQL's character set names (SHOW CHARACTER SET), as
+	// kingshard and MySQL's protocol use them: lowercase.
+	charsets = []string{
+		"armscii8", "ascii", "big5", "binary", "cp1250", "cp1251", "cp1256", "cp1257",
+		"cp850", "cp852", "cp866", "cp932", "dec8", "eucjpms", "euckr", "gb18030",
+		"gb2312", "gbk", "geostd8", "greek", "hebrew", "hp8", "keybcs2", "koi8r",
+		"koi8u", "latin1", "latin2", "latin5", "latin7", "macce", "macroman", "sjis",
+		"swe7", "tis620", "ucs2", "ujis", "utf16", "utf16le", "utf32", "utf8",
+		"utf8mb3", "utf8mb4",
+	}
+	serverVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+`)
+)
+
+// validator collects problems; pos supplies lines and may be nil.
+type validator struct {
+	pos      *positions
+	problems []Problem
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Line: v.pos.line(path), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *Config) validate() []Problem {
+	v := &validator{pos: c.pos}
+	c.validateGlobals(v)
+	c.validateUsers(v)
+	c.validateNodes(v)
+	c.validateSchemas(v)
+	c.validateExtensions(v)
+	return v.problems
+}
+
+func (c *Config) validateGlobals(v *validator) {
+	if c.Addr == "" {
+		v.add("addr", "required: the client listener, host:port")
+	} else if err := checkHostPort(c.Addr, true); err != nil {
+		v.add("addr", "%v", err)
+	}
+	for _, f := range []struct{ key, val string }{
+		{"web_addr", c.WebAddr},
+		{"prometheus_addr", c.PrometheusAddr},
+	} {
+		if f.val == "" {
+			continue // disabled
+		}
+		if err := checkHostPort(f.val, true); err != nil {
+			v.add(f.key, "%v", err)
+		}
+	}
+	if !slices.Contains(logLevels, c.LogLevel) {
+		v.add("log_level", "unknown level %q; use %s", c.LogLevel, strings.Join(logLevels, ", "))
+	}
+	if _, ok := parseSwitch(c.LogSQL); !ok {
+		v.add("log_sql", "%q is not on or off", c.LogSQL)
+	}
+	if c.SlowLogTime < 0 {
+		v.add("slow_log_time", "%d is negative; use 0 to turn the slow log off", c.SlowLogTime)
+	}
+	for _, e := range splitList(c.AllowIPs) {
+		if _, err := parseAllowEntry(e); err != nil {
+			v.add("allow_ips", "%v", err)
+		}
+	}
+	if !slices.Contains(charsets, c.ProxyCharset) {
+		v.add("proxy_charset", "unknown MySQL character set %q (names are lowercase, like utf8mb4)", c.ProxyCharset)
+	}
+}
+
+func (c *Config) validateUsers(v *validator) {
+	if len(c.Users) == 0 {
+		v.add("user_list", "at least one user is required")
+	}
+	seen := make(map[string]int)
+	for i, u := range c.Users {
+		p := joinIndex("user_list", i)
+		if u.User == "" {
+			v.add(joinKey(p, "user"), "user name is empty")
+			continue
+		}
+		if j, dup := seen[u.User]; dup {
+			v.add(joinKey(p, "user"), "user %q is already defined at user_list[%d]", u.User, j)
+			continue
+		}
+		seen[u.User] = i
+	}
+}
+
+func (c *Config) validateNodes(v *validator) {
+	seen := make(map[string]int)
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		p := joinIndex("nodes", i)
+		switch j, dup := seen[n.Name]; {
+		case n.Name == "":
+			v.add(joinKey(p, "name"), "node has no name")
+		case dup:
+			v.add(joinKey(p, "name"), "node %q is already defined at nodes[%d]", n.Name, j)
+		default:
+			seen[n.Name] = i
+		}
+		if n.Master == "" {
+			v.add(joinKey(p, "master"), "required: the master's host:port")
+		} else if err := checkHostPort(n.Master, false); err != nil {
+			v.add(joinKey(p, "master"), "%v", err)
+		}
+		for _, e := range splitList(n.Slave) {
+			if _, err := parseReplica(e); err != nil {
+				v.add(joinKey(p, "slave"), "%v", err)
+			}
+		}
+		if n.MaxConnsLimit < 0 {
+			v.add(joinKey(p, "max_conns_limit"), "%d is negative", n.MaxConnsLimit)
+		}
+		if n.DownAfterNoalive < 0 {
+			v.add(joinKey(p, "down_after_noalive"), "%d is negative", n.DownAfterNoalive)
+		}
+	}
+}
+
+func (c *Config) validateSchemas(v *validator) {
+	users := make(map[string]bool, len(c.Users))
+	for _, u := range c.Users {
+		users[u.User] = true
+	}
+	seen := make(map[string]int)
+	for i := range c.Schemas {
+		s := &c.Schemas[i]
+		p := joinIndex("schema_list", i)
+		switch j, dup := seen[s.User]; {
+		case s.User == "":
+			v.add(joinKey(p, "user"), "required: the user_list user this schema belongs to")
+		case !users[s.User]:
+			v.add(joinKey(p, "user"), "user %q is not in user_list", s.User)
+		case dup:
+			v.add(joinKey(p, "user"), "user %q already has a schema at schema_list[%d]", s.User, j)
+		default:
+			seen[s.User] = i
+		}
+
+		nodesPath := joinKey(p, "nodes")
+		inSchema := make(map[string]bool, len(s.Nodes))
+		if len(s.Nodes) == 0 {
+			v.add(nodesPath, "at least one node is required")
+		}
+		for j, name := range s.Nodes {
+			np := joinIndex(nodesPath, j)
+			switch {
+			case inSchema[name]:
+				v.add(np, "node %q is listed twice", name)
+			case c.Node(name) == nil:
+				v.add(np, "node %q is not defined in nodes", name)
+			}
+			inSchema[name] = true
+		}
+
+		switch {
+		case s.Default == "":
+			v.add(joinKey(p, "default"), "required: the node for tables without a shard rule")
+		case !inSchema[s.Default]:
+			v.add(joinKey(p, "default"), "node %q is not in %s", s.Default, nodesPath)
+		}
+
+		rules := make(map[string]int)
+		for k := range s.Shard {
+			c.validateRule(v, joinIndex(joinKey(p, "shard"), k), &s.Shard[k], nodesPath, inSchema, rules, k)
+		}
+	}
+}
+
+// validateRule checks one shard rule at path. rules maps "db.table" to the
+// index of the rule that first claimed it.
+func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNodes string, inSchema map[string]bool, rules map[string]int, k int) {
+	if r.DB == "" {
+		v.add(joinKey(path, "db"), "required")
+	}
+	if r.Table == "" {
+		v.add(joinKey(path, "table"), "required")
+	}
+	if r.DB != "" && r.Table != "" {
+		qualified := r.DB + "." + r.Table
+		if j, dup := rules[qualified]; dup {
+			v.add(joinKey(path, "table"), "%s already has a rule at %s", qualified, joinIndex(parentPath(path), j))
+		} else {
+			rules[qualified] = k
+		}
+	}
+	if r.Key == "" && r.Type != "global" {
+		v.add(joinKey(path, "key"), "required: the sharding column")
+	}
+
+	nodesPath := joinKey(path, "nodes")
+	if len(r.Nodes) == 0 {
+		v.add(nodesPath, "at least one node is required")
+	}
+	seen := make(map[string]bool, len(r.Nodes))
+	for j, name := range r.Nodes {
+		np := joinIndex(nodesPath, j)
+		switch {
+		case seen[name]:
+			v.add(np, "node %q is listed twice", name)
+		case !inSchema[name]:
+			v.add(np, "node %q is not in %s", name, schemaNodes)
+		}
+		seen[name] = true
+	}
+
+	switch r.Type {
+	case "hash", "range":
+		checkLocations(v, path, r)
+		if r.Type == "range" && r.TableRowLimit <= 0 {
+			v.add(joinKey(path, "table_row_limit"), "range rules need a positive table_row_limit")
+		}
+	case "date_year":
+		checkDateRange(v, path, r, 4, "2006", "YYYY")
+	case "date_month":
+		checkDateRange(v, path, r, 6, "200601", "YYYYMM")
+	case "date_day":
+		checkDateRange(v, path, r, 8, "20060102", "YYYYMMDD")
+	case "global":
+		if len(r.Locations) > 0 {
+			v.add(joinKey(path, "locations"), "not allowed for type global")
+		}
+		if len(r.DateRange) > 0 {
+			v.add(joinKey(path, "date_range"), "not allowed for type global")
+		}
+	case "":
+		v.add(joinKey(path, "type"), "required: one of %s", strings.Join(shardTypes, ", "))
+	default:
+		v.add(joinKey(path, "type"), "unknown type %q; use %s", r.Type, strings.Join(shardTypes, ", "))
+	}
+}
+
+// checkLocations checks a hash or range rule's sub-table counts.
+func checkLocations(v *validator, path string, r *ShardRule) {
+	lp := joinKey(path, "locations")
+	if len(r.Locations) != len(r.Nodes) {
+		v.add(lp, "has %d entries but nodes has %d; give one sub-table count per node", len(r.Locations), len(r.Nodes))
+	}
+	total := 0
+	for j, n := range r.Locations {
+		if n < 0 {
+			v.add(joinIndex(lp, j), "%d is negative", n)
+			continue
+		}
+		total += n
+	}
+	if len(r.Locations) > 0 && total == 0 {
+		v.add(lp, "no sub-tables: at least one location must be positive")
+	}
+}
+
+// dateSpan is one parsed date_range entry, bounds as comparable integers
+// (YYYY, YYYYMM or YYYYMMDD).
+type dateSpan struct {
+	lo, hi int
+	idx    int
+}
+
+// checkDateRange checks a date rule's per-node spans: the right digit count,
+// real dates, A <= B, and no two nodes sharing a date.
+func checkDateRange(v *validator, path string, r *ShardRule, digits int, layout, form string) {
+	dp := joinKey(path, "date_range")
+	if len(r.DateRange) != len(r.Nodes) {
+		v.add(dp, "has %d entries but nodes has %d; give one span per node", len(r.DateRange), len(r.Nodes))
+	}
+	var spans []dateSpan
+	for j, e := range r.DateRange {
+		ep := joinIndex(dp, j)
+		a, b, isRange := strings.Cut(strings.TrimSpace(e), "-")
+		if !isRange {
+			b = a
+		}
+		a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+		lo, errA := parseDate(a, digits, layout)
+		hi, errB := parseDate(b, digits, layout)
+		if errA != nil || errB != nil {
+			v.add(ep, "%q is not %s or %s-%s", e, form, form, form)
+			continue
+		}
+		if lo > hi {
+			v.add(ep, "%q ends before it starts", e)
+			continue
+		}
+		spans = append(spans, dateSpan{lo: lo, hi: hi, idx: j})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	for i := 1; i < len(spans); i++ {
+		prev, cur := spans[i-1], spans[i]
+		if cur.lo <= prev.hi {
+			first, second := prev.idx, cur.idx
+			if first > second {
+				first, second = second, first
+			}
+			v.add(joinIndex(dp, second), "%q overlaps %s %q", r.DateRange[second], joinIndex(dp, first), r.DateRange[first])
+		}
+	}
+}
+
+// parseDate parses a YYYY, YYYYMM or YYYYMMDD date of exactly digits digits
+// and returns it as an integer, which orders like the date.
+func parseDate(s string, digits int, layout string) (int, error) {
+	if len(s) != digits || !allDigits(s) {
+		return 0, fmt.Errorf("bad length")
+	}
+	if _, err := time.Parse(layout, s); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, nil
+}
+
+func (c *Config) validateExtensions(v *validator) {
+	if c.ServerVersion != "" && !serverVersionRE.MatchString(c.ServerVersion) {
+		v.add("server_version", "%q does not start with major.minor, like 8.0.36", c.ServerVersion)
+	}
+	if !slices.Contains(authPlugins, c.DefaultAuthPlugin) {
+		v.add("default_auth_plugin", "unknown plugin %q; use %s", c.DefaultAuthPlugin, strings.Join(authPlugins, " or "))
+	}
+	if c.ShutdownTimeout < 0 {
+		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
+	}
+	if c.MaxConnections <= 0 {
+		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
+	}
+	checkTCP(v, "frontend", &c.Frontend)
+	b := &c.Backend
+	checkTCP(v, "backend", &b.TCPOptions)
+	for _, d := range []struct {
+		key      string
+		val      time.Duration
+		positive bool // 0 has no useful meaning
+	}{
+		{"dial_timeout", b.DialTimeout, true},
+		{"read_timeout", b.ReadTimeout, false},
+		{"acquire_timeout", b.AcquireTimeout, true},
+		{"idle_timeout", b.IdleTimeout, false},
+		{"max_lifetime", b.MaxLifetime, false},
+		{"ping_after_idle", b.PingAfterIdle, false},
+		{"health_interval", b.HealthInterval, true},
+	} {
+		switch {
+		case d.val < 0:
+			v.add(joinKey("backend", d.key), "%v is negative", d.val)
+		case d.val == 0 && d.positive:
+			v.add(joinKey("backend", d.key), "must be positive")
+		}
+	}
+}
+
+func checkTCP(v *validator, path string, t *TCPOptions) {
+	for _, f := range []struct {
+		key      string
+		val      int
+		positive bool
+	}{
+		{"read_buffer", t.ReadBuffer, true},
+		{"write_buffer", t.WriteBuffer, true},
+		{"socket_read_buffer", t.SocketReadBuffer, false},
+		{"socket_write_buffer", t.SocketWriteBuffer, false},
+	} {
+		switch {
+		case f.val < 0:
+			v.add(joinKey(path, f.key), "%d is negative", f.val)
+		case f.val == 0 && f.positive:
+			v.add(joinKey(path, f.key), "must be positive")
+		}
+	}
+}

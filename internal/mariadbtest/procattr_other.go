@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package mariadbtest
+
+import "syscall"
+
+// sysProcAttr puts mariadbd in its own process group. Outside Linux there is no parent-death signal, so a test
+// binary that crashes can leave servers behind; Main still stops them on a normal exit or an interrupt.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,13 @@
+// Package mysql implements the MySQL client/server wire protocol as both
+// sides of the proxy speak it: packet framing (plain and compressed),
+// length-encoded values, the handshake and authentication exchanges, OK, ERR
+// and EOF packets, column definitions and rows, and the SQLError type that
+// carries a MySQL error code and SQLSTATE to the client.
+//
+// The package depends on the standard library only. It never logs; it returns
+// errors.
+//
+// Ownership: a Conn is owned by exactly one goroutine. Slices returned by
+// ReadPacket and PeekPacket point into the Conn's buffers and are valid only
+// until the next read on that Conn; callers copy what they keep.
+package mysql

@@ -1,0 +1,104 @@
+package mysql
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MySQL error codes the proxy itself produces. Backend errors are forwarded
+// with their own codes and never pass through this table.
+const (
+	ErUnknownError         uint16 = 1105 // ER_UNKNOWN_ERROR: reserved for bugs
+	ErAccessDenied         uint16 = 1045 // ER_ACCESS_DENIED_ERROR
+	ErDBAccessDenied       uint16 = 1044 // ER_DBACCESS_DENIED_ERROR
+	ErNoDB                 uint16 = 1046 // ER_NO_DB_ERROR
+	ErBadDB                uint16 = 1049 // ER_BAD_DB_ERROR
+	ErUnknownComError      uint16 = 1047 // ER_UNKNOWN_COM_ERROR
+	ErSyntax               uint16 = 1064 // ER_PARSE_ERROR
+	ErEmptyQuery           uint16 = 1065 // ER_EMPTY_QUERY
+	ErNotSupported         uint16 = 1235 // ER_NOT_SUPPORTED_YET
+	ErTooManyConnections   uint16 = 1040 // ER_CON_COUNT_ERROR
+	ErHandshake            uint16 = 1043 // ER_HANDSHAKE_ERROR
+	ErNetPacketTooLarge    uint16 = 1153 // ER_NET_PACKET_TOO_LARGE
+	ErNetReadError         uint16 = 1158 // ER_NET_READ_ERROR
+	ErNetErrorOnWrite      uint16 = 1160 // ER_NET_ERROR_ON_WRITE
+	ErNetPacketsOutOfOrder uint16 = 1156 // ER_NET_PACKETS_OUT_OF_ORDER
+	ErUnknownThread        uint16 = 1094 // ER_NO_SUCH_THREAD
+	ErKillDenied           uint16 = 1095 // ER_KILL_DENIED_ERROR
+	ErQueryInterrupted     uint16 = 1317 // ER_QUERY_INTERRUPTED
+	ErServerShutdown       uint16 = 1053 // ER_SERVER_SHUTDOWN
+	ErHostNotPrivileged    uint16 = 1130 // ER_HOST_NOT_PRIVILEGED
+	ErUnknownStmtHandler   uint16 = 1243 // ER_UNKNOWN_STMT_HANDLER
+	ErMalformedPacket      uint16 = 1835 // ER_MALFORMED_PACKET
+	ErConnectFailed        uint16 = 2003 // CR_CONN_HOST_ERROR: a backend node cannot be reached
+	ErServerLost           uint16 = 2013 // CR_SERVER_LOST: a backend went away mid-query
+	ErUnknownCharset       uint16 = 1115 // ER_UNKNOWN_CHARACTER_SET
+	ErSpecificAccessDenied uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+)
+
+// sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
+var sqlStates = map[uint16]string{
+	ErAccessDenied:         "28000",
+	ErDBAccessDenied:       "42000",
+	ErNoDB:                 "3D000",
+	ErBadDB:                "42000",
+	ErUnknownComError:      "08S01",
+	ErSyntax:               "42000",
+	ErEmptyQuery:           "42000",
+	ErNotSupported:         "42000",
+	ErTooManyConnections:   "08004",
+	ErHandshake:            "08S01",
+	ErNetPacketTooLarge:    "08S01",
+	ErNetReadError:         "08S01",
+	ErNetErrorOnWrite:      "08S01",
+	ErNetPacketsOutOfOrder: "08S01",
+	ErQueryInterrupted:     "70100",
+	ErServerShutdown:       "08S01",
+	ErUnknownCharset:       "42000",
+	ErSpecificAccessDenied: "42000",
+}
+
+// SQLState returns the SQLSTATE MySQL uses for code, or HY000.
+func SQLState(code uint16) string {
+	if s, ok := sqlStates[code]; ok {
+		return s
+	}
+	return "HY000"
+}
+
+// SQLError is an error with a MySQL error code and SQLSTATE. It is the one
+// error type that crosses the client write boundary: the session finds it
+// with errors.As, so wrapping with %w never loses the code.
+type SQLError struct {
+	Code    uint16
+	State   string
+	Message string
+}
+
+// NewError returns an SQLError with code, the code's SQLSTATE and a message
+// formatted like fmt.Sprintf.
+func NewError(code uint16, format string, args ...any) *SQLError {
+	msg := format
+	if len(args) > 0 {
+		msg = fmt.Sprintf(format, args...)
+	}
+	return &SQLError{Code: code, State: SQLState(code), Message: msg}
+}
+
+func (e *SQLError) Error() string {
+	return fmt.Sprintf("ERROR %d (%s): %s", e.Code, e.State, e.Message)
+}
+
+// AsSQLError returns the SQLError inside err, or a 1105 error carrying err's
+// text when err has no code.
+func AsSQLError(err error) *SQLError {
+	var se *SQLError
+	if errors.As(err, &se) {
+		return se
+	}
+	return NewError(ErUnknownError, "%s", err.Error())
+}
+
+// ErrMalformedPacket is returned by decoders on truncated or inconsistent
+// input.
+var ErrMalformedPacket = NewError(ErMalformedPacket, "Malformed communication packet.")

@@ -1,0 +1,263 @@
+package mysql
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+)
+
+// ErrPacketTooLarge is returned when a packet exceeds the Conn's limit.
+var ErrPacketTooLarge = NewError(ErNetPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes")
+
+// ErrOutOfOrder is returned when a packet's sequence number is not the one
+// expected.
+var ErrOutOfOrder = NewError(ErNetPacketsOutOfOrder, "Got packets out of order")
+
+// Conn frames MySQL packets over a net.Conn with a buffered reader and
+// writer. It is used for both the client side (the proxy as server) and the
+// backend side (the proxy as client).
+//
+// A Conn is owned by one goroutine at a time. Payloads returned by ReadPacket
+// and ForwardPacket alias internal buffers and are valid until the next read.
+// Writes are buffered until Flush: the proxy flushes once per response.
+type Conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	seq uint8
+
+	// MaxPacket bounds the size of one logical packet read by ReadPacket
+	// (0 = no limit beyond memory).
+	MaxPacket int
+
+	large []byte // reusable buffer for packets that do not fit in br
+	hdr   [4]byte
+
+	rawBR *bufio.Reader
+	rawBW *bufio.Writer
+	z     *compressState
+}
+
+// NewConn wraps nc with buffers of the given sizes (defaults when <= 0).
+func NewConn(nc net.Conn, readBuf, writeBuf int) *Conn {
+	if readBuf <= 0 {
+		readBuf = 16 << 10
+	}
+	if writeBuf <= 0 {
+		writeBuf = 16 << 10
+	}
+	c := &Conn{nc: nc}
+	c.rawBR = bufio.NewReaderSize(nc, readBuf)
+	c.rawBW = bufio.NewWriterSize(nc, writeBuf)
+	c.br, c.bw = c.rawBR, c.rawBW
+	return c
+}
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close closes the underlying connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Seq returns the sequence number the next packet will carry.
+func (c *Conn) Seq() uint8 { return c.seq }
+
+// SetSeq sets the sequence number of the next packet.
+func (c *Conn) SetSeq(s uint8) { c.seq = s }
+
+// ResetSeq starts a new command exchange: the next packet carries sequence
+// number 0 (also for the compression layer).
+func (c *Conn) ResetSeq() {
+	c.seq = 0
+	if c.z != nil {
+		c.z.seq = 0
+	}
+}
+
+// Buffered reports how many bytes are waiting in the read buffer.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+// Compressed reports whether the compressed protocol is on.
+func (c *Conn) Compressed() bool { return c.z != nil }
+
+// readHeader reads a packet header and checks its sequence number.
+func (c *Conn) readHeader() (int, error) {
+	h, err := c.br.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	n := int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
+	if h[3] != c.seq {
+		return 0, ErrOutOfOrder
+	}
+	c.seq++
+	return n, nil
+}
+
+// ReadPacket reads one logical packet (joining continuation packets) and
+// returns its payload. The payload is valid until the next read on c.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	n, err := c.readHeader()
+	if err != nil {
+		return nil, err
+	}
+	if n < MaxPacketPayload && 4+n <= c.br.Size() {
+		p, err := c.br.Peek(4 + n)
+		if err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		c.br.Discard(4 + n)
+		return p[4:], nil
+	}
+	c.br.Discard(4)
+	buf := c.large[:0]
+	for {
+		if c.MaxPacket > 0 && len(buf)+n > c.MaxPacket {
+			return nil, ErrPacketTooLarge
+		}
+		start := len(buf)
+		buf = grow(buf, n)
+		if _, err := io.ReadFull(c.br, buf[start:start+n]); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		if n < MaxPacketPayload {
+			break
+		}
+		if n, err = c.readHeader(); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		c.br.Discard(4)
+	}
+	if cap(buf) <= 1<<20 {
+		c.large = buf // keep moderate buffers for reuse; let huge ones go
+	}
+	return buf, nil
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b[:len(b)+n]
+	}
+	nb := make([]byte, len(b)+n, 2*cap(b)+n)
+	copy(nb, b)
+	return nb
+}
+
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// WritePacket writes payload as one logical packet (splitting it into
+// physical packets of at most MaxPacketPayload bytes) into the write buffer.
+func (c *Conn) WritePacket(payload []byte) error {
+	for {
+		n := len(payload)
+		if n > MaxPacketPayload {
+			n = MaxPacketPayload
+		}
+		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.seq}
+		c.seq++
+		c.bw.Write(c.hdr[:])
+		if _, err := c.bw.Write(payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		if n < MaxPacketPayload {
+			return nil
+		}
+	}
+}
+
+// Flush writes buffered packets to the network.
+func (c *Conn) Flush() error {
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	if c.z != nil {
+		return c.z.flush()
+	}
+	return nil
+}
+
+// Packet describes one physical packet moved by ForwardPacket.
+type Packet struct {
+	Seq   uint8
+	Len   int    // payload length
+	First byte   // first payload byte (0 for an empty payload)
+	Small []byte // the whole payload when it fit in the read buffer, else nil; valid until the next read
+}
+
+// ForwardPacket moves one physical packet from c to dst's write buffer
+// without decoding it: the header is kept, including its sequence number,
+// and both connections' expected sequence numbers advance past it. Payloads
+// larger than the read buffer are streamed in pieces, so memory stays bounded
+// by the buffer sizes whatever the packet size.
+func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
+	h, err := c.br.Peek(4)
+	if err != nil {
+		return Packet{}, err
+	}
+	p := Packet{Len: int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16), Seq: h[3]}
+	c.seq = p.Seq + 1
+	dst.seq = p.Seq + 1
+	if 4+p.Len <= c.br.Size() {
+		b, err := c.br.Peek(4 + p.Len)
+		if err != nil {
+			return p, unexpectedEOF(err)
+		}
+		if p.Len > 0 {
+			p.First = b[4]
+		}
+		p.Small = b[4:]
+		_, err = dst.bw.Write(b)
+		c.br.Discard(4 + p.Len)
+		return p, dstErr(err)
+	}
+	if _, err := dst.bw.Write(h); err != nil {
+		return p, dstErr(err)
+	}
+	c.br.Discard(4)
+	if f, err := c.br.Peek(1); err == nil {
+		p.First = f[0]
+	}
+	// Copy through a bounded chunk loop so read and write failures stay
+	// distinguishable.
+	for left := p.Len; left > 0; {
+		n := min(left, c.br.Size())
+		chunk, err := c.br.Peek(n)
+		if len(chunk) == 0 {
+			return p, unexpectedEOF(err)
+		}
+		if _, werr := dst.bw.Write(chunk); werr != nil {
+			return p, dstErr(werr)
+		}
+		c.br.Discard(len(chunk))
+		left -= len(chunk)
+	}
+	return p, nil
+}
+
+// DstError wraps a failure to write to the destination in ForwardPacket, so
+// callers can tell a vanished peer on the write side from a failing source.
+type DstError struct{ Err error }
+
+func (e *DstError) Error() string { return "forward write: " + e.Err.Error() }
+func (e *DstError) Unwrap() error { return e.Err }
+
+func dstErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &DstError{Err: err}
+}
+
+// WriteRaw writes bytes that already form whole packets into the write
+// buffer.
+func (c *Conn) WriteRaw(b []byte) error {
+	_, err := c.bw.Write(b)
+	return err
+}

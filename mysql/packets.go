@@ -1,0 +1,231 @@
+package mysql
+
+import (
+	"encoding/binary"
+)
+
+// OK is a decoded OK packet (or the OK that replaces EOF under
+// CLIENT_DEPRECATE_EOF).
+type OK struct {
+	AffectedRows uint64
+	LastInsertID uint64
+	Status       uint16
+	Warnings     uint16
+	Info         string
+}
+
+// AppendOK appends an OK packet payload. header is OKHeader, or EOFHeader
+// for the OK that ends a result set under CLIENT_DEPRECATE_EOF.
+func AppendOK(b []byte, header byte, ok OK) []byte {
+	b = append(b, header)
+	b = AppendLenEncInt(b, ok.AffectedRows)
+	b = AppendLenEncInt(b, ok.LastInsertID)
+	b = binary.LittleEndian.AppendUint16(b, ok.Status)
+	b = binary.LittleEndian.AppendUint16(b, ok.Warnings)
+	if ok.Info != "" {
+		b = append(b, ok.Info...)
+	}
+	return b
+}
+
+// ParseOK decodes an OK packet payload (header 0x00 or 0xfe). It assumes
+// CLIENT_PROTOCOL_41 and no CLIENT_SESSION_TRACK, which is what the proxy
+// negotiates with backends.
+func ParseOK(p []byte) (OK, error) {
+	r := reader{b: p}
+	h := r.byte1()
+	if h != OKHeader && h != EOFHeader {
+		return OK{}, ErrMalformedPacket
+	}
+	var ok OK
+	ok.AffectedRows = r.lenEncInt()
+	ok.LastInsertID = r.lenEncInt()
+	ok.Status = r.uint16()
+	ok.Warnings = r.uint16()
+	if !r.ok() {
+		return OK{}, ErrMalformedPacket
+	}
+	ok.Info = string(r.rest())
+	return ok, nil
+}
+
+// AppendEOF appends a classic EOF packet payload.
+func AppendEOF(b []byte, warnings, status uint16) []byte {
+	b = append(b, EOFHeader)
+	b = binary.LittleEndian.AppendUint16(b, warnings)
+	return binary.LittleEndian.AppendUint16(b, status)
+}
+
+// IsEOF reports whether payload p is an EOF packet or the OK packet that
+// ends a result set under CLIENT_DEPRECATE_EOF (header 0xfe and shorter
+// than a maximal packet, which would be a row starting with an 8-byte
+// length).
+func IsEOF(p []byte) bool { return len(p) > 0 && p[0] == EOFHeader && len(p) < MaxPacketPayload }
+
+// ResultStatus returns the server status flags of an EOF packet or of an
+// OK packet (either header); ok is false when p is neither.
+func ResultStatus(p []byte) (status uint16, ok bool) {
+	status, _, _, ok = ResultInfo(p)
+	return status, ok
+}
+
+// ResultInfo returns the status flags, warning count and last insert id of
+// an EOF or OK packet (either header); ok is false when p is neither.
+func ResultInfo(p []byte) (status, warnings uint16, insertID uint64, ok bool) {
+	if len(p) == 0 {
+		return 0, 0, 0, false
+	}
+	switch {
+	case p[0] == EOFHeader && len(p) == 5: // classic EOF: warnings, status
+		return binary.LittleEndian.Uint16(p[3:5]), binary.LittleEndian.Uint16(p[1:3]), 0, true
+	case p[0] == EOFHeader && len(p) < 5:
+		return 0, 0, 0, true // pre-4.1 EOF without status
+	case p[0] == OKHeader || p[0] == EOFHeader:
+		r := reader{b: p, pos: 1}
+		r.lenEncInt()
+		id := r.lenEncInt()
+		s := r.uint16()
+		w := r.uint16()
+		return s, w, id, r.ok()
+	}
+	return 0, 0, 0, false
+}
+
+// AppendErr appends an ERR packet payload (CLIENT_PROTOCOL_41 form).
+func AppendErr(b []byte, e *SQLError) []byte {
+	b = append(b, ErrHeader)
+	b = binary.LittleEndian.AppendUint16(b, e.Code)
+	b = append(b, '#')
+	st := e.State
+	if len(st) != 5 {
+		st = "HY000"
+	}
+	b = append(b, st...)
+	return append(b, e.Message...)
+}
+
+// ParseErr decodes an ERR packet payload.
+func ParseErr(p []byte) *SQLError {
+	r := reader{b: p}
+	if r.byte1() != ErrHeader {
+		return ErrMalformedPacket
+	}
+	code := r.uint16()
+	if !r.ok() {
+		return ErrMalformedPacket
+	}
+	e := &SQLError{Code: code, State: "HY000"}
+	rest := r.rest()
+	if len(rest) >= 6 && rest[0] == '#' {
+		e.State = string(rest[1:6])
+		rest = rest[6:]
+	}
+	e.Message = string(rest)
+	return e
+}
+
+// Column is a column definition (Protocol::ColumnDefinition41).
+type Column struct {
+	Catalog      string
+	Schema       string
+	Table        string
+	OrgTable     string
+	Name         string
+	OrgName      string
+	Charset      uint16
+	Length       uint32
+	Type         byte
+	Flags        uint16
+	Decimals     byte
+	DefaultValue []byte // only in COM_FIELD_LIST replies
+}
+
+// AppendColumn appends a column definition payload.
+func AppendColumn(b []byte, c *Column) []byte {
+	cat := c.Catalog
+	if cat == "" {
+		cat = "def"
+	}
+	b = AppendLenEncString(b, cat)
+	b = AppendLenEncString(b, c.Schema)
+	b = AppendLenEncString(b, c.Table)
+	b = AppendLenEncString(b, c.OrgTable)
+	b = AppendLenEncString(b, c.Name)
+	b = AppendLenEncString(b, c.OrgName)
+	b = append(b, 0x0c)
+	b = binary.LittleEndian.AppendUint16(b, c.Charset)
+	b = binary.LittleEndian.AppendUint32(b, c.Length)
+	b = append(b, c.Type)
+	b = binary.LittleEndian.AppendUint16(b, c.Flags)
+	b = append(b, c.Decimals, 0, 0)
+	if c.DefaultValue != nil {
+		b = AppendLenEncBytes(b, c.DefaultValue)
+	}
+	return b
+}
+
+// ParseColumn decodes a column definition payload.
+func ParseColumn(p []byte) (*Column, error) {
+	r := reader{b: p}
+	c := &Column{}
+	c.Catalog = string(r.lenEncBytes())
+	c.Schema = string(r.lenEncBytes())
+	c.Table = string(r.lenEncBytes())
+	c.OrgTable = string(r.lenEncBytes())
+	c.Name = string(r.lenEncBytes())
+	c.OrgName = string(r.lenEncBytes())
+	if n := r.lenEncInt(); r.ok() && n < 0x0c {
+		return nil, ErrMalformedPacket
+	}
+	c.Charset = r.uint16()
+	c.Length = r.uint32()
+	c.Type = r.byte1()
+	c.Flags = r.uint16()
+	c.Decimals = r.byte1()
+	r.bytes(2)
+	if !r.ok() {
+		return nil, ErrMalformedPacket
+	}
+	if r.more() {
+		c.DefaultValue = r.lenEncBytes()
+		if !r.ok() {
+			return nil, ErrMalformedPacket
+		}
+	}
+	return c, nil
+}
+
+// AppendTextRow appends a text-protocol row; a nil element is SQL NULL.
+func AppendTextRow(b []byte, values [][]byte) []byte {
+	for _, v := range values {
+		if v == nil {
+			b = append(b, 0xfb)
+			continue
+		}
+		b = AppendLenEncBytes(b, v)
+	}
+	return b
+}
+
+// ParseTextRow splits a text-protocol row into n values (nil for NULL),
+// aliasing p.
+func ParseTextRow(p []byte, n int, dst [][]byte) ([][]byte, error) {
+	dst = dst[:0]
+	for i := 0; i < n; i++ {
+		v, isNull, k := ReadLenEncBytes(p)
+		if k == 0 {
+			return nil, ErrMalformedPacket
+		}
+		if isNull {
+			v = nil
+		} else if v == nil {
+			v = []byte{}
+		}
+		dst = append(dst, v)
+		p = p[k:]
+	}
+	if len(p) != 0 {
+		return nil, ErrMalformedPacket
+	}
+	return dst, nil
+}

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// Stats is a snapshot of the server for operators.
+type Stats struct {
+	Sessions      int         `json:"sessions"`
+	ConnsTotal    uint64      `json:"connections_total"`
+	ConnsRejected uint64      `json:"connections_rejected"`
+	Queries       uint64      `json:"queries_total"`
+	ErrorsSent    uint64      `json:"errors_total"`
+	Goroutines    int         `json:"goroutines"`
+	Nodes         []NodeStats `json:"nodes"`
+}
+
+// NodeStats is one backend node's pool and health.
+type NodeStats struct {
+	Name            string `json:"name"`
+	Addr            string `json:"addr"`
+	Up              bool   `json:"up"`
+	InUse           int    `json:"in_use"`
+	Idle            int    `json:"idle"`
+	Max             int    `json:"max"`
+	Dials           uint64 `json:"dials_total"`
+	DialFailures    uint64 `json:"dial_failures_total"`
+	AcquireTimeouts uint64 `json:"acquire_timeouts_total"`
+}
+
+// Stats returns a snapshot of sessions, counters and pools.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.sessions)
+	s.mu.Unlock()
+	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(),
+		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
+	for _, nd := range s.order {
+		x := nd.Stats()
+		st.Nodes = append(st.Nodes, NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
+			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts})
+	}
+	return st
+}
+
+// AdminHandler serves the admin listener (web_addr): /healthz (no
+// authentication), /stats, /metrics and /debug/pprof/ (HTTP basic
+// authentication with web_user/web_password when web_user is set).
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", s.serveHealth)
+	mux.Handle("/stats", s.auth(http.HandlerFunc(s.serveStats)))
+	mux.Handle("/metrics", s.auth(http.HandlerFunc(s.serveMetrics)))
+	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", s.auth(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", s.auth(http.HandlerFunc(pprof.Trace)))
+	return mux
+}
+
+// MetricsHandler serves /metrics alone, for prometheus_addr.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", s.serveMetrics)
+	return mux
+}
+
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.cfg.WebUser == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(s.cfg.WebUser)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg.WebPassword)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="shardgate"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serveHealth answers 200 while the proxy accepts clients and every node
+// is up, 503 otherwise, with the node states as JSON.
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	type node struct {
+		Name string `json:"name"`
+		Addr string `json:"addr"`
+		Up   bool   `json:"up"`
+	}
+	body := struct {
+		Status string `json:"status"`
+		Nodes  []node `json:"nodes"`
+	}{Status: "ok"}
+	code := http.StatusOK
+	for _, n := range s.order {
+		body.Nodes = append(body.Nodes, node{n.Name, n.Addr, n.Up()})
+		if !n.Up() {
+			body.Status, code = "degraded", http.StatusServiceUnavailable
+		}
+	}
+	if s.shutting.Load() {
+		body.Status, code = "shutting down", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(body)
+}
+
+func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(s.Stats())
+}
+
+// serveMetrics writes the stats in the Prometheus text format.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	st := s.Stats()
+	var b strings.Builder
+	metric := func(name, typ, help string, v any) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
+	}
+	metric("shardgate_client_connections", "gauge", "Client connections open now.", st.Sessions)
+	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
+	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
+	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
+	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
+	nodes := st.Nodes
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	per := func(name, typ, help string, f func(NodeStats) any) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+		for _, n := range nodes {
+			fmt.Fprintf(&b, "%s{node=%q} %v\n", name, n.Name, f(n))
+		}
+	}
+	per("shardgate_backend_up", "gauge", "1 when the node is up.", func(n NodeStats) any {
+		if n.Up {
+			return 1
+		}
+		return 0
+	})
+	per("shardgate_backend_conns_in_use", "gauge", "Pooled connections checked out.", func(n NodeStats) any { return n.InUse })
+	per("shardgate_backend_conns_idle", "gauge", "Idle pooled connections.", func(n NodeStats) any { return n.Idle })
+	per("shardgate_backend_dials_total", "counter", "Backend connections opened.", func(n NodeStats) any { return n.Dials })
+	per("shardgate_backend_acquire_timeouts_total", "counter", "Statements that timed out waiting for a pooled connection.", func(n NodeStats) any { return n.AcquireTimeouts })
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write([]byte(b.String()))
+}

@@ -1,0 +1,309 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// serverCaps are the capabilities the proxy offers clients.
+const serverCaps = mysql.ClientLongPassword | mysql.ClientFoundRows | mysql.ClientLongFlag |
+	mysql.ClientConnectWithDB | mysql.ClientNoSchema | mysql.ClientCompress | mysql.ClientODBC |
+	mysql.ClientLocalFiles | mysql.ClientIgnoreSpace | mysql.ClientProtocol41 | mysql.ClientInteractive |
+	mysql.ClientIgnoreSigpipe | mysql.ClientTransactions | mysql.ClientReserved | mysql.ClientSecureConnection |
+	mysql.ClientMultiStatements | mysql.ClientMultiResults | mysql.ClientPSMultiResults | mysql.ClientPluginAuth |
+	mysql.ClientConnectAttrs | mysql.ClientPluginAuthLenencClientData | mysql.ClientDeprecateEOF
+
+// versionSuffix marks the proxy in the version string sent to clients.
+const versionSuffix = "-shardgate"
+
+// fallbackVersion is announced when no backend has been reached yet.
+const fallbackVersion = "5.5.5-10.11.0-MariaDB"
+
+// Server accepts MySQL clients and runs their statements on backend nodes.
+type Server struct {
+	cfg    *config.Config
+	log    *zap.Logger
+	sqlLog *zap.Logger // nil when log_sql is off
+	slow   time.Duration
+	router *router.Router
+	nodes  map[string]*backend.Node
+	order  []*backend.Node // nodes in config order
+	users  map[string]string
+	allow  []netip.Prefix
+	coll   byte // collation announced in the handshake
+
+	nextID   atomic.Uint32
+	shutting atomic.Bool
+	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	sessions  map[uint32]*session
+	listeners map[net.Listener]struct{}
+
+	keyOnce sync.Once
+	rsaKey  *rsa.PrivateKey
+	pubPEM  []byte
+	keyErr  error
+
+	sha2Mu    sync.Mutex
+	sha2Cache map[string]string // user -> password that passed full authentication
+
+	// Counters for operators.
+	connsTotal, queries, errorsSent, rejected atomic.Uint64
+}
+
+// Options carries the server's collaborators.
+type Options struct {
+	Log    *zap.Logger // required
+	SQLLog *zap.Logger // SQL log; nil disables it
+}
+
+// New builds a server and its backend nodes from cfg and checks each node
+// once. Nodes that are down do not make New fail.
+func New(cfg *config.Config, o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	rt, err := router.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	coll, ok := mysql.DefaultCollation(cfg.ProxyCharset)
+	if !ok {
+		coll = 45
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       o.Log,
+		sqlLog:    o.SQLLog,
+		slow:      time.Duration(cfg.SlowLogTime) * time.Millisecond,
+		router:    rt,
+		nodes:     make(map[string]*backend.Node, len(cfg.Nodes)),
+		users:     make(map[string]string, len(cfg.Users)),
+		allow:     cfg.AllowList(),
+		coll:      coll,
+		sessions:  make(map[uint32]*session),
+		listeners: make(map[net.Listener]struct{}),
+		sha2Cache: make(map[string]string),
+	}
+	for _, u := range cfg.Users {
+		s.users[u.User] = u.Password
+	}
+	for _, nc := range cfg.Nodes {
+		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
+		s.nodes[nc.Name] = n
+		s.order = append(s.order, n)
+	}
+	var wg sync.WaitGroup
+	for _, n := range s.order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.Start()
+			if !n.Up() {
+				s.log.Warn("backend node is down at start-up", zap.String("node", n.Name), zap.String("addr", n.Addr))
+			}
+		}()
+	}
+	wg.Wait()
+	return s, nil
+}
+
+func (s *Server) healthChanged(node string, up bool, err error) {
+	if up {
+		s.log.Info("backend node is up", zap.String("node", node))
+		return
+	}
+	s.log.Error("backend node is down", zap.String("node", node), zap.Error(err))
+}
+
+// version returns the server version string announced to clients: the
+// configured one, or the backend's with the proxy's suffix.
+func (s *Server) version() string {
+	if s.cfg.ServerVersion != "" {
+		return s.cfg.ServerVersion
+	}
+	for _, n := range s.order {
+		if v := n.Version(); v != "" {
+			return v + versionSuffix
+		}
+	}
+	return fallbackVersion + versionSuffix
+}
+
+// Serve accepts connections on l until Shutdown or a listener error. It
+// always returns a non-nil error; after Shutdown it is ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.shutting.Load() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.shutting.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("server: closed")
+
+// Shutdown stops accepting, closes idle sessions, waits for running
+// statements to finish until ctx is done, then closes every remaining
+// connection and the backend nodes.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutting.Store(true)
+	s.mu.Lock()
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	s.closeIdle()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-t.C:
+			s.closeIdle()
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.mu.Lock()
+			for _, ss := range s.sessions {
+				ss.nc.Close()
+			}
+			s.mu.Unlock()
+			<-done
+			break wait
+		}
+	}
+	for _, n := range s.order {
+		n.Close()
+	}
+	return err
+}
+
+// closeIdle wakes sessions blocked waiting for a command so they exit.
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.idle.Load() {
+			ss.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+func (s *Server) register(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= s.cfg.MaxConnections {
+		return false
+	}
+	s.sessions[ss.id] = ss
+	return true
+}
+
+func (s *Server) unregister(ss *session) {
+	s.mu.Lock()
+	delete(s.sessions, ss.id)
+	s.mu.Unlock()
+}
+
+func (s *Server) session(id uint32) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// rsaKeys returns the key pair used by caching_sha2_password full
+// authentication, generating it on first use.
+func (s *Server) rsaKeys() (*rsa.PrivateKey, []byte, error) {
+	s.keyOnce.Do(func() {
+		s.rsaKey, s.keyErr = rsa.GenerateKey(rand.Reader, 2048)
+		if s.keyErr == nil {
+			s.pubPEM, s.keyErr = mysql.MarshalPublicKey(s.rsaKey)
+		}
+	})
+	return s.rsaKey, s.pubPEM, s.keyErr
+}
+
+func (s *Server) sha2Cached(user, password string) bool {
+	s.sha2Mu.Lock()
+	defer s.sha2Mu.Unlock()
+	pw, ok := s.sha2Cache[user]
+	return ok && pw == password
+}
+
+func (s *Server) sha2Remember(user, password string) {
+	s.sha2Mu.Lock()
+	s.sha2Cache[user] = password
+	s.sha2Mu.Unlock()
+}
+
+// allowed reports whether a client address passes allow_ips.
+func (s *Server) allowed(addr net.Addr) bool {
+	if len(s.allow) == 0 {
+		return true
+	}
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return true
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range s.allow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,607 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// session is one client connection. It is owned by the goroutine running
+// serveConn: all fields except running, idle and nc (which other goroutines
+// may Close or set deadlines on) are touched only by that goroutine.
+type session struct {
+	srv *Server
+	nc  net.Conn
+	c   *mysql.Conn
+	id  uint32
+	log *zap.Logger
+
+	salt          []byte
+	user          string
+	caps          uint32 // capabilities both sides agreed on
+	variant       uint32 // the caps that select a backend pool partition
+	db            string
+	coll          byte
+	handshakeColl byte
+	multiStmts    bool
+	status        uint16 // server status of the last response
+	lastInsertID  uint64 // last non-zero insert id reported to the client
+
+	// pinned is the backend connection the session holds between
+	// statements: for its whole life once sticky (the connection carries
+	// state the client created), or while a transaction is open, or for one
+	// statement after a response with warnings (for SHOW WARNINGS).
+	pinned *backend.Conn
+	sticky bool
+
+	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
+	idle    atomic.Bool                  // waiting for the next command
+
+	buf []byte // scratch for packets the proxy builds
+}
+
+// serveConn runs one client connection to completion.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	s.connsTotal.Add(1)
+	id := s.nextID.Add(1)
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(s.cfg.Frontend.NoDelay)
+		if s.cfg.Frontend.SocketReadBuffer > 0 {
+			tc.SetReadBuffer(s.cfg.Frontend.SocketReadBuffer)
+		}
+		if s.cfg.Frontend.SocketWriteBuffer > 0 {
+			tc.SetWriteBuffer(s.cfg.Frontend.SocketWriteBuffer)
+		}
+	}
+	ss := &session{
+		srv:    s,
+		nc:     nc,
+		c:      mysql.NewConn(nc, s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
+		id:     id,
+		log:    s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
+		status: mysql.StatusAutocommit,
+		buf:    make([]byte, 0, 256),
+	}
+	defer nc.Close()
+	if !s.allowed(nc.RemoteAddr()) {
+		s.rejected.Add(1)
+		ss.writeErr(mysql.NewError(mysql.ErHostNotPrivileged, "Host '%s' is not allowed to connect to this MySQL server", ss.host()))
+		return
+	}
+	if s.shutting.Load() {
+		ss.writeErr(mysql.NewError(mysql.ErServerShutdown, "Server shutdown in progress"))
+		return
+	}
+	if !s.register(ss) {
+		s.rejected.Add(1)
+		ss.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_connections %d)", s.cfg.MaxConnections))
+		return
+	}
+	defer s.unregister(ss)
+	defer ss.releaseAll()
+	defer func() {
+		if r := recover(); r != nil {
+			ss.log.Error("panic in session", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			ss.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
+		}
+	}()
+	if err := ss.handshake(); err != nil {
+		ss.log.Debug("handshake failed", zap.Error(err))
+		return
+	}
+	ss.log = ss.log.With(zap.String("user", ss.user))
+	ss.log.Debug("client connected")
+	ss.loop()
+	ss.log.Debug("client disconnected")
+}
+
+func (ss *session) loop() {
+	for {
+		ss.idle.Store(true)
+		if ss.srv.shutting.Load() {
+			return
+		}
+		ss.c.ResetSeq()
+		p, err := ss.c.ReadPacket()
+		ss.idle.Store(false)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				var se *mysql.SQLError
+				if errors.As(err, &se) {
+					ss.writeErr(se)
+				}
+				ss.log.Debug("read from client failed", zap.Error(err))
+			}
+			return
+		}
+		if len(p) == 0 {
+			ss.writeErr(mysql.ErrMalformedPacket)
+			if ss.c.Flush() != nil {
+				return
+			}
+			continue
+		}
+		quit, err := ss.dispatch(p)
+		if err != nil {
+			var se *mysql.SQLError
+			if errors.As(err, &se) {
+				ss.writeErr(se)
+			} else {
+				ss.log.Error("statement failed", zap.Error(err))
+				ss.writeErr(mysql.AsSQLError(err))
+			}
+		}
+		if ferr := ss.c.Flush(); ferr != nil || quit {
+			return
+		}
+	}
+}
+
+// errCloseSession ends the session after the current response: the client
+// connection can no longer be served faithfully (e.g. the backend holding
+// its session state died, or the client vanished mid-result).
+var errCloseSession = errors.New("close session")
+
+// dispatch runs one command. A non-nil error that is not errCloseSession
+// is sent to the client as an ERR packet.
+func (ss *session) dispatch(p []byte) (quit bool, err error) {
+	cmd := p[0]
+	switch cmd {
+	case mysql.ComQuit:
+		return true, nil
+	case mysql.ComPing:
+		return false, ss.writeOK(mysql.OK{Status: ss.status})
+	case mysql.ComQuery:
+		err = ss.query(p)
+	case mysql.ComInitDB:
+		if err = ss.useDB(string(p[1:])); err == nil {
+			err = ss.writeOK(mysql.OK{Status: ss.status})
+		}
+	case mysql.ComFieldList, mysql.ComStatistics:
+		err = ss.passthrough(p, false)
+	case mysql.ComStmtPrepare:
+		ss.sticky = true // the statement id lives on this backend connection
+		err = ss.passthrough(p, false)
+	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset:
+		if ss.pinned == nil {
+			return false, mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler given to %s", comName(cmd))
+		}
+		err = ss.passthrough(p, false)
+	case mysql.ComStmtClose, mysql.ComStmtSendLongData:
+		if ss.pinned == nil {
+			return false, nil // no statement: nothing to close, and no reply is due
+		}
+		err = ss.passthrough(p, true)
+	case mysql.ComSetOption:
+		err = ss.setOption(p)
+	case mysql.ComResetConnection:
+		if err = ss.reset(); err == nil {
+			err = ss.writeOK(mysql.OK{Status: ss.status})
+		}
+	case mysql.ComChangeUser:
+		err = ss.changeUser(p)
+	case mysql.ComProcessKill:
+		if len(p) < 5 {
+			return false, mysql.ErrMalformedPacket
+		}
+		err = ss.kill(router.Kill{ID: uint64(binary.LittleEndian.Uint32(p[1:5]))})
+	default:
+		err = mysql.NewError(mysql.ErNotSupported, "command %s is not supported by shardgate", comName(cmd))
+	}
+	if errors.Is(err, errCloseSession) {
+		return true, nil
+	}
+	return false, err
+}
+
+// query runs COM_QUERY.
+func (ss *session) query(p []byte) error {
+	sql := string(p[1:])
+	st := router.Classify(sql)
+	switch st.Kind {
+	case router.KindEmpty:
+		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
+	case router.KindKill:
+		if k, ok := router.ParseKill(sql); ok {
+			return ss.kill(k)
+		}
+		return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from SHOW PROCESSLIST on the proxy's connection ids")
+	}
+	if ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0 {
+		st.Sticky = true // later statements were not classified
+	}
+	plan, err := ss.srv.router.Route(ss.user, sql)
+	if err != nil {
+		return err
+	}
+	var start time.Time
+	if ss.srv.sqlLog != nil || ss.srv.slow > 0 {
+		start = time.Now()
+	}
+	ss.srv.queries.Add(1)
+	node := plan.Targets[0].Node
+	err = ss.run(node, p, st.Sticky, st.UsesLastInsertID, ss.relayResult)
+	if !start.IsZero() {
+		ss.logSQL(sql, node, time.Since(start), err)
+	}
+	return err
+}
+
+func (ss *session) logSQL(sql, node string, d time.Duration, err error) {
+	if ss.srv.sqlLog != nil {
+		ss.srv.sqlLog.Info("sql", zap.Uint32("conn", ss.id), zap.String("user", ss.user), zap.String("db", ss.db),
+			zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql), zap.Error(err))
+	}
+	if ss.srv.slow > 0 && d >= ss.srv.slow {
+		ss.log.Warn("slow query", zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql))
+	}
+}
+
+// passthrough sends a non-query command to the backend the session uses
+// and relays its response (none when noReply).
+func (ss *session) passthrough(p []byte, noReply bool) error {
+	node, _ := ss.srv.router.DefaultNode(ss.user)
+	relay := ss.relayResult
+	switch p[0] {
+	case mysql.ComStmtPrepare:
+		relay = ss.relayPrepare
+	case mysql.ComFieldList:
+		relay = ss.relayFieldList
+	case mysql.ComStatistics, mysql.ComStmtReset:
+		relay = ss.relayOne
+	case mysql.ComStmtFetch:
+		relay = ss.relayFetch
+	}
+	if noReply {
+		relay = nil
+	}
+	return ss.run(node, p, false, false, relay)
+}
+
+// relayFunc forwards one response from bc to the client.
+type relayFunc func(bc *backend.Conn) (result, error)
+
+// run executes one client command on a backend connection of node: it
+// borrows (or reuses) a connection, brings it to the session's state,
+// forwards the command packet unchanged, relays the response and decides
+// whether the session keeps the connection.
+func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay relayFunc) error {
+	bc, err := ss.acquire(node, usesLastID)
+	if err != nil {
+		return err
+	}
+	ss.running.Store(bc)
+	defer ss.running.Store(nil)
+	if t := ss.srv.cfg.Backend.ReadTimeout; t > 0 {
+		bc.NetConn().SetReadDeadline(time.Now().Add(t))
+	}
+	bc.ResetSeq()
+	if err := bc.WritePacket(p); err == nil {
+		err = bc.Flush()
+	}
+	if err != nil {
+		bc.MarkBroken()
+		ss.release(bc, false, result{})
+		return ss.backendLost(bc, false)
+	}
+	if relay == nil {
+		ss.release(bc, sticky, result{status: ss.status})
+		return nil
+	}
+	res, err := relay(bc)
+	if err != nil {
+		bc.MarkBroken()
+		var de *mysql.DstError
+		if errors.As(err, &de) {
+			// The client went away mid-response; the backend connection is
+			// mid-result and cannot be reused.
+			ss.release(bc, false, res)
+			ss.log.Debug("client vanished mid-result", zap.Error(err))
+			return errCloseSession
+		}
+		ss.release(bc, false, res)
+		ss.log.Warn("backend failed mid-query", zap.String("node", node), zap.Error(err))
+		return ss.backendLost(bc, res.sent)
+	}
+	if t := ss.srv.cfg.Backend.ReadTimeout; t > 0 {
+		bc.NetConn().SetReadDeadline(time.Time{})
+	}
+	if res.insertID != 0 {
+		ss.lastInsertID = res.insertID
+		bc.LastInsertID = res.insertID
+	}
+	if res.ok {
+		ss.status = res.status
+	}
+	ss.release(bc, sticky, res)
+	return nil
+}
+
+// backendLost reports a backend that failed during a command. The client
+// gets error 2013; if the session's state or transaction lived on that
+// connection, the client connection is closed after the error, as a server
+// crash would close it.
+func (ss *session) backendLost(bc *backend.Conn, midResult bool) error {
+	e := mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", bc.Addr)
+	ss.writeErr(e)
+	if ss.sticky || ss.status&mysql.StatusInTrans != 0 {
+		ss.c.Flush()
+		return errCloseSession
+	}
+	_ = midResult
+	return nil
+}
+
+// acquire returns the backend connection for the next statement, in the
+// session's state.
+func (ss *session) acquire(node string, usesLastID bool) (*backend.Conn, error) {
+	bc := ss.pinned
+	if bc == nil {
+		n := ss.srv.nodes[node]
+		var err error
+		bc, err = n.Get(context.Background(), ss.variant, ss.db, ss.coll)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ss.syncState(bc, usesLastID); err != nil {
+		if bc != ss.pinned {
+			ss.release(bc, false, result{})
+		}
+		return nil, err
+	}
+	return bc, nil
+}
+
+// syncState changes only what differs between the connection's state and
+// the session's: database, collation, multi-statement option and, for
+// statements that read it, LAST_INSERT_ID().
+func (ss *session) syncState(bc *backend.Conn, usesLastID bool) error {
+	if bc.DB != ss.db && ss.db != "" {
+		if err := bc.UseDB(ss.db); err != nil {
+			return err
+		}
+	}
+	if bc.Collation != ss.coll {
+		coll, _ := mysql.CollationByID(ss.coll)
+		if _, err := bc.Exec(coll.SetNamesSQL()); err != nil {
+			return err
+		}
+		bc.Collation = ss.coll
+	}
+	if bc.MultiStmts != ss.multiStmts {
+		if err := bc.SetMultiStatements(ss.multiStmts); err != nil {
+			return err
+		}
+	}
+	if usesLastID && bc.LastInsertID != ss.lastInsertID {
+		if _, err := bc.Exec("DO LAST_INSERT_ID(" + strconv.FormatUint(ss.lastInsertID, 10) + ")"); err != nil {
+			return err
+		}
+		bc.LastInsertID = ss.lastInsertID
+	}
+	return nil
+}
+
+// release decides whether the session keeps bc or returns it to its pool.
+func (ss *session) release(bc *backend.Conn, sticky bool, res result) {
+	if sticky {
+		ss.sticky = true
+	}
+	if bc.Broken() {
+		if ss.pinned == bc {
+			ss.pinned = nil
+		}
+		bc.Node().Put(bc)
+		return
+	}
+	if ss.sticky || res.status&mysql.StatusInTrans != 0 || res.status&mysql.StatusAutocommit == 0 && res.ok || res.warnings > 0 {
+		ss.pinned = bc
+		return
+	}
+	ss.pinned = nil
+	bc.Node().Put(bc)
+}
+
+// releaseAll returns the session's backend connection when the client
+// leaves: reset (dropping variables, temporary tables, locks and open
+// transactions) when the session left state on it.
+func (ss *session) releaseAll() {
+	bc := ss.pinned
+	if bc == nil {
+		return
+	}
+	ss.pinned = nil
+	if ss.sticky || ss.status&mysql.StatusInTrans != 0 {
+		if err := bc.ResetConnection(bc.Collation); err != nil {
+			bc.MarkBroken()
+		}
+		bc.Collation = 0 // unknown after the reset: resync on next use
+	}
+	bc.Node().Put(bc)
+}
+
+// useDB switches the session's database after checking it on the backend.
+func (ss *session) useDB(db string) error {
+	node, _ := ss.srv.router.DefaultNode(ss.user)
+	bc, err := ss.acquire(node, false)
+	if err != nil {
+		return err
+	}
+	err = bc.UseDB(db)
+	ss.release(bc, false, result{status: ss.status, ok: true})
+	if err != nil {
+		return err
+	}
+	ss.db = db
+	return nil
+}
+
+// reset implements COM_RESET_CONNECTION: the backend connection the session
+// held is reset and returned, and the session's state goes back to that of
+// a new connection (the database is kept, as MySQL keeps it).
+func (ss *session) reset() error {
+	if bc := ss.pinned; bc != nil {
+		ss.pinned = nil
+		if err := bc.ResetConnection(bc.Collation); err != nil {
+			bc.MarkBroken()
+		}
+		bc.Collation = 0
+		bc.Node().Put(bc)
+	}
+	ss.sticky = false
+	ss.coll = ss.handshakeColl
+	ss.lastInsertID = 0
+	ss.status = mysql.StatusAutocommit
+	return nil
+}
+
+// changeUser implements COM_CHANGE_USER.
+func (ss *session) changeUser(p []byte) error {
+	cu, err := mysql.ParseChangeUser(p, ss.caps)
+	if err != nil {
+		return err
+	}
+	plugin := cu.AuthPlugin
+	if plugin == "" {
+		plugin = mysql.AuthNativePassword
+	}
+	if err := ss.authenticate(cu.User, plugin, cu.AuthResponse); err != nil {
+		return errCloseSession // MySQL closes the connection after a failed change
+	}
+	ss.reset()
+	ss.user = cu.User
+	ss.db = ""
+	if cu.Charset != 0 {
+		if _, ok := mysql.CollationByID(byte(cu.Charset)); ok {
+			ss.coll, ss.handshakeColl = byte(cu.Charset), byte(cu.Charset)
+		}
+	}
+	if _, ok := ss.srv.router.DefaultNode(ss.user); !ok {
+		ss.writeErr(mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", ss.user, ss.host()))
+		return errCloseSession
+	}
+	if cu.Database != "" {
+		if err := ss.useDB(cu.Database); err != nil {
+			return err
+		}
+	}
+	return ss.writeOK(mysql.OK{Status: ss.status})
+}
+
+// setOption implements COM_SET_OPTION; the backend follows on next use.
+func (ss *session) setOption(p []byte) error {
+	if len(p) < 3 {
+		return mysql.ErrMalformedPacket
+	}
+	switch binary.LittleEndian.Uint16(p[1:3]) {
+	case mysql.OptionMultiStatementsOn:
+		ss.multiStmts = true
+	case mysql.OptionMultiStatementsOff:
+		ss.multiStmts = false
+	default:
+		return mysql.NewError(mysql.ErUnknownComError, "Unknown command")
+	}
+	if ss.caps&mysql.ClientDeprecateEOF != 0 {
+		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.status}))
+	}
+	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], 0, ss.status))
+}
+
+// kill implements KILL [QUERY] id and COM_PROCESS_KILL on the proxy's own
+// connection ids.
+func (ss *session) kill(k router.Kill) error {
+	target := ss.srv.session(uint32(k.ID))
+	if target == nil || k.ID > uint64(^uint32(0)) {
+		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
+	}
+	if target.user != ss.user {
+		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
+	}
+	if target == ss {
+		if k.Query {
+			return ss.writeOK(mysql.OK{Status: ss.status})
+		}
+		ss.writeErr(mysql.NewError(1927, "Connection was killed"))
+		ss.c.Flush()
+		return errCloseSession
+	}
+	if bc := target.running.Load(); bc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		kc, err := bc.Node().Dial(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if target.running.Load() == bc {
+			err = kc.KillQuery(bc.ThreadID, true)
+		}
+		kc.Close()
+		if err != nil {
+			var se *mysql.SQLError
+			if !errors.As(err, &se) || se.Code != mysql.ErUnknownThread {
+				return err
+			}
+		}
+	}
+	if !k.Query {
+		target.nc.Close()
+	}
+	return ss.writeOK(mysql.OK{Status: ss.status})
+}
+
+func (ss *session) writeOK(ok mysql.OK) error {
+	ss.buf = mysql.AppendOK(ss.buf[:0], mysql.OKHeader, ok)
+	return ss.c.WritePacket(ss.buf)
+}
+
+// writeErr sends an ERR packet with the next sequence number. Errors from
+// writing are ignored: the read loop notices a dead client.
+func (ss *session) writeErr(err error) {
+	se := mysql.AsSQLError(err)
+	ss.srv.errorsSent.Add(1)
+	ss.buf = mysql.AppendErr(ss.buf[:0], se)
+	ss.c.WritePacket(ss.buf)
+	ss.c.Flush()
+}
+
+func (ss *session) writeFlush(p []byte) error {
+	if err := ss.c.WritePacket(p); err != nil {
+		return err
+	}
+	return ss.c.Flush()
+}
+
+// comName names a command byte for error messages.
+func comName(cmd byte) string {
+	names := map[byte]string{
+		mysql.ComSleep: "COM_SLEEP", mysql.ComCreateDB: "COM_CREATE_DB", mysql.ComDropDB: "COM_DROP_DB",
+		mysql.ComRefresh: "COM_REFRESH", mysql.ComShutdown: "COM_SHUTDOWN", mysql.ComProcessInfo: "COM_PROCESS_INFO",
+		mysql.ComConnect: "COM_CONNECT", mysql.ComDebug: "COM_DEBUG", mysql.ComTime: "COM_TIME",
+		mysql.ComDelayedInsert: "COM_DELAYED_INSERT", mysql.ComBinlogDump: "COM_BINLOG_DUMP",
+		mysql.ComTableDump: "COM_TABLE_DUMP", mysql.ComConnectOut: "COM_CONNECT_OUT",
+		mysql.ComRegisterSlave: "COM_REGISTER_SLAVE", mysql.ComDaemon: "COM_DAEMON",
+		mysql.ComBinlogDumpGTID: "COM_BINLOG_DUMP_GTID", mysql.ComStmtExecute: "mysqld_stmt_execute",
+		mysql.ComStmtFetch: "mysqld_stmt_fetch", mysql.ComStmtReset: "mysqld_stmt_reset",
+	}
+	if n, ok := names[cmd]; ok {
+		return fmt.Sprintf("%s (0x%02x)", n, cmd)
+	}
+	return fmt.Sprintf("0x%02x", cmd)
+}

@@ -1,0 +1,207 @@
+package router
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Kind is a statement's class as far as the session layer cares.
+type Kind uint8
+
+// Statement kinds.
+const (
+	KindOther Kind = iota // anything not listed: may change session state
+	KindRead              // SELECT, SHOW, DESCRIBE, EXPLAIN, WITH, VALUES, TABLE, DO, HELP
+	KindWrite             // INSERT, UPDATE, DELETE, REPLACE, LOAD
+	KindDDL               // CREATE, ALTER, DROP, TRUNCATE, RENAME, GRANT, REVOKE, ANALYZE, OPTIMIZE, ...
+	KindTxn               // BEGIN, START, COMMIT, ROLLBACK (the server's status flags track the rest)
+	KindKill              // KILL [CONNECTION | QUERY] id
+	KindEmpty             // nothing but whitespace and comments
+)
+
+// Stmt is the lexical classification of a statement.
+type Stmt struct {
+	Kind    Kind
+	Keyword string // first keyword, upper case
+	// Sticky is true when the statement may leave state on the backend
+	// connection that later statements depend on (session variables, user
+	// variables, temporary tables, locks, prepared statements, ...). The
+	// session then keeps its backend connection.
+	Sticky bool
+	// UsesLastInsertID is true when the statement calls LAST_INSERT_ID().
+	UsesLastInsertID bool
+}
+
+// statefulWords are substrings (upper case) that make any statement sticky.
+var statefulWords = []string{
+	"TEMPORARY", "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK",
+	"SQL_CALC_FOUND_ROWS", "FOUND_ROWS", "ROW_COUNT", "LASTVAL", "PREVIOUS VALUE", "SETVAL",
+	"CONNECTION_ID", "SQL_LOG_BIN",
+}
+
+// Classify looks at a statement's text: first keyword, and whether it can
+// leave state on the connection. It errs on the side of sticky.
+func Classify(sql string) Stmt {
+	kw, rest := firstKeyword(sql)
+	var st Stmt
+	st.Keyword = kw
+	switch kw {
+	case "":
+		st.Kind = KindEmpty
+		return st
+	case "SELECT", "SHOW", "DESC", "DESCRIBE", "EXPLAIN", "WITH", "VALUES", "TABLE", "DO", "HELP", "CHECKSUM":
+		st.Kind = KindRead
+	case "INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD":
+		st.Kind = KindWrite
+	case "CREATE", "ALTER", "DROP", "TRUNCATE", "RENAME", "GRANT", "REVOKE", "ANALYZE", "OPTIMIZE", "REPAIR", "CHECK", "FLUSH":
+		st.Kind = KindDDL
+	case "BEGIN", "COMMIT":
+		st.Kind = KindTxn
+	case "START":
+		st.Kind = KindTxn
+		if w, _ := firstKeyword(rest); w != "TRANSACTION" {
+			st.Kind, st.Sticky = KindOther, true // START SLAVE and friends
+		}
+	case "ROLLBACK":
+		st.Kind = KindTxn
+	case "KILL":
+		st.Kind = KindKill
+	default:
+		st.Kind = KindOther
+		st.Sticky = true
+	}
+	if st.Kind == KindTxn && !st.Sticky {
+		// SAVEPOINT names, RELEASE and CHAIN only matter inside a
+		// transaction, during which the connection is held anyway.
+		return st
+	}
+	up := strings.ToUpper(sql)
+	if hasUserVariable(up) {
+		st.Sticky = true
+	}
+	for _, w := range statefulWords {
+		if strings.Contains(up, w) {
+			st.Sticky = true
+			break
+		}
+	}
+	st.UsesLastInsertID = strings.Contains(up, "LAST_INSERT_ID")
+	return st
+}
+
+// hasUserVariable reports whether s contains @name that is not @@name.
+func hasUserVariable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '@' {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '@' {
+			i++
+			continue
+		}
+		if i+1 < len(s) && (isIdent(s[i+1]) || s[i+1] == '`' || s[i+1] == '\'' || s[i+1] == '"') {
+			return true
+		}
+	}
+	return false
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80
+}
+
+// firstKeyword skips whitespace, comments and an opening parenthesis, and
+// returns the first word in upper case and the text after it. Executable
+// comments (/*! ... */, /*M! ... */) are read into, as the server does.
+func firstKeyword(s string) (string, string) {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ';':
+			i++
+		case c == '#':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '-' && i+2 < len(s) && s[i+1] == '-' && (s[i+2] == ' ' || s[i+2] == '\t' || s[i+2] == '\n'):
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '-' && i+2 == len(s) && s[i+1] == '-':
+			i = len(s)
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			if i+2 < len(s) && (s[i+2] == '!' || (s[i+2] == 'M' && i+3 < len(s) && s[i+3] == '!')) {
+				i += 3
+				if s[i-1] == 'M' {
+					i++
+				}
+				for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+					i++
+				}
+				continue
+			}
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return "", ""
+			}
+			i += end + 4
+		default:
+			j := i
+			for j < len(s) && isIdent(s[j]) {
+				j++
+			}
+			if j == i {
+				return "", s[i:]
+			}
+			return upperASCII(s[i:j]), s[j:]
+		}
+	}
+	return "", ""
+}
+
+func upperASCII(w string) string {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= 'a' && w[i] <= 'z' {
+			return strings.ToUpper(w)
+		}
+	}
+	return w
+}
+
+// Kill is a parsed KILL statement.
+type Kill struct {
+	ID    uint64
+	Query bool // KILL QUERY: stop the statement, keep the connection
+}
+
+// ParseKill parses `KILL [CONNECTION | QUERY] id` (MariaDB's HARD/SOFT
+// modifiers are accepted). ok is false for other forms, such as
+// `KILL QUERY ID n` or `KILL USER name`, which the session refuses.
+func ParseKill(sql string) (Kill, bool) {
+	kw, rest := firstKeyword(sql)
+	if kw != "KILL" {
+		return Kill{}, false
+	}
+	var k Kill
+	for {
+		w, r := firstKeyword(rest)
+		switch w {
+		case "HARD", "SOFT", "CONNECTION":
+			rest = r
+			continue
+		case "QUERY":
+			k.Query = true
+			rest = r
+			continue
+		}
+		break
+	}
+	t := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	id, err := strconv.ParseUint(t, 10, 32)
+	if err != nil {
+		return Kill{}, false
+	}
+	k.ID = id
+	return k, true
+}
