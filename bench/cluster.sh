@@ -108,7 +108,7 @@ pid_of() {
 
 # ping PORT: succeed if the server answers on TCP (an access-denied answer counts: the server is up).
 ping() {
-	"$ADMIN" --no-defaults --protocol=tcp -h127.0.0.1 -P"$1" -uroot --connect-timeout=2 ping >/dev/null 2>&1
+	"$ADMIN" --no-defaults --skip-ssl --protocol=tcp -h127.0.0.1 -P"$1" -uroot --connect-timeout=2 ping >/dev/null 2>&1
 }
 
 tail_log() {

@@ -205,3 +205,24 @@ func ParseKill(sql string) (Kill, bool) {
 	k.ID = id
 	return k, true
 }
+
+// IsShowProcesslist reports whether sql is SHOW [FULL] PROCESSLIST, which
+// the proxy answers itself with its own connection ids.
+func IsShowProcesslist(sql string) (full, ok bool) {
+	kw, rest := firstKeyword(sql)
+	if kw != "SHOW" {
+		return false, false
+	}
+	kw, rest = firstKeyword(rest)
+	if kw == "FULL" {
+		full = true
+		kw, rest = firstKeyword(rest)
+	}
+	if kw != "PROCESSLIST" {
+		return false, false
+	}
+	if w, _ := firstKeyword(rest); w != "" {
+		return false, false
+	}
+	return full, true
+}

@@ -241,7 +241,7 @@ func (rp *Report) writeTable(b *strings.Builder, test, mode string, threads []in
 			}
 			row := []string{strconv.Itoa(t), path}
 			if c.OKRounds == 0 {
-				row = append(row, "**FAILED**: "+mdEscape(failureReason(c)), "–", "–", "–", "–", "–",
+				row = append(row, "**FAILED**: "+mdEscape(truncate(failureReason(c), 90)), "–", "–", "–", "–", "–",
 					fmt.Sprintf("**%d/%d rounds failed**", len(c.Failures), c.Rounds))
 			} else {
 				q := fmtNum(c.QPS, 0)
@@ -322,7 +322,7 @@ func (rp *Report) writeHeadline(b *strings.Builder) {
 			continue
 		}
 		if c.OKRounds == 0 {
-			parts = append(parts, fmt.Sprintf("- **%s**: failed (%s)", path, mdEscape(failureReason(c))))
+			parts = append(parts, fmt.Sprintf("- **%s**: failed (%s)", path, mdEscape(truncate(failureReason(c), 90))))
 			continue
 		}
 		s := fmt.Sprintf("- **%s** keeps %s of direct", path, fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "direct")), 2))
@@ -336,6 +336,15 @@ func (rp *Report) writeHeadline(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "## Headline: %s, text protocol, %d threads\n\n%s\n\n", test, t, strings.Join(parts, "\n"))
+}
+
+// truncate shortens s to at most n runes; the full text is in the failed-runs list.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func abs(n int) int {

@@ -49,6 +49,7 @@ type session struct {
 	pinned *backend.Conn
 	sticky bool
 
+	act     activity                     // for SHOW PROCESSLIST
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	idle    atomic.Bool                  // waiting for the next command
 
@@ -214,6 +215,7 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 func (ss *session) query(p []byte) error {
 	sql := string(p[1:])
 	st := router.Classify(sql)
+	ss.act.set("Query", sql)
 	switch st.Kind {
 	case router.KindEmpty:
 		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
@@ -221,7 +223,14 @@ func (ss *session) query(p []byte) error {
 		if k, ok := router.ParseKill(sql); ok {
 			return ss.kill(k)
 		}
-		return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from SHOW PROCESSLIST on the proxy's connection ids")
+		return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
+	case router.KindRead:
+		if st.Keyword != "SHOW" {
+			break
+		}
+		if full, ok := router.IsShowProcesslist(sql); ok {
+			return ss.showProcesslist(full)
+		}
 	}
 	if ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0 {
 		st.Sticky = true // later statements were not classified
