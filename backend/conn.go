@@ -29,6 +29,7 @@ type DialOptions struct {
 	Collation      byte   // handshake collation id
 	Variant        uint32 // subset of VariantCaps
 	DialTimeout    time.Duration
+	ReadTimeout    time.Duration // per network read, 0 = none
 	NoDelay        bool
 	ReadBuffer     int
 	WriteBuffer    int
@@ -97,6 +98,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
+	c.ReadTimeout = o.ReadTimeout
 	c.lastUsed = time.Now()
 	return c, nil
 }

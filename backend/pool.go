@@ -146,7 +146,7 @@ func (n *Node) Stats() Stats {
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
 	return DialOptions{
 		User: n.cfg.User, Password: n.cfg.Password, DB: db, Collation: coll, Variant: variant,
-		DialTimeout: n.opts.DialTimeout, NoDelay: n.opts.NoDelay,
+		DialTimeout: n.opts.DialTimeout, ReadTimeout: n.opts.ReadTimeout, NoDelay: n.opts.NoDelay,
 		ReadBuffer: n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
 		SockReadBuf: n.opts.SocketReadBuffer, SockWriteBuf: n.opts.SocketWriteBuffer,
 	}

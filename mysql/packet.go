@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"time"
 )
 
 // ErrPacketTooLarge is returned when a packet exceeds the Conn's limit.
@@ -30,6 +31,11 @@ type Conn struct {
 	// MaxPacket bounds the size of one logical packet read by ReadPacket
 	// (0 = no limit beyond memory).
 	MaxPacket int
+
+	// ReadTimeout, when set, is a deadline for each read from the network
+	// (armed only when the read buffer runs dry, so buffered packets cost
+	// nothing).
+	ReadTimeout time.Duration
 
 	large []byte // reusable buffer for packets that do not fit in br
 	hdr   [4]byte
@@ -81,8 +87,16 @@ func (c *Conn) Buffered() int { return c.br.Buffered() }
 // Compressed reports whether the compressed protocol is on.
 func (c *Conn) Compressed() bool { return c.z != nil }
 
+// arm sets the read deadline before a read that may reach the network.
+func (c *Conn) arm(need int) {
+	if c.ReadTimeout > 0 && c.br.Buffered() < need {
+		c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
+	}
+}
+
 // readHeader reads a packet header and checks its sequence number.
 func (c *Conn) readHeader() (int, error) {
+	c.arm(4)
 	h, err := c.br.Peek(4)
 	if err != nil {
 		return 0, err
@@ -103,6 +117,7 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		return nil, err
 	}
 	if n < MaxPacketPayload && 4+n <= c.br.Size() {
+		c.arm(4 + n)
 		p, err := c.br.Peek(4 + n)
 		if err != nil {
 			return nil, unexpectedEOF(err)
@@ -118,6 +133,9 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		}
 		start := len(buf)
 		buf = grow(buf, n)
+		if c.ReadTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
+		}
 		if _, err := io.ReadFull(c.br, buf[start:start+n]); err != nil {
 			return nil, unexpectedEOF(err)
 		}
@@ -197,6 +215,7 @@ type Packet struct {
 // larger than the read buffer are streamed in pieces, so memory stays bounded
 // by the buffer sizes whatever the packet size.
 func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
+	c.arm(4)
 	h, err := c.br.Peek(4)
 	if err != nil {
 		return Packet{}, err
@@ -205,6 +224,7 @@ func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
 	c.seq = p.Seq + 1
 	dst.seq = p.Seq + 1
 	if 4+p.Len <= c.br.Size() {
+		c.arm(4 + p.Len)
 		b, err := c.br.Peek(4 + p.Len)
 		if err != nil {
 			return p, unexpectedEOF(err)
@@ -228,6 +248,7 @@ func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
 	// distinguishable.
 	for left := p.Len; left > 0; {
 		n := min(left, c.br.Size())
+		c.arm(n)
 		chunk, err := c.br.Peek(n)
 		if len(chunk) == 0 {
 			return p, unexpectedEOF(err)

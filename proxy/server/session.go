@@ -297,9 +297,6 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 	}
 	ss.running.Store(bc)
 	defer ss.running.Store(nil)
-	if t := ss.srv.cfg.Backend.ReadTimeout; t > 0 {
-		bc.NetConn().SetReadDeadline(time.Now().Add(t))
-	}
 	bc.ResetSeq()
 	if err := bc.WritePacket(p); err == nil {
 		err = bc.Flush()
@@ -327,9 +324,6 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 		ss.release(bc, false, res)
 		ss.log.Warn("backend failed mid-query", zap.String("node", node), zap.Error(err))
 		return ss.backendLost(bc, res.sent)
-	}
-	if t := ss.srv.cfg.Backend.ReadTimeout; t > 0 {
-		bc.NetConn().SetReadDeadline(time.Time{})
 	}
 	if res.insertID != 0 {
 		ss.lastInsertID = res.insertID
