@@ -202,6 +202,6 @@ func TestNodeDownAtStart(t *testing.T) {
 	_, err = n.Get(context.Background(), 0, "", 45)
 	var se *mysql.SQLError
 	if !errors.As(err, &se) || se.Code != mysql.ErConnectFailed {
-		t.Fatalf("Get on a down node: %v, want 2003", err)
+		t.Fatalf("Get on a down node: %v, want 1429", err)
 	}
 }

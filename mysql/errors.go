@@ -30,8 +30,11 @@ const (
 	ErHostNotPrivileged    uint16 = 1130 // ER_HOST_NOT_PRIVILEGED
 	ErUnknownStmtHandler   uint16 = 1243 // ER_UNKNOWN_STMT_HANDLER
 	ErMalformedPacket      uint16 = 1835 // ER_MALFORMED_PACKET
-	ErConnectFailed        uint16 = 2003 // CR_CONN_HOST_ERROR: a backend node cannot be reached
-	ErServerLost           uint16 = 2013 // CR_SERVER_LOST: a backend went away mid-query
+	// Backend failures use the server's "foreign data source" codes: client
+	// libraries (libmariadb) reject ERR packets that carry client-range
+	// codes (2000-2999) such as 2003 or 2013 as malformed.
+	ErConnectFailed        uint16 = 1429 // ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a backend node cannot be reached
+	ErServerLost           uint16 = 1430 // ER_QUERY_ON_FOREIGN_DATA_SOURCE: a backend went away mid-query
 	ErUnknownCharset       uint16 = 1115 // ER_UNKNOWN_CHARACTER_SET
 	ErSpecificAccessDenied uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 )

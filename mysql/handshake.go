@@ -61,12 +61,10 @@ func ParseHandshake(p []byte) (*Handshake, error) {
 		authLen := int(r.byte1())
 		r.bytes(10)
 		if h.Capabilities&ClientSecureConnection != 0 {
-			n := authLen - 9
-			if n < 12 {
-				n = 12
-			}
+			// auth-plugin-data-part-2 is MAX(13, auth_plugin_data_len - 8)
+			// bytes, the last of which is a NUL terminator.
+			n := max(13, authLen-8)
 			part := r.bytes(n)
-			// The second part is NUL-terminated; drop the terminator.
 			part = bytes.TrimRight(part, "\x00")
 			salt = append(salt, part...)
 		}

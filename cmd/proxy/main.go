@@ -125,6 +125,7 @@ func newLogger(dir, file, level string) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil
+	zc.DisableStacktrace = true // panics log their own stack
 	if dir == "" {
 		zc.Encoding = "console"
 		zc.EncoderConfig = zap.NewDevelopmentEncoderConfig()

@@ -337,7 +337,7 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 }
 
 // backendLost reports a backend that failed during a command. The client
-// gets error 2013; if the session's state or transaction lived on that
+// gets error 1430; if the session's state or transaction lived on that
 // connection, the client connection is closed after the error, as a server
 // crash would close it.
 func (ss *session) backendLost(bc *backend.Conn, midResult bool) error {
