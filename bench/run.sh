@@ -23,7 +23,10 @@ ROUNDS=${ROUNDS:-3}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 TABLES=${TABLES:-1}
 PATHS=${PATHS:-"direct relay proxy"}
-OUT=${OUT:-bench/results/$(date +%Y-%m-%d-%H%M)}
+if [[ -z ${OUT:-} ]]; then
+	OUT=bench/results/$(date +%Y-%m-%d-%H%M)
+	[[ ! -e $OUT ]] || OUT=bench/results/$(date +%Y-%m-%d-%H%M%S) # A second run in the same minute.
+fi
 export PORTS=${PORTS:-"3307 3308"}    # MariaDB ports; the first one is node1. Passed on to cluster.sh.
 RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:9695}
 RELAY_NODELAY=${RELAY_NODELAY:-true}
@@ -86,6 +89,33 @@ wait_listen() {
 		sleep 0.1
 	done
 	return 1
+}
+
+# listener_pid PORT: pid of the process listening on PORT, if ss can tell.
+listener_pid() { ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2; }
+
+# is_descendant PID ANCESTOR
+is_descendant() {
+	local p=$1
+	while [[ -n $p && $p != 0 && $p != 1 ]]; do
+		[[ $p == "$2" ]] && return 0
+		p=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null) || return 1
+	done
+	return 1
+}
+
+# exit_note PID: set EXIT_NOTE to how a process we started ended ("exited with
+# status 2", "killed by signal 9"). Not for $(...): wait needs this shell.
+exit_note() {
+	local st=0
+	wait "$1" 2>/dev/null || st=$?
+	if ((st == 127)); then
+		EXIT_NOTE="exited"
+	elif ((st > 128)); then
+		EXIT_NOTE="was killed by signal $((st - 128))"
+	else
+		EXIT_NOTE="exited with status $st"
+	fi
 }
 
 # cfg_get FILE KEY: value of a top-level "key: value" in a YAML file.
@@ -158,7 +188,7 @@ done
 # path cannot run; its cells are then written as failed without running.
 declare -A HOST PORT PID WEB FAIL
 ALL_PATHS=()
-for p in $PATHS; do ALL_PATHS+=("$p"); done
+for p in $PATHS; do [[ $p == sharded ]] || ALL_PATHS+=("$p"); done # sharded comes from SHARDED_CONFIG.
 SHARDED_NOTE="skipped (SHARDED_CONFIG unset)"
 if [[ -n $SHARDED_CONFIG ]]; then
 	if [[ -f $SHARDED_CONFIG ]]; then
@@ -171,7 +201,7 @@ if [[ -n $SHARDED_CONFIG ]]; then
 fi
 want_path() { local p; for p in "${ALL_PATHS[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
 for p in "${ALL_PATHS[@]}"; do
-	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want direct relay proxy)" ;; esac
+	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want some of: direct relay proxy)" ;; esac
 done
 HOST[direct]=$DB_HOST PORT[direct]=$DB_PORT PID[direct]="" WEB[direct]=""
 
@@ -181,7 +211,7 @@ go build -o "$BENCHREPORT" ./bench/report 2>"$OUT/build-report.log" || die "benc
 
 # start_bg NAME LISTENPORT CMD...: start a measured process, or set FAIL[NAME].
 start_bg() {
-	local name=$1 port=$2 pid
+	local name=$1 port=$2 pid lpid
 	shift 2
 	if port_in_use "$port"; then
 		FAIL[$name]="port $port already in use by another process"
@@ -191,10 +221,20 @@ start_bg() {
 	pid=$!
 	BG_PIDS+=("$pid")
 	if wait_listen "$pid" "$port"; then
+		lpid=$(listener_pid "$port")
+		if [[ -n $lpid && $lpid != "$pid" ]] && is_descendant "$lpid" "$pid"; then
+			# It forked: measure (and later stop) the process that serves the port.
+			log "$name serves port $port from child pid $lpid; measuring that one"
+			BG_PIDS+=("$lpid")
+			pid=$lpid
+		fi
 		PID[$name]=$pid
 		log "$name is up (pid $pid, port $port)"
+	elif kill -0 "$pid" 2>/dev/null; then
+		FAIL[$name]="did not listen on port $port within 15 s (see $name.log)"
 	else
-		FAIL[$name]="did not start listening on port $port (see $name.log: $(tail -n1 "$OUT/$name.log" | csv_safe))"
+		exit_note "$pid"
+		FAIL[$name]="$EXIT_NOTE at start-up (see $name.log: $(tail -n1 "$OUT/$name.log" | csv_safe))"
 	fi
 }
 
@@ -379,7 +419,8 @@ for test in $TESTS; do
 						status="unavailable: ${FAIL[$path]}"
 						echo "$status" >"$OUT/$raw"
 					elif [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
-						FAIL[$path]="process exited during the benchmark (see $path.log)"
+						exit_note "$pid"
+						FAIL[$path]="$path $EXIT_NOTE during the benchmark (see $path.log)"
 						status="unavailable: ${FAIL[$path]}"
 						echo "$status" >"$OUT/$raw"
 					else
@@ -401,6 +442,11 @@ for test in $TESTS; do
 						if [[ $rc -ne 0 ]]; then
 							why=$(grep -E '^(FATAL|ALERT)' "$OUT/$raw" | head -n2 | tr '\n' ' ' || true)
 							[[ -n $why ]] || why=$(tail -n1 "$OUT/$raw")
+							if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+								exit_note "$pid"
+								FAIL[$path]="$path $EXIT_NOTE during the benchmark (see $path.log)"
+								why="${FAIL[$path]}; $why"
+							fi
 							[[ $rc -eq 124 ]] && why="timed out after $((DURATION + 60))s; $why"
 							status="sysbench exit $rc: $why"
 						elif ! fragment=$("$BENCHREPORT" -parse "$OUT/$raw" 2>&1); then
