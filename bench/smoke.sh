@@ -206,7 +206,10 @@ if ! "${SB[@]}" --time=10 --threads=4 run >"$TMP/sb-run.log" 2>&1; then
 fi
 grep -E 'transactions:|queries:|errors:|reconnects:|95th' "$TMP/sb-run.log" | sed 's/^ */smoke: sysbench: /'
 # Each of these counters must be present (so a changed output format is noticed) and zero.
-for counter in "ignored errors" "reconnects"; do
+# "ignored errors" are the deadlocks and lock-wait timeouts (1213, 1020, 1205)
+# that MariaDB itself raises under oltp_read_write's contention, directly as
+# through the proxy; sysbench retries them. Real errors and reconnects fail.
+for counter in "reconnects"; do
 	n=$(awk -F: -v c="$counter" '$1 ~ "^ *"c"$" { split($2, f, " "); print f[1] }' "$TMP/sb-run.log")
 	[[ -n $n ]] || fail "no '$counter' line in the sysbench output"
 	[[ $n == 0 ]] || fail "sysbench reported $n $counter"
@@ -218,6 +221,33 @@ grep -q FATAL "$TMP/sb-run.log" && fail "sysbench printed FATAL"
 
 STEP="sysbench cleanup"
 "${SB[@]}" cleanup >/dev/null || fail "sysbench cleanup"
+
+STEP="streaming"
+# A 256 MB result must stream through the proxy without being held in memory.
+bytes=$(sql --quick "SELECT REPEAT('x', 1024) FROM seq_1_to_262144" | wc -c) || fail "streaming query"
+((bytes > 268435456)) || fail "streamed only $bytes bytes"
+hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
+log "streamed $bytes bytes; proxy peak RSS ${hwm_kb} kB"
+((hwm_kb < 102400)) || fail "proxy peak RSS ${hwm_kb} kB exceeds 100 MB while streaming"
+
+STEP="kill query"
+# KILL QUERY takes the proxy's own connection id (what the client shows and
+# what SHOW PROCESSLIST on the proxy lists).
+sql "SELECT SLEEP(30)" >"$TMP/sleep.out" 2>&1 &
+sleeper=$!
+victim=
+deadline=$((SECONDS + 10))
+until [[ -n $victim ]]; do
+	((SECONDS < deadline)) || fail "the SLEEP(30) session never showed up in SHOW PROCESSLIST"
+	victim=$(sql "SHOW PROCESSLIST" | awk -F'\t' '$8 ~ /SLEEP\(30\)/ { print $1 }')
+	[[ -n $victim ]] || sleep 0.1 # polling interval
+done
+started=$SECONDS
+sql "KILL QUERY $victim" || fail "KILL QUERY $victim"
+wait "$sleeper" || true
+((SECONDS - started < 10)) || fail "KILL QUERY took $((SECONDS - started))s"
+grep -q "1317" "$TMP/sleep.out" || fail "the killed statement did not end with error 1317: $(cat "$TMP/sleep.out")"
+log "KILL QUERY $victim interrupted SELECT SLEEP(30)"
 
 STEP="shutdown"
 kill -TERM "$PROXY_PID"

@@ -56,6 +56,10 @@ type session struct {
 	buf []byte // scratch for packets the proxy builds
 }
 
+// maxClientPacket bounds one client command, as MySQL's largest
+// max_allowed_packet (1 GiB) does; the backend enforces its own limit.
+const maxClientPacket = 1 << 30
+
 // serveConn runs one client connection to completion.
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
@@ -79,6 +83,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		status: mysql.StatusAutocommit,
 		buf:    make([]byte, 0, 256),
 	}
+	ss.c.MaxPacket = maxClientPacket
 	defer nc.Close()
 	if !s.allowed(nc.RemoteAddr()) {
 		s.rejected.Add(1)
