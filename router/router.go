@@ -5,21 +5,6 @@ import (
 	"github.com/shardgate/shardgate/mysql"
 )
 
-// Plan is what a statement executes as: plain data that the session reads
-// and runs. A plan never executes itself and is never modified after Route
-// returns it (plans may be shared between sessions).
-type Plan struct {
-	Targets []Target
-}
-
-// Target is one backend execution of a plan.
-type Target struct {
-	Node string // node name from ks.yaml
-	// SQL is the physical statement; "" means the client's statement is
-	// sent unchanged (so the raw packet can be forwarded).
-	SQL string
-}
-
 // Router holds the compiled routing configuration. Safe for concurrent use.
 type Router struct {
 	defaults map[string]*Plan // schema user -> plan to the schema's default node
@@ -30,17 +15,23 @@ func New(cfg *config.Config) (*Router, error) {
 	r := &Router{defaults: make(map[string]*Plan, len(cfg.Schemas))}
 	for i := range cfg.Schemas {
 		s := &cfg.Schemas[i]
-		r.defaults[s.User] = &Plan{Targets: []Target{{Node: s.Default}}}
+		r.defaults[s.User] = &Plan{Kind: Forward, Targets: []Target{{Node: s.Default}}}
 	}
 	return r, nil
 }
 
-// Route plans a statement sent by user. Until shard rules are executed,
-// every statement goes unchanged to the user's schema default node.
-func (r *Router) Route(user string, sql string) (*Plan, error) {
-	p, ok := r.defaults[user]
+// Session is what Route needs to know about the client's session.
+type Session struct {
+	User string // login user: selects the schema
+	DB   string // current database, for unqualified table names
+}
+
+// Route plans a statement. Until shard rules are executed, every statement
+// goes unchanged to the user's schema default node.
+func (r *Router) Route(sql string, s Session) (*Plan, error) {
+	p, ok := r.defaults[s.User]
 	if !ok {
-		return nil, mysql.NewError(mysql.ErDBAccessDenied, "no schema is configured for user '%s' in schema_list", user)
+		return nil, mysql.NewError(mysql.ErDBAccessDenied, "no schema is configured for user '%s' in schema_list", s.User)
 	}
 	return p, nil
 }

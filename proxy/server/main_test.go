@@ -286,7 +286,8 @@ type rawConn struct {
 	t    *testing.T
 	nc   net.Conn
 	c    *mysql.Conn
-	hs   *mysql.Handshake // the server greeting
+	hs       *mysql.Handshake // the server greeting
+	greeting []byte           // its raw payload
 	caps uint32           // capabilities sent in the handshake response
 }
 
@@ -309,6 +310,7 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 	if err != nil {
 		t.Fatalf("reading greeting: %v", err)
 	}
+	r.greeting = append([]byte(nil), p...)
 	if r.hs, err = mysql.ParseHandshake(p); err != nil {
 		t.Fatalf("parsing greeting: %v", err)
 	}

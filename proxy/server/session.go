@@ -240,7 +240,7 @@ func (ss *session) query(p []byte) error {
 	if ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0 {
 		st.Sticky = true // later statements were not classified
 	}
-	plan, err := ss.srv.router.Route(ss.user, sql)
+	plan, err := ss.srv.router.Route(sql, router.Session{User: ss.user, DB: ss.db})
 	if err != nil {
 		return err
 	}

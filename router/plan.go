@@ -1,0 +1,60 @@
+package router
+
+// Plan is what a statement executes as: plain data that the session reads
+// and runs. A plan never executes itself and is never modified after Route
+// returns it (plans may be shared between sessions).
+type Plan struct {
+	Kind    PlanKind
+	Targets []Target
+	// Renames lists physical table names to replace with logical ones in
+	// text results (SHOW CREATE TABLE, SHOW INDEX on a sharded table).
+	Renames []Rename
+	// Tables names the logical sharded tables the statement touches, for
+	// error messages and EXPLAIN.
+	Tables []string
+}
+
+// PlanKind says how a plan's targets are run and their results combined.
+type PlanKind uint8
+
+// Plan kinds.
+const (
+	// Forward runs one target and relays its response unchanged.
+	Forward PlanKind = iota
+	// Concat runs a SELECT on several targets and returns one result
+	// set: the first target's column definitions, then every target's rows
+	// in target order. Only planned where MySQL's answer would be that
+	// concatenation (no ORDER BY, GROUP BY, LIMIT, DISTINCT, aggregates).
+	Concat
+	// SumOK runs DML on several targets and answers one OK packet:
+	// affected rows and warnings summed, the first non-zero insert id.
+	SumOK
+	// Fanout runs DDL (or TRUNCATE, CREATE/DROP DATABASE) on every
+	// target; all must succeed. Failures are reported per target in one
+	// error; successes are not rolled back (re-running with IF [NOT]
+	// EXISTS converges).
+	Fanout
+	// ShowTables runs SHOW [FULL] TABLES on the targets and answers
+	// with the union of table names, physical subtable names replaced by
+	// their logical table, without duplicates, in name order.
+	ShowTables
+	// Explain answers EXPLAIN FORMAT='shard' with one row per target
+	// (node, backend address, subtable, physical SQL) without running it.
+	Explain
+)
+
+// Target is one backend execution of a plan.
+type Target struct {
+	Node string // node name from ks.yaml
+	// Subtable is the physical table the target reads or writes ("" when
+	// the statement touches no sharded table).
+	Subtable string
+	// SQL is the physical statement; "" means the client's statement is
+	// sent unchanged (so the raw packet can be forwarded).
+	SQL string
+}
+
+// Rename maps a physical table name to its logical name.
+type Rename struct {
+	Physical, Logical string
+}
