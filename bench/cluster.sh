@@ -8,7 +8,9 @@
 # Environment:
 #   PORTS="3307 3308"         one server per port, listening on 127.0.0.1 only
 #   VARDIR=var/mariadb        server files go to $VARDIR/<port>/ (relative paths are relative to the repo root):
-#                             data/, error.log, console.log, mysqld.pid, mysqld.sock
+#                             data/, tmp/, error.log, console.log, install.log, mysqld.pid, mysqld.sock
+#                             (tmp/ is private on purpose: a starting mariadbd deletes every "#sql*" file in its
+#                             --tmpdir, which would break other servers' temporary tables in a shared /tmp)
 #   SG_USER=shardgate SG_PASSWORD=shardgate
 #                             account with ALL PRIVILEGES on '%' (mysql_native_password); database sbtest.
 #
@@ -131,8 +133,8 @@ bootstrap() {
 	[[ -d $dir/data/mysql ]] && return 0
 	echo "cluster.sh: bootstrapping $dir/data"
 	rm -rf "$dir/data"
-	mkdir -p "$dir"
-	if ! "$INSTALL_DB" --no-defaults --datadir="$dir/data" --auth-root-authentication-method=normal \
+	mkdir -p "$dir/tmp"
+	if ! "$INSTALL_DB" --no-defaults --datadir="$dir/data" --tmpdir="$dir/tmp" --auth-root-authentication-method=normal \
 		--skip-test-db --skip-name-resolve --innodb-buffer-pool-size=256M --innodb-log-file-size=128M \
 		"${ROOT_FLAG[@]}" >"$dir/install.log" 2>&1; then
 		echo "cluster.sh: mariadb-install-db failed for port $port:" >&2
@@ -152,10 +154,12 @@ launch() {
 	fi
 	bootstrap "$port"
 	rm -f "$dir/mysqld.pid"
+	mkdir -p "$dir/tmp"
 	# setsid: a Ctrl-C in the terminal (e.g. stopping `make run`) must not reach the servers. -w: should setsid
 	# have to fork, it waits for mariadbd, so $! lives exactly as long as the server.
 	setsid -w "$MARIADBD" --no-defaults --datadir="$dir/data" --port="$port" --socket="$(socket_of "$port")" \
-		--pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" "${SERVER_FLAGS[@]}" "${ROOT_FLAG[@]}" \
+		--pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" --tmpdir="$dir/tmp" \
+		"${SERVER_FLAGS[@]}" "${ROOT_FLAG[@]}" \
 		</dev/null >>"$dir/console.log" 2>&1 &
 	echo "$!" >"$dir/launch.pid"
 	STARTED+=("$port")
@@ -171,6 +175,7 @@ await() {
 		if ! kill -0 "$launched" 2>/dev/null; then
 			echo "cluster.sh: mariadbd for 127.0.0.1:$port exited during startup" >&2
 			tail_log "$port"
+			echo "cluster.sh: if the data directory is broken, delete $dir to bootstrap it again" >&2
 			exit 1
 		fi
 		if ((SECONDS >= deadline)); then

@@ -20,11 +20,11 @@ import (
 //		})
 //	}
 //
-// Under -short (and for go test -list) it calls run with a nil Cluster without starting anything; tests that need servers then call
-// t.Skip. Otherwise it starts the servers, and if MariaDB is missing or does not start it prints a loud error and
-// exits with status 1: a missing database must fail the build, not skip the tests. After run returns (or panics)
-// the servers are stopped; an interrupt (SIGINT, SIGTERM) also stops them before exiting. Main calls os.Exit
-// with run's code, or 1 if stopping failed. A nil run means m.Run.
+// Under -short (and for go test -list) it calls run with a nil Cluster without starting anything; tests that
+// need servers then call t.Skip. Otherwise it starts the servers, and if MariaDB is missing or does not start
+// it prints a loud error and exits with status 1: a missing database must fail the build, not skip the tests.
+// After run returns (or panics) the servers are stopped; an interrupt (SIGINT, SIGTERM) also stops them before
+// exiting. Main calls os.Exit with run's code, or 1 if stopping failed. A nil run means m.Run.
 func Main(m *testing.M, n int, run func(c *Cluster) int) {
 	os.Exit(mainCode(m, n, run))
 }

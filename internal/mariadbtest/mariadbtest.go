@@ -76,7 +76,7 @@ type Server struct {
 	// User and Password name an account with ALL PRIVILEGES ON *.* WITH GRANT OPTION on host '%'
 	// (mysql_native_password). All servers of a Cluster share them.
 	User, Password string
-	// Dir holds everything of this server: the data directory, pid file, error.log and console.log.
+	// Dir holds everything of this server: the data directory, tmp directory, pid file, error.log and console.log.
 	Dir string
 	// DataDir is the server's --datadir.
 	DataDir string
@@ -84,6 +84,9 @@ type Server struct {
 	Socket string
 	// ErrorLog is the server's --log-error file.
 	ErrorLog string
+	// TmpDir is the server's private --tmpdir. It must not be shared: mariadbd deletes every "#sql*" file in its
+	// tmpdir when it starts, which breaks the temporary tables of any other server using the same directory.
+	TmpDir string
 
 	mariadbd string // path of the mariadbd binary
 
@@ -160,7 +163,11 @@ func (c *Cluster) start(bins binaries, n int) error {
 			DataDir:  filepath.Join(sdir, "data"),
 			Socket:   filepath.Join(sdir, "mysqld.sock"),
 			ErrorLog: filepath.Join(sdir, "error.log"),
+			TmpDir:   filepath.Join(sdir, "tmp"),
 			mariadbd: bins.mariadbd,
+		}
+		if err := os.Mkdir(s.TmpDir, 0o755); err != nil {
+			return fmt.Errorf("mariadbtest: %w", err)
 		}
 		if len(s.Socket) > maxSocketPath {
 			if c.sockDir == "" {
@@ -173,7 +180,7 @@ func (c *Cluster) start(bins binaries, n int) error {
 		c.Servers = append(c.Servers, s)
 	}
 
-	if err := bootstrap(bins.installDB, c.dir, c.Servers[0].DataDir, testUser, password); err != nil {
+	if err := bootstrap(bins.installDB, c.dir, c.Servers[0].DataDir, c.Servers[0].TmpDir, testUser, password); err != nil {
 		return err
 	}
 	if err := c.each(func(s *Server) error {
@@ -320,6 +327,7 @@ func (s *Server) spawn(freshPort bool) error {
 		"--socket=" + s.Socket,
 		"--pid-file=" + filepath.Join(s.Dir, "mysqld.pid"),
 		"--log-error=" + s.ErrorLog,
+		"--tmpdir=" + s.TmpDir,
 		"--innodb-buffer-pool-size=64M",
 		"--innodb-log-file-size=16M",
 		"--innodb-flush-log-at-trx-commit=2",
@@ -453,7 +461,7 @@ func fileSize(path string) int64 {
 
 // bootstrap creates a data directory with mariadb-install-db. The test account is created in the same run from
 // an --extra-file; the bootstrap server runs without grant tables, so the file loads them first.
-func bootstrap(installDB, workDir, dataDir, user, password string) error {
+func bootstrap(installDB, workDir, dataDir, tmpDir, user, password string) error {
 	sqlFile := filepath.Join(workDir, "bootstrap.sql")
 	script := fmt.Sprintf("FLUSH PRIVILEGES;\n"+
 		"CREATE USER '%[1]s'@'%%' IDENTIFIED VIA mysql_native_password USING PASSWORD('%[2]s');\n"+
@@ -470,6 +478,7 @@ func bootstrap(installDB, workDir, dataDir, user, password string) error {
 		"--skip-test-db",
 		"--skip-name-resolve",
 		"--extra-file=" + sqlFile,
+		"--tmpdir=" + tmpDir, // see Server.TmpDir
 		// Passed through to the bootstrap mariadbd; the redo log is created with the size the servers use.
 		"--innodb-buffer-pool-size=64M",
 		"--innodb-log-file-size=16M",
@@ -484,6 +493,10 @@ func bootstrap(installDB, workDir, dataDir, user, password string) error {
 	cmd.SysProcAttr = sysProcAttr()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
+		// The cause comes first; mariadb-install-db's generic advice follows it.
+		if i := strings.Index(string(out), "Installation of system tables failed"); i >= 0 {
+			out = out[:i]
+		}
 		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 		if len(lines) > logTailLines {
 			lines = lines[len(lines)-logTailLines:]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,7 @@ func TestServersAreIndependent(t *testing.T) {
 		}
 	}
 
+	mustExec(t, db0, "DROP DATABASE IF EXISTS indep")
 	mustExec(t, db0, "CREATE DATABASE indep")
 	mustExec(t, db0, "CREATE TABLE indep.t (id INT PRIMARY KEY)")
 	mustExec(t, db0, "INSERT INTO indep.t VALUES (1)")
@@ -91,6 +93,7 @@ func TestKillRestart(t *testing.T) {
 	needCluster(t)
 	s := cluster.Servers[1]
 	db := open(t, s, "")
+	mustExec(t, db, "DROP DATABASE IF EXISTS killrestart")
 	mustExec(t, db, "CREATE DATABASE killrestart")
 	mustExec(t, db, "CREATE TABLE killrestart.t (id INT PRIMARY KEY)")
 	mustExec(t, db, "INSERT INTO killrestart.t VALUES (42)")
@@ -171,6 +174,7 @@ func waitForQuery(t *testing.T, s *Server, id int64) {
 func TestStartInDir(t *testing.T) {
 	needCluster(t)
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", maxSocketPath))
+	goroutines := runtime.NumGoroutine()
 	c, err := Start(dir, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +189,7 @@ func TestStartInDir(t *testing.T) {
 		if _, err := os.Stat(filepath.Dir(c.Servers[0].Socket)); !os.IsNotExist(err) {
 			t.Errorf("socket directory left behind: %v", err)
 		}
+		checkGoroutines(t, goroutines)
 	})
 	s := c.Servers[0]
 	if !strings.HasPrefix(s.DataDir, dir) || len(s.Socket) > maxSocketPath {
@@ -203,6 +208,21 @@ func TestStartInDir(t *testing.T) {
 
 	if _, err := Start(dir, 1); err == nil {
 		t.Error("second Start in the same directory succeeded")
+	}
+}
+
+// checkGoroutines fails the test if more than want goroutines are still running once exiting ones had time to
+// finish (database/sql closes its connections asynchronously).
+func checkGoroutines(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Errorf("goroutine leak: %d running, want at most %d\n%s", runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
 	}
 }
 
