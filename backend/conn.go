@@ -362,14 +362,18 @@ func (c *Conn) Exec(query string) (*Result, error) {
 		return nil, err
 	}
 	for {
-		res, more, err := c.readResult()
+		res, more, err := c.ReadResult()
 		if err != nil || !more {
 			return res, err
 		}
 	}
 }
 
-func (c *Conn) readResult() (*Result, bool, error) {
+// ReadResult reads one complete text result (OK, or a result set with its
+// rows decoded and copied) after a query was sent; more reports
+// SERVER_MORE_RESULTS_EXISTS. A backend ERR is returned as *mysql.SQLError
+// with the connection still usable. Only for small results.
+func (c *Conn) ReadResult() (res *Result, more bool, err error) {
 	p, err := c.ReadPacket()
 	if err != nil {
 		c.broken = true
@@ -398,7 +402,7 @@ func (c *Conn) readResult() (*Result, bool, error) {
 		c.broken = true
 		return nil, false, mysql.ErrMalformedPacket
 	}
-	res := &Result{}
+	res = &Result{}
 	for i := uint64(0); i < n; i++ {
 		p, err := c.ReadPacket()
 		if err != nil {

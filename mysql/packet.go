@@ -215,6 +215,17 @@ type Packet struct {
 // larger than the read buffer are streamed in pieces, so memory stays bounded
 // by the buffer sizes whatever the packet size.
 func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
+	return c.forward(dst, false)
+}
+
+// ForwardPacketRenumbered is ForwardPacket with the packet's sequence
+// number replaced by dst's next one: for merging several backends'
+// responses into one client response.
+func (c *Conn) ForwardPacketRenumbered(dst *Conn) (Packet, error) {
+	return c.forward(dst, true)
+}
+
+func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 	c.arm(4)
 	h, err := c.br.Peek(4)
 	if err != nil {
@@ -222,7 +233,14 @@ func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
 	}
 	p := Packet{Len: int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16), Seq: h[3]}
 	c.seq = p.Seq + 1
-	dst.seq = p.Seq + 1
+	if renumber {
+		// The header lives in c's read buffer, which is consumed below:
+		// rewriting it in place saves a copy.
+		h[3] = dst.seq
+		dst.seq++
+	} else {
+		dst.seq = p.Seq + 1
+	}
 	if 4+p.Len <= c.br.Size() {
 		c.arm(4 + p.Len)
 		b, err := c.br.Peek(4 + p.Len)
@@ -260,6 +278,27 @@ func (c *Conn) ForwardPacket(dst *Conn) (Packet, error) {
 		left -= len(chunk)
 	}
 	return p, nil
+}
+
+// PeekPacket returns the next packet's payload length and first byte
+// without consuming it (first is 0 for an empty payload). It does not check
+// the sequence number.
+func (c *Conn) PeekPacket() (first byte, length int, err error) {
+	c.arm(4)
+	h, err := c.br.Peek(4)
+	if err != nil {
+		return 0, 0, err
+	}
+	length = int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
+	if length == 0 {
+		return 0, 0, nil
+	}
+	c.arm(5)
+	h, err = c.br.Peek(5)
+	if err != nil {
+		return 0, 0, unexpectedEOF(err)
+	}
+	return h[4], length, nil
 }
 
 // DstError wraps a failure to write to the destination in ForwardPacket, so

@@ -226,3 +226,23 @@ func IsShowProcesslist(sql string) (full, ok bool) {
 	}
 	return full, true
 }
+
+// ParseUse parses `USE db` (the name may be quoted with backticks) and
+// returns the database name.
+func ParseUse(sql string) (string, bool) {
+	kw, rest := firstKeyword(sql)
+	if kw != "USE" {
+		return "", false
+	}
+	t := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	if len(t) >= 2 && t[0] == '`' && t[len(t)-1] == '`' {
+		name := strings.ReplaceAll(t[1:len(t)-1], "``", "`")
+		return name, name != ""
+	}
+	for i := 0; i < len(t); i++ {
+		if !isIdent(t[i]) {
+			return "", false
+		}
+	}
+	return t, t != ""
+}

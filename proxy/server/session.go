@@ -42,18 +42,28 @@ type session struct {
 	status        uint16 // server status of the last response
 	lastInsertID  uint64 // last non-zero insert id reported to the client
 
-	// pinned is the backend connection the session holds between
-	// statements: for its whole life once sticky (the connection carries
-	// state the client created), or while a transaction is open, or for one
-	// statement after a response with warnings (for SHOW WARNINGS).
-	pinned *backend.Conn
+	// pinned are the backend connections the session holds between
+	// statements, at most one per node: for its whole life once sticky
+	// (the connection carries state the client created), while a
+	// transaction is open, or for one statement after a response with
+	// warnings (for SHOW WARNINGS).
+	pinned []*backend.Conn
 	sticky bool
+	// replay holds the SET statements that made the session sticky; they
+	// are run on a connection to another node before it is pinned, so
+	// every node sees the same session variables.
+	replay []string
+	// unreplayable names the first state the proxy cannot copy to another
+	// node (temporary tables, locks, user variables outside SET, ...);
+	// statements on a second node are refused while it is set.
+	unreplayable string
 
 	act     activity                     // for SHOW PROCESSLIST
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	idle    atomic.Bool                  // waiting for the next command
 
-	buf []byte // scratch for packets the proxy builds
+	buf  []byte // scratch for packets the proxy builds
+	qbuf []byte // scratch for rewritten COM_QUERY packets
 }
 
 // maxClientPacket bounds one client command, as MySQL's largest
@@ -182,15 +192,17 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComFieldList, mysql.ComStatistics:
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtPrepare:
-		ss.sticky = true // the statement id lives on this backend connection
+		// The statement id lives on this backend connection. Other nodes
+		// do not need it, so this state needs no replay.
+		ss.sticky = true
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset:
-		if ss.pinned == nil {
+		if len(ss.pinned) == 0 {
 			return false, mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler given to %s", comName(cmd))
 		}
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtClose, mysql.ComStmtSendLongData:
-		if ss.pinned == nil {
+		if len(ss.pinned) == 0 {
 			return false, nil // no statement: nothing to close, and no reply is due
 		}
 		err = ss.passthrough(p, true)
@@ -237,8 +249,16 @@ func (ss *session) query(p []byte) error {
 			return ss.showProcesslist(full)
 		}
 	}
-	if ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0 {
+	multi := ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0
+	if multi {
 		st.Sticky = true // later statements were not classified
+	} else if st.Keyword == "USE" {
+		if db, ok := router.ParseUse(sql); ok {
+			if err := ss.useDB(db); err != nil {
+				return err
+			}
+			return ss.writeOK(mysql.OK{Status: ss.status})
+		}
 	}
 	plan, err := ss.srv.router.Route(sql, router.Session{User: ss.user, DB: ss.db})
 	if err != nil {
@@ -249,12 +269,57 @@ func (ss *session) query(p []byte) error {
 		start = time.Now()
 	}
 	ss.srv.queries.Add(1)
-	node := plan.Targets[0].Node
-	err = ss.run(node, p, st.Sticky, st.UsesLastInsertID, ss.relayResult)
+	if plan.Kind != router.Forward {
+		err = ss.execPlan(plan)
+	} else {
+		t := &plan.Targets[0]
+		pkt, relay := p, ss.relayResult
+		if t.SQL != "" {
+			pkt = ss.queryPacket(t.SQL)
+		}
+		if len(plan.Renames) > 0 {
+			relay = ss.relayRenamed(plan.Renames)
+		}
+		var res result
+		res, err = ss.run(t.Node, pkt, st.Sticky, st.UsesLastInsertID, relay)
+		if err == nil && st.Sticky && res.ok {
+			ss.noteState(st, sql, multi)
+		}
+	}
 	if !start.IsZero() {
-		ss.logSQL(sql, node, time.Since(start), err)
+		ss.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
 	}
 	return err
+}
+
+// noteState records how a statement that made the session sticky can be
+// repeated on another node.
+func (ss *session) noteState(st router.Stmt, sql string, multi bool) {
+	if ss.unreplayable != "" {
+		return
+	}
+	if st.Keyword == "SET" && !multi && len(ss.replay) < maxReplay {
+		ss.replay = append(ss.replay, sql)
+		return
+	}
+	switch {
+	case multi:
+		ss.unreplayable = "a multi-statement text"
+	case st.Keyword == "SET":
+		ss.unreplayable = fmt.Sprintf("more than %d SET statements", maxReplay)
+	default:
+		ss.unreplayable = "a " + st.Keyword + " statement"
+	}
+}
+
+// maxReplay bounds the SET statements kept for replay on other nodes.
+const maxReplay = 256
+
+// queryPacket builds a COM_QUERY packet for sql in a session buffer that is
+// valid until the next call.
+func (ss *session) queryPacket(sql string) []byte {
+	ss.qbuf = append(append(ss.qbuf[:0], mysql.ComQuery), sql...)
+	return ss.qbuf
 }
 
 func (ss *session) logSQL(sql, node string, d time.Duration, err error) {
@@ -285,7 +350,8 @@ func (ss *session) passthrough(p []byte, noReply bool) error {
 	if noReply {
 		relay = nil
 	}
-	return ss.run(node, p, false, false, relay)
+	_, err := ss.run(node, p, false, false, relay)
+	return err
 }
 
 // relayFunc forwards one response from bc to the client.
@@ -295,10 +361,10 @@ type relayFunc func(bc *backend.Conn) (result, error)
 // borrows (or reuses) a connection, brings it to the session's state,
 // forwards the command packet unchanged, relays the response and decides
 // whether the session keeps the connection.
-func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay relayFunc) error {
+func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay relayFunc) (result, error) {
 	bc, err := ss.acquire(node, usesLastID)
 	if err != nil {
-		return err
+		return result{}, err
 	}
 	ss.running.Store(bc)
 	defer ss.running.Store(nil)
@@ -309,27 +375,38 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 	if err != nil {
 		bc.MarkBroken()
 		ss.release(bc, false, result{})
-		return ss.backendLost(bc, false)
+		return result{}, ss.backendLost(bc)
 	}
 	if relay == nil {
 		ss.release(bc, sticky, result{status: ss.status})
-		return nil
+		return result{}, nil
 	}
 	res, err := relay(bc)
 	if err != nil {
 		bc.MarkBroken()
+		ss.release(bc, false, res)
 		var de *mysql.DstError
 		if errors.As(err, &de) {
 			// The client went away mid-response; the backend connection is
 			// mid-result and cannot be reused.
-			ss.release(bc, false, res)
 			ss.log.Debug("client vanished mid-result", zap.Error(err))
-			return errCloseSession
+			return res, errCloseSession
 		}
-		ss.release(bc, false, res)
+		var se *mysql.SQLError
+		if errors.As(err, &se) && !res.sent {
+			return res, err // e.g. a renamed SHOW answered ERR
+		}
 		ss.log.Warn("backend failed mid-query", zap.String("node", node), zap.Error(err))
-		return ss.backendLost(bc, res.sent)
+		return res, ss.backendLost(bc)
 	}
+	ss.noteResult(bc, res)
+	ss.release(bc, sticky, res)
+	return res, nil
+}
+
+// noteResult records what a response's final OK/EOF says about the
+// session.
+func (ss *session) noteResult(bc *backend.Conn, res result) {
 	if res.insertID != 0 {
 		ss.lastInsertID = res.insertID
 		bc.LastInsertID = res.insertID
@@ -337,44 +414,101 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 	if res.ok {
 		ss.status = res.status
 	}
-	ss.release(bc, sticky, res)
-	return nil
 }
 
 // backendLost reports a backend that failed during a command. The client
 // gets error 1430; if the session's state or transaction lived on that
 // connection, the client connection is closed after the error, as a server
 // crash would close it.
-func (ss *session) backendLost(bc *backend.Conn, midResult bool) error {
+func (ss *session) backendLost(bc *backend.Conn) error {
 	e := mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", bc.Addr)
 	ss.writeErr(e)
 	if ss.sticky || ss.status&mysql.StatusInTrans != 0 {
 		ss.c.Flush()
 		return errCloseSession
 	}
-	_ = midResult
 	return nil
 }
 
-// acquire returns the backend connection for the next statement, in the
-// session's state.
+// acquire returns a backend connection to node for the next statement,
+// in the session's state.
 func (ss *session) acquire(node string, usesLastID bool) (*backend.Conn, error) {
-	bc := ss.pinned
+	n := ss.srv.nodes[node]
+	bc := ss.pinnedOn(n)
 	if bc == nil {
-		n := ss.srv.nodes[node]
+		if err := ss.canUseAnotherNode(n); err != nil {
+			return nil, err
+		}
 		var err error
 		bc, err = n.Get(context.Background(), ss.variant, ss.db, ss.coll)
 		if err != nil {
 			return nil, err
 		}
+		if ss.sticky {
+			for _, q := range ss.replay {
+				if _, err := bc.Exec(q); err != nil {
+					ss.release(bc, false, result{})
+					return nil, fmt.Errorf("repeating the session's %q on node %s: %w", q, node, err)
+				}
+			}
+		}
 	}
 	if err := ss.syncState(bc, usesLastID); err != nil {
-		if bc != ss.pinned {
+		if ss.pinnedOn(n) != bc {
 			ss.release(bc, false, result{})
 		}
 		return nil, err
 	}
 	return bc, nil
+}
+
+// canUseAnotherNode checks that the session may take a connection to n
+// while it holds connections to other nodes, and lets go of connections
+// held only for SHOW WARNINGS.
+func (ss *session) canUseAnotherNode(n *backend.Node) error {
+	if len(ss.pinned) == 0 {
+		return nil
+	}
+	other := ss.pinned[0].Node()
+	switch {
+	case ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0:
+		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the open transaction is on node %s; transactions across nodes are not supported yet", n.Name, other.Name)
+	case ss.sticky && ss.unreplayable != "":
+		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, ss.unreplayable)
+	case !ss.sticky:
+		for _, bc := range ss.pinned {
+			bc.Node().Put(bc)
+		}
+		ss.pinned = ss.pinned[:0]
+	}
+	return nil
+}
+
+func (ss *session) pinnedOn(n *backend.Node) *backend.Conn {
+	for _, bc := range ss.pinned {
+		if bc.Node() == n {
+			return bc
+		}
+	}
+	return nil
+}
+
+func (ss *session) pin(bc *backend.Conn) {
+	for _, c := range ss.pinned {
+		if c == bc {
+			return
+		}
+	}
+	ss.pinned = append(ss.pinned, bc)
+}
+
+func (ss *session) unpin(bc *backend.Conn) {
+	for i, c := range ss.pinned {
+		if c == bc {
+			ss.pinned = append(ss.pinned[:i], ss.pinned[i+1:]...)
+			return
+		}
+	}
 }
 
 // syncState changes only what differs between the connection's state and
@@ -413,36 +547,33 @@ func (ss *session) release(bc *backend.Conn, sticky bool, res result) {
 		ss.sticky = true
 	}
 	if bc.Broken() {
-		if ss.pinned == bc {
-			ss.pinned = nil
-		}
+		ss.unpin(bc)
 		bc.Node().Put(bc)
 		return
 	}
 	if ss.sticky || res.status&mysql.StatusInTrans != 0 || res.status&mysql.StatusAutocommit == 0 && res.ok || res.warnings > 0 {
-		ss.pinned = bc
+		ss.pin(bc)
 		return
 	}
-	ss.pinned = nil
+	ss.unpin(bc)
 	bc.Node().Put(bc)
 }
 
-// releaseAll returns the session's backend connection when the client
-// leaves: reset (dropping variables, temporary tables, locks and open
-// transactions) when the session left state on it.
+// releaseAll returns the session's backend connections when the client
+// leaves or resets: each is reset (dropping variables, temporary tables,
+// locks and open transactions) when the session left state on it.
 func (ss *session) releaseAll() {
-	bc := ss.pinned
-	if bc == nil {
-		return
-	}
-	ss.pinned = nil
-	if ss.sticky || ss.status&mysql.StatusInTrans != 0 {
-		if err := bc.ResetConnection(bc.Collation); err != nil {
-			bc.MarkBroken()
+	dirty := ss.sticky || ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0
+	for _, bc := range ss.pinned {
+		if dirty {
+			if err := bc.ResetConnection(bc.Collation); err != nil {
+				bc.MarkBroken()
+			}
+			bc.Collation = 0 // unknown after the reset: resync on next use
 		}
-		bc.Collation = 0 // unknown after the reset: resync on next use
+		bc.Node().Put(bc)
 	}
-	bc.Node().Put(bc)
+	ss.pinned = ss.pinned[:0]
 }
 
 // useDB switches the session's database after checking it on the backend.
@@ -465,15 +596,10 @@ func (ss *session) useDB(db string) error {
 // held is reset and returned, and the session's state goes back to that of
 // a new connection (the database is kept, as MySQL keeps it).
 func (ss *session) reset() error {
-	if bc := ss.pinned; bc != nil {
-		ss.pinned = nil
-		if err := bc.ResetConnection(bc.Collation); err != nil {
-			bc.MarkBroken()
-		}
-		bc.Collation = 0
-		bc.Node().Put(bc)
-	}
+	ss.releaseAll()
 	ss.sticky = false
+	ss.replay = nil
+	ss.unreplayable = ""
 	ss.coll = ss.handshakeColl
 	ss.lastInsertID = 0
 	ss.status = mysql.StatusAutocommit
