@@ -3,7 +3,9 @@
 #
 # Runs sysbench against MariaDB directly (B0), through a plain TCP relay (B1),
 # through the proxy (B2) and, when SHARDED_CONFIG names a file, through a
-# sharded proxy (B3). Paths run interleaved within each round (A B C A B C ...)
+# sharded proxy (B3), plus one path per extra proxy named in VARIANTS (the
+# same binary with another config, e.g. NODELAY_COMPARE=1's TCP_NODELAY off).
+# Paths run interleaved within each round (A B C A B C ...)
 # so drift on the shared two cores hits every path alike. Every run's raw
 # output goes to $OUT/raw/, one line per run to $OUT/results.csv, and
 # bench/report turns those into $OUT/report.md and $OUT/qps.svg.
@@ -34,6 +36,8 @@ PROXY_CONFIG=${PROXY_CONFIG:-etc/ks.yaml}
 LOG_LEVEL=${LOG_LEVEL:-warn}
 SHARDED_CONFIG=${SHARDED_CONFIG:-}
 SHARDED_PREPARE=${SHARDED_PREPARE:-} # Shell command that loads the sharded data; default: sysbench prepare through it.
+VARIANTS=${VARIANTS:-}               # "name=config ...": extra proxies with other configs, one path each, after the others.
+NODELAY_COMPARE=${NODELAY_COMPARE:-0} # 1: add variant proxy-nodelay-off ($PROXY_CONFIG with TCP_NODELAY off on both sides).
 WARMUP=${WARMUP:-5}                  # Seconds of unrecorded load per path before the first round; 0 skips.
 CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use servers already running on PORTS.
 PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
@@ -52,6 +56,7 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 for v in DURATION ROUNDS TABLE_SIZE TABLES WARMUP; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
 done
+[[ $NODELAY_COMPARE == [01] ]] || die "NODELAY_COMPARE must be 0 or 1, got '$NODELAY_COMPARE'"
 for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS must be positive integers, got '$t'"; done
 command -v sysbench >/dev/null || die "sysbench not found"
 command -v go >/dev/null || die "go not found"
@@ -201,9 +206,83 @@ if [[ -n $SHARDED_CONFIG ]]; then
 fi
 want_path() { local p; for p in "${ALL_PATHS[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
 for p in "${ALL_PATHS[@]}"; do
-	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want some of: direct relay proxy)" ;; esac
+	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want some of: direct relay proxy; other proxy configs go in VARIANTS)" ;; esac
 done
 HOST[direct]=$DB_HOST PORT[direct]=$DB_PORT PID[direct]="" WEB[direct]=""
+
+# Variants: more proxies, each with its own config, as paths after the others.
+# make_nodelay_off SRC DST: SRC with its own addr (port 9694), web_addr (port
+# 9794, only if SRC has one), no metrics listener and TCP_NODELAY off on the
+# client and the backend sockets. SRC must not define frontend: or backend:
+# (repeated keys are an error in the strict config).
+make_nodelay_off() {
+	local src=$1 dst=$2 addr web
+	addr=$(cfg_get "$src" addr)
+	addr=${addr:-127.0.0.1:9696}
+	web=$(cfg_get "$src" web_addr)
+	{
+		awk -v addr="${addr%:*}:9694" -v web="${web:+${web%:*}:9794}" '
+		/^addr[[:space:]]*:/ { print "addr: \"" addr "\""; seen = 1; next }
+		/^web_addr[[:space:]]*:/ { print "web_addr: \"" web "\""; next }
+		/^prometheus_addr[[:space:]]*:/ { print "prometheus_addr: \"\"  # run.sh: would clash with the main proxy"; next }
+		{ print }
+		END { if (!seen) print "addr: \"" addr "\"" }' "$src"
+		printf '%s\n' '' "# Added by bench/run.sh (NODELAY_COMPARE=1): TCP_NODELAY off on client and backend sockets." \
+			'frontend:' '  nodelay: false' 'backend:' '  nodelay: false'
+	} >"$dst"
+}
+if [[ $NODELAY_COMPARE == 1 ]]; then
+	[[ -f $PROXY_CONFIG ]] || die "NODELAY_COMPARE=1 copies PROXY_CONFIG, but $PROXY_CONFIG is not found"
+	if grep -qE "^[\"']?(frontend|backend)[\"']?[[:space:]]*:" "$PROXY_CONFIG"; then
+		die "NODELAY_COMPARE=1 appends top-level frontend: and backend: sections, but $PROXY_CONFIG already defines" \
+			"$(grep -oE "^[\"']?(frontend|backend)[\"']?" "$PROXY_CONFIG" | tr -d "\"'" | paste -sd/ -):" \
+			"a repeated key is an error in the strict config; write the variant config yourself and pass it in VARIANTS"
+	fi
+	make_nodelay_off "$PROXY_CONFIG" "$OUT/ks-nodelay-off.yaml"
+	VARIANTS="${VARIANTS:+$VARIANTS }proxy-nodelay-off=$OUT/ks-nodelay-off.yaml"
+	log "NODELAY_COMPARE=1: variant proxy-nodelay-off uses $OUT/ks-nodelay-off.yaml"
+fi
+
+# listen_port ADDR: the port of host:port, or nothing for an empty address.
+listen_port() { [[ -n $1 ]] && echo "${1##*:}" || true; }
+# proxy_ports CONFIG: "key port" for each listener a proxy config opens.
+proxy_ports() {
+	local a k
+	a=$(cfg_get "$1" addr)
+	echo "addr $(listen_port "${a:-127.0.0.1:9696}")"
+	for k in web_addr prometheus_addr; do
+		a=$(cfg_get "$1" "$k")
+		[[ -z $a ]] || echo "$k $(listen_port "$a")"
+	done
+}
+declare -A VARIANT_CFG
+VARIANT_NAMES=()
+declare -A TAKEN # port -> who listens there, to catch clashes before anything starts.
+for p in $PORTS; do TAKEN[$p]="MariaDB"; done
+want_path relay && TAKEN[${RELAY_ADDR##*:}]="the relay (RELAY_ADDR)"
+if want_path proxy && [[ -f $PROXY_CONFIG ]]; then
+	while read -r k port; do TAKEN[$port]="the proxy's $k ($PROXY_CONFIG)"; done < <(proxy_ports "$PROXY_CONFIG")
+fi
+if want_path sharded; then
+	while read -r k port; do TAKEN[$port]=${TAKEN[$port]:-"the sharded proxy's $k ($SHARDED_CONFIG)"}; done < <(proxy_ports "$SHARDED_CONFIG")
+fi
+for v in $VARIANTS; do
+	[[ $v == ?*=?* ]] || die "VARIANTS: want name=config_path, got '$v'"
+	name=${v%%=*} cfg=${v#*=}
+	[[ $name =~ ^[A-Za-z0-9-]+$ ]] || die "VARIANTS: name '$name' may only hold letters, digits and dashes"
+	case ${name,,} in direct | relay | proxy | sharded) die "VARIANTS: '$name' is a built-in path name; pick another" ;; esac
+	for n in "${VARIANT_NAMES[@]}"; do
+		[[ ${n,,} != "${name,,}" ]] || die "VARIANTS: name '$name' is used twice"
+	done
+	[[ -f $cfg ]] || die "VARIANTS: $name: config $cfg not found"
+	while read -r k port; do
+		[[ -z ${TAKEN[$port]:-} ]] || die "VARIANTS: $name: $k in $cfg uses port $port, already taken by ${TAKEN[$port]}; give each variant its own addr and web_addr"
+		TAKEN[$port]="variant $name's $k ($cfg)"
+	done < <(proxy_ports "$cfg")
+	VARIANT_CFG[$name]=$cfg
+	VARIANT_NAMES+=("$name")
+	ALL_PATHS+=("$name")
+done
 
 mkdir -p bin
 BENCHREPORT=bin/bench-report
@@ -261,7 +340,7 @@ start_proxy() {
 	[[ -n $web ]] && WEB[$name]=$(connect_host "${web%:*}"):${web##*:} || WEB[$name]=""
 	start_bg "$name" "${PORT[$name]}" bin/proxy -config "$cfg" -log-level "$LOG_LEVEL"
 }
-if want_path proxy || want_path sharded; then
+if want_path proxy || want_path sharded || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; then
 	if go build -o bin/proxy ./cmd/proxy >"$OUT/build-proxy.log" 2>&1; then
 		want_path proxy && start_proxy proxy "$PROXY_CONFIG"
 		if want_path sharded; then
@@ -271,10 +350,12 @@ if want_path proxy || want_path sharded; then
 				start_proxy sharded "$SHARDED_CONFIG"
 			fi
 		fi
+		for v in "${VARIANT_NAMES[@]}"; do start_proxy "$v" "${VARIANT_CFG[$v]}"; done
 	else
 		log "the proxy does not build (see $OUT/build-proxy.log); its cells will be marked failed"
 		FAIL[proxy]="build failed (see build-proxy.log)"
 		FAIL[sharded]="build failed (see build-proxy.log)"
+		for v in "${VARIANT_NAMES[@]}"; do FAIL[$v]="build failed (see build-proxy.log)"; done
 	fi
 fi
 
@@ -332,6 +413,23 @@ proxy_settings() {
 		grep -q "^$s:" "$1" || echo "proxy setting=$s: not set (built-in defaults)"
 	done
 }
+# variant_note CONFIG: how a variant's settings (as proxy_settings sees them)
+# differ from PROXY_CONFIG's, on one line.
+variant_note() {
+	local main=/dev/null
+	[[ -f $PROXY_CONFIG ]] && main=$PROXY_CONFIG
+	awk -v mainname="$PROXY_CONFIG" '
+	{ sub(/^proxy setting=/, "") }
+	NR == FNR { inmain[$0] = 1; order[++n] = $0; next }
+	{ invar[$0] = 1; if (!($0 in inmain)) add = add (add == "" ? "" : "; ") $0 }
+	END {
+		for (i = 1; i <= n; i++) if (!(order[i] in invar)) gone = gone (gone == "" ? "" : "; ") order[i]
+		if (add == "" && gone == "") { print "same settings as " mainname " apart from the listeners"; exit }
+		s = "differs from " mainname ": " (add == "" ? "(nothing added)" : add)
+		if (gone != "") s = s " (instead of: " gone ")"
+		print s
+	}' <(if [[ $main != /dev/null ]]; then proxy_settings "$main"; fi) <(proxy_settings "$1")
+}
 {
 	echo "date=$(date '+%Y-%m-%d %H:%M %Z')"
 	echo "commit=$(git rev-parse --short --verify -q HEAD 2>/dev/null || echo none)$( [[ -n $(git status --porcelain 2>/dev/null | head -n1) ]] && echo ' (uncommitted changes)')"
@@ -350,6 +448,9 @@ proxy_settings() {
 		echo "proxy setting=($PROXY_CONFIG not found)"
 	fi
 	echo "proxy flags=-log-level $LOG_LEVEL"
+	for v in "${VARIANT_NAMES[@]}"; do
+		echo "variant $v=${VARIANT_CFG[$v]}, same binary and flags; $(variant_note "${VARIANT_CFG[$v]}")"
+	done
 	echo "relay=io.Copy both ways, nodelay=$RELAY_NODELAY"
 	echo "sharded=$SHARDED_NOTE"
 	echo "tests=$TESTS"

@@ -106,6 +106,23 @@ func newReport(recs []Record, env []EnvVar) *Report {
 	return &Report{Records: recs, Cells: summarize(recs), Env: env}
 }
 
+// paths lists the paths in report order: the ladder, then the variants in the
+// order run.sh ran them (its "paths" environment line), then anything else.
+func (rp *Report) paths() []string {
+	return orderedPaths(rp.Records, strings.Fields(envValue(rp.Env, "paths")))
+}
+
+// variants lists the paths that are not rungs of the ladder, in report order.
+func (rp *Report) variants() []string {
+	var vs []string
+	for _, p := range rp.paths() {
+		if !isLadder(p) {
+			vs = append(vs, p)
+		}
+	}
+	return vs
+}
+
 func (rp *Report) cell(test, mode string, threads int, path string) *Cell {
 	return rp.Cells[Key{test, mode, threads, path}]
 }
@@ -159,7 +176,16 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 	p("- `RSS MB`: VmRSS of the relay or proxy process at the end of the run.\n")
 	p("- `errors`: sysbench ignored errors + reconnects summed over rounds; must be 0. Failed rounds are listed at the end.\n")
 	p("- `DB CPU µs/query`: the same CPU measure for the MariaDB server(s), to show where the shared cores went.\n")
-	p("- Added latency at 1 thread: the row's latency minus `direct`'s (avg from the latency sum / events, p50 from the histogram).\n\n")
+	p("- Added latency at 1 thread: the row's latency minus `direct`'s (avg from the latency sum / events, p50 from the histogram).\n")
+	if vs := rp.variants(); len(vs) > 0 {
+		names := make([]string, len(vs))
+		for i, v := range vs {
+			names[i] = "`" + mdEscape(v) + "`"
+		}
+		p("- Variants (%s): the same proxy binary started with another config (see `variant …` in the environment block), "+
+			"measured like `proxy` and run in the same rounds; the headline also gives their ratio to `proxy`.\n", strings.Join(names, ", "))
+	}
+	p("\n")
 
 	rp.writeHeadline(b)
 
@@ -167,7 +193,7 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 		p("![QPS vs threads](%s)\n\n", rp.Chart)
 	}
 
-	paths := orderedPaths(rp.Records)
+	paths := rp.paths()
 	threads := sortedThreads(rp.Records)
 	for _, test := range uniqueInOrder(rp.Records, func(r Record) string { return r.Test }) {
 		for _, mode := range uniqueInOrder(rp.Records, func(r Record) string { return r.Mode }) {
@@ -313,7 +339,7 @@ func (rp *Report) writeHeadline(b *strings.Builder) {
 		}
 	}
 	var parts []string
-	for _, path := range orderedPaths(rp.Records) {
+	for _, path := range rp.paths() {
 		if path == "direct" {
 			continue
 		}
@@ -328,6 +354,9 @@ func (rp *Report) writeHeadline(b *strings.Builder) {
 		s := fmt.Sprintf("- **%s** keeps %s of direct", path, fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "direct")), 2))
 		if path != "relay" {
 			s += fmt.Sprintf(" and %s of relay", fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "relay")), 2))
+		}
+		if !isLadder(path) {
+			s += fmt.Sprintf(" (%s of proxy)", fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "proxy")), 2))
 		}
 		s += fmt.Sprintf(", %s µs CPU per query", fmtNum(c.CPUusPerQ, 1))
 		parts = append(parts, s)

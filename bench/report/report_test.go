@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -269,5 +270,115 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(tc[0]); !near(got, tc[1]) {
 			t.Errorf("niceStep(%v) = %v, want %v", tc[0], got, tc[1])
 		}
+	}
+}
+
+// variantCSV has the ladder plus two variants; "proxy-nodelay-off" appears in
+// the file before "big-buffers" but env.txt's paths line says the opposite,
+// and "read-only-variant" has no point-select runs.
+const variantCSV = `ts,test,mode,threads,round,path,status,duration_s,queries,qps,tps,avg_ms,p50_ms,p95_ms,max_ms,errors,reconnects,proc_cpu_s,proc_rss_kb,db_cpu_s,mallocs,gc_cycles,raw
+1,oltp_point_select,disable,16,1,direct,ok,5,100000,20000,20000,0.8,0.7,1.5,9,0,0,,,3.0,,,raw/a.txt
+2,oltp_point_select,disable,16,1,proxy-nodelay-off,ok,5,40000,8000,8000,2.0,1.9,3.0,9,0,0,1.6,20480,2.0,400000,4,raw/v.txt
+3,oltp_point_select,disable,16,1,relay,ok,5,50000,10000,10000,1.6,1.5,2.5,9,0,0,0.5,8192,2.3,,,raw/b.txt
+4,oltp_point_select,disable,16,1,proxy,ok,5,60000,12000,12000,1.3,1.2,2.2,9,0,0,1.8,20480,2.3,600000,6,raw/c.txt
+5,oltp_point_select,disable,16,1,big-buffers,sysbench exit 1: FATAL: connect failed,5,,,,,,,,,,,,,,,raw/w.txt
+6,oltp_read_only,disable,16,1,direct,ok,5,100000,20000,1250,12,11,15,20,0,0,,,3.0,,,raw/d.txt
+7,oltp_read_only,disable,16,1,read-only-variant,ok,5,50000,10000,625,24,22,30,40,0,0,2.0,20480,3.0,,,raw/e.txt
+`
+
+func TestOrderedPaths(t *testing.T) {
+	recs, err := readResults(strings.NewReader(variantCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(orderedPaths(recs, nil), " ")
+	if want := "direct relay proxy proxy-nodelay-off big-buffers read-only-variant"; got != want {
+		t.Errorf("without a preferred order: %q, want %q", got, want)
+	}
+	// run.sh's paths line wins over the order in the file; unknown names in it are skipped.
+	got = strings.Join(orderedPaths(recs, strings.Fields("direct relay proxy gone big-buffers proxy-nodelay-off")), " ")
+	if want := "direct relay proxy big-buffers proxy-nodelay-off read-only-variant"; got != want {
+		t.Errorf("with run.sh's order: %q, want %q", got, want)
+	}
+}
+
+func TestVariants(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "results.csv")
+	if err := os.WriteFile(in, []byte(variantCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := "paths=direct relay proxy big-buffers proxy-nodelay-off read-only-variant\n" +
+		"variant proxy-nodelay-off=/tmp/ks-nodelay-off.yaml; differs from etc/ks.yaml: frontend.nodelay: false\n"
+	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(in, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| variant proxy-nodelay-off | /tmp/ks-nodelay-off.yaml; differs from etc/ks.yaml: frontend.nodelay: false |",
+		"- Variants (`big-buffers`, `proxy-nodelay-off`, `read-only-variant`): the same proxy binary",
+		"- **proxy** keeps 0.60 of direct and 1.20 of relay, 30.0 µs CPU per query",
+		"- **big-buffers**: failed (sysbench exit 1: FATAL: connect failed)",
+		"- **proxy-nodelay-off** keeps 0.40 of direct and 0.80 of relay (0.67 of proxy), 40.0 µs CPU per query",
+		// Same columns as the proxy: ratios, CPU, RSS, allocs and GC per query.
+		"| 16 | proxy-nodelay-off | 8000 | 3.000 | 0.40 | 0.80 | 40.0 | 20.0 | 0 | 50.0 | 10.0 | 1.00 |",
+		"| 16 | big-buffers | **FAILED**: sysbench exit 1: FATAL: connect failed |",
+		"| 16 | read-only-variant | 10000 | 30.000 | 0.50 | – | 40.0 | 20.0 | 0 | 60.0 | – | – |",
+	} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("report.md lacks %q\n%s", want, md)
+		}
+	}
+	// Rows follow run.sh's order: the ladder, then the variants as run.
+	table := string(md[bytes.Index(md, []byte("## oltp_point_select — ")):])
+	last := -1
+	for _, p := range []string{"| 16 | direct |", "| 16 | relay |", "| 16 | proxy |", "| 16 | big-buffers |", "| 16 | proxy-nodelay-off |"} {
+		i := strings.Index(table, p)
+		if i < last {
+			t.Errorf("row %q is out of order\n%s", p, table)
+		}
+		last = i
+	}
+
+	svg, err := os.ReadFile(filepath.Join(dir, "qps.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	var width int
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("qps.svg is not well-formed: %v", err)
+			}
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "svg" {
+			for _, a := range se.Attr {
+				if a.Name.Local == "width" {
+					width, _ = strconv.Atoi(a.Value)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"proxy-nodelay-off, 16 threads: 8000 QPS", ">proxy-nodelay-off</text>", ">big-buffers (failed)</text>"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("qps.svg lacks %q", want)
+		}
+	}
+	// No point-select data: no series in the point-select chart.
+	if bytes.Contains(svg, []byte("read-only-variant")) {
+		t.Errorf("qps.svg has a series for read-only-variant, which has no point-select runs")
+	}
+	// The legend must fit "big-buffers (failed)" (21 characters at ~7.5 px) right of the 490 px plot.
+	if need := 80 + 490 + 50 + 21*7; width < need {
+		t.Errorf("svg width %d, want at least %d for the legend", width, need)
 	}
 }

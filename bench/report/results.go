@@ -234,27 +234,37 @@ func summarize(recs []Record) map[Key]*Cell {
 	return cells
 }
 
-// knownPaths orders the ladder; other paths follow in order of appearance.
+// knownPaths orders the ladder; other paths (variants) follow.
 var knownPaths = []string{"direct", "relay", "proxy", "sharded"}
 
-// orderedPaths lists the paths present in recs, ladder order first.
-func orderedPaths(recs []Record) []string {
+// isLadder reports whether path is one of the built-in rungs; any other path
+// is a variant, i.e. one more proxy with another config.
+func isLadder(path string) bool { return slices.Contains(knownPaths, path) }
+
+// orderedPaths lists the paths present in recs: the ladder first, then the
+// others in the order of preferred (run.sh's "paths" environment line, which
+// holds the variants in VARIANTS order), then any remaining ones in order of
+// first appearance.
+func orderedPaths(recs []Record, preferred []string) []string {
 	seen := map[string]bool{}
 	for _, r := range recs {
 		seen[r.Path] = true
 	}
 	var out []string
-	for _, p := range knownPaths {
+	take := func(p string) {
 		if seen[p] {
 			out = append(out, p)
 			delete(seen, p)
 		}
 	}
+	for _, p := range knownPaths {
+		take(p)
+	}
+	for _, p := range preferred {
+		take(p)
+	}
 	for _, r := range recs {
-		if seen[r.Path] {
-			out = append(out, r.Path)
-			delete(seen, r.Path)
-		}
+		take(r.Path)
 	}
 	return out
 }

@@ -59,7 +59,7 @@ func (rp *Report) writeSVG(w io.Writer) error {
 		}
 	}
 	var paths []string
-	for _, p := range orderedPaths(rp.Records) {
+	for _, p := range rp.paths() {
 		for _, t := range threads {
 			if rp.cell(test, mode, t, p) != nil {
 				paths = append(paths, p)
@@ -69,13 +69,28 @@ func (rp *Report) writeSVG(w io.Writer) error {
 	}
 
 	const (
-		width, height                  = 720, 420
-		left, right, top, bottom       = 80, 150, 50, 60
-		plotW, plotH                   = width - left - right, height - top - bottom
+		left, top, bottom              = 80, 50, 60
+		plotW                          = 490
 		font                           = `font-family="sans-serif"`
 		ticks                          = 5
 		axisColor, gridColor, txtColor = "#333", "#ddd", "#222"
+		legendRow                      = 22
 	)
+	labels := make([]string, len(paths))
+	longest := 0
+	for i, path := range paths {
+		labels[i] = path
+		if !rp.anyOK(test, mode, path) {
+			labels[i] += " (failed)"
+		}
+		longest = max(longest, len([]rune(labels[i])))
+	}
+	// The legend sits right of the plot: widen the picture for long variant
+	// names (about 7.5 px per character at 13 px) and make it taller when
+	// there are more series than fit beside the plot.
+	right := max(150, 60+int(math.Ceil(7.5*float64(longest))))
+	height := max(420, top+10+len(paths)*legendRow+bottom)
+	width, plotH := left+plotW+right, height-top-bottom
 	maxQPS := 0.0
 	for _, p := range paths {
 		for _, t := range threads {
@@ -95,7 +110,7 @@ func (rp *Report) writeSVG(w io.Writer) error {
 		}
 		return left + float64(i)*plotW/float64(len(threads)-1)
 	}
-	y := func(q float64) float64 { return top + plotH - q/yMax*plotH }
+	y := func(q float64) float64 { return float64(top+plotH) - q/yMax*float64(plotH) }
 
 	b := &strings.Builder{}
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
@@ -153,11 +168,8 @@ func (rp *Report) writeSVG(w io.Writer) error {
 			p("%s\n", d)
 		}
 
-		ly := top + 10 + li*22
-		label := path
-		if !rp.anyOK(test, mode, path) {
-			label += " (failed)"
-		}
+		ly := top + 10 + li*legendRow
+		label := labels[li]
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", left+plotW+20, ly, left+plotW+44, ly, color)
 		p(`<text x="%d" y="%d" %s font-size="13" fill="%s">%s</text>`+"\n", left+plotW+50, ly+4, font, txtColor, html.EscapeString(label))
 	}
