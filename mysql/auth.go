@@ -93,6 +93,9 @@ func xorSalt(password, salt []byte) []byte {
 // EncryptPassword encrypts password for caching_sha2_password full
 // authentication without TLS: RSA-OAEP (SHA-1) of password XOR salt.
 func EncryptPassword(password string, salt []byte, pub *rsa.PublicKey) ([]byte, error) {
+	if len(salt) == 0 {
+		return nil, errors.New("mysql: empty salt for caching_sha2_password")
+	}
 	return rsa.EncryptOAEP(sha1.New(), rand.Reader, pub, xorSalt([]byte(password), salt), nil)
 }
 

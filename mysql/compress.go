@@ -137,6 +137,15 @@ func (z *compressState) writePacket(p []byte) error {
 		return err
 	}
 	c := z.zbuf.Bytes()
+	if len(c) >= len(p) {
+		// Incompressible data: send it as is, as libmysqlclient does (the
+		// zlib output could also overflow the 3-byte length).
+		h = [7]byte{byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16), z.seq, 0, 0, 0}
+		z.seq++
+		z.rawW.Write(h[:])
+		_, err := z.rawW.Write(p)
+		return err
+	}
 	h = [7]byte{byte(len(c)), byte(len(c) >> 8), byte(len(c) >> 16), z.seq, byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16)}
 	z.seq++
 	z.rawW.Write(h[:])

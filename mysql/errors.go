@@ -95,6 +95,9 @@ func (e *SQLError) Error() string {
 // AsSQLError returns the SQLError inside err, or a 1105 error carrying err's
 // text when err has no code.
 func AsSQLError(err error) *SQLError {
+	if err == nil {
+		return nil
+	}
 	var se *SQLError
 	if errors.As(err, &se) {
 		return se

@@ -132,7 +132,7 @@ func (r *reader) uint32() uint32 {
 }
 
 func (r *reader) bytes(n int) []byte {
-	if r.bad || n < 0 || r.pos+n > len(r.b) {
+	if r.bad || n < 0 || n > len(r.b)-r.pos {
 		r.bad = true
 		return nil
 	}

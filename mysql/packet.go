@@ -99,6 +99,9 @@ func (c *Conn) readHeader() (int, error) {
 	c.arm(4)
 	h, err := c.br.Peek(4)
 	if err != nil {
+		if len(h) > 0 {
+			return 0, unexpectedEOF(err)
+		}
 		return 0, err
 	}
 	n := int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
@@ -115,6 +118,9 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 	n, err := c.readHeader()
 	if err != nil {
 		return nil, err
+	}
+	if c.MaxPacket > 0 && n > c.MaxPacket {
+		return nil, ErrPacketTooLarge
 	}
 	if n < MaxPacketPayload && 4+n <= c.br.Size() {
 		c.arm(4 + n)
@@ -229,6 +235,9 @@ func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 	c.arm(4)
 	h, err := c.br.Peek(4)
 	if err != nil {
+		if len(h) > 0 {
+			return Packet{}, unexpectedEOF(err)
+		}
 		return Packet{}, err
 	}
 	p := Packet{Len: int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16), Seq: h[3]}

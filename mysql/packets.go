@@ -80,7 +80,7 @@ func ResultInfo(p []byte) (status, warnings uint16, insertID uint64, ok bool) {
 		return binary.LittleEndian.Uint16(p[3:5]), binary.LittleEndian.Uint16(p[1:3]), 0, true
 	case p[0] == EOFHeader && len(p) < 5:
 		return 0, 0, 0, true // pre-4.1 EOF without status
-	case p[0] == OKHeader || p[0] == EOFHeader:
+	case p[0] == OKHeader || (p[0] == EOFHeader && len(p) < MaxPacketPayload):
 		r := reader{b: p, pos: 1}
 		r.lenEncInt()
 		id := r.lenEncInt()
