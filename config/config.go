@@ -38,6 +38,7 @@ func Default() *Config {
 		DefaultAuthPlugin: "mysql_native_password",
 		ShutdownTimeout:   10 * time.Second,
 		MaxConnections:    10000,
+		MergeMemoryLimit:  256 << 20,
 		Frontend:          tcp,
 		Backend: BackendOptions{
 			TCPOptions:     tcp,
@@ -99,6 +100,11 @@ type Config struct {
 	// MaxConnections caps client connections; past it clients get error
 	// 1040. Default 10000.
 	MaxConnections int `yaml:"max_connections"`
+	// MergeMemoryLimit bounds, in bytes, the rows one cross-shard merge
+	// that cannot stream (GROUP BY, DISTINCT, sorting grouped rows) may
+	// hold per statement; past it the client gets error 1038. Default
+	// 256 MiB.
+	MergeMemoryLimit int64 `yaml:"merge_memory_limit"`
 	// Frontend tunes client-side sockets.
 	Frontend TCPOptions `yaml:"frontend"`
 	// Backend tunes backend sockets and pools.

@@ -392,6 +392,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.ShutdownTimeout < 0 {
 		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
 	}
+	if c.MergeMemoryLimit <= 0 {
+		v.add("merge_memory_limit", "must be positive, got %d", c.MergeMemoryLimit)
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}

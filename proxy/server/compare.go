@@ -20,16 +20,16 @@ import (
 type cmpKind uint8
 
 const (
-	cmpBinary  cmpKind = iota // byte order (binary strings, *_bin without padding)
-	cmpBinPad                 // byte order ignoring trailing spaces (*_bin PAD SPACE)
-	cmpSigned                 // integers
-	cmpUnsigned               // unsigned integers
-	cmpDecimal                // exact decimal text
-	cmpFloat                  // FLOAT, DOUBLE
-	cmpTemporal               // DATE, DATETIME, TIMESTAMP, YEAR: fixed-width text
-	cmpTime                   // TIME: may be negative or exceed 99 hours
-	cmpGeneralCI              // *_general_ci: case- and accent-insensitive, one weight per character
-	cmpUnicodeCI              // *_unicode_ci, *_0900_ai_ci, *_uca1400_ai_ci: UCA primary strength
+	cmpBinary    cmpKind = iota // byte order (binary strings, *_bin without padding)
+	cmpBinPad                   // byte order ignoring trailing spaces (*_bin PAD SPACE)
+	cmpSigned                   // integers
+	cmpUnsigned                 // unsigned integers
+	cmpDecimal                  // exact decimal text
+	cmpFloat                    // FLOAT, DOUBLE
+	cmpTemporal                 // DATE, DATETIME, TIMESTAMP, YEAR: fixed-width text
+	cmpTime                     // TIME: may be negative or exceed 99 hours
+	cmpGeneralCI                // *_general_ci: case- and accent-insensitive, one weight per character
+	cmpUnicodeCI                // *_unicode_ci, *_0900_ai_ci, *_uca1400_ai_ci: UCA primary strength
 )
 
 // columnCmp returns how to compare values of column c.
@@ -293,4 +293,13 @@ func unicodeCompare(a, b []byte) int {
 	r := c.Compare(a, b)
 	unicodeCollators.Put(c)
 	return r
+}
+
+// unicodeKey returns v's UCA primary-strength sort key.
+func unicodeKey(v []byte) []byte {
+	c := unicodeCollators.Get().(*collate.Collator)
+	var buf collate.Buffer
+	k := append([]byte(nil), c.Key(&buf, bytes.TrimRight(v, " "))...)
+	unicodeCollators.Put(c)
+	return k
 }

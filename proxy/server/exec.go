@@ -16,6 +16,9 @@ import (
 func (ss *session) execPlan(plan *router.Plan) error {
 	switch plan.Kind {
 	case router.Concat:
+		if plan.Merge != nil {
+			return ss.execMerge(plan)
+		}
 		return ss.execConcat(plan)
 	case router.SumOK, router.Fanout:
 		return ss.execWrites(plan)
@@ -190,6 +193,11 @@ func (ss *session) execWrites(plan *router.Plan) error {
 			continue
 		}
 		done = append(done, where)
+		if plan.Copies && len(done) > 1 {
+			// Every target holds a copy of the same rows (a global
+			// table): the client sees one copy's counts.
+			continue
+		}
 		total.AffectedRows += ok.AffectedRows
 		total.Warnings += ok.Warnings
 		if total.LastInsertID == 0 {
