@@ -12,6 +12,14 @@ type Plan struct {
 	// Tables names the logical sharded tables the statement touches, for
 	// error messages and EXPLAIN.
 	Tables []string
+	// Copies marks a SumOK plan whose targets hold copies of the same rows
+	// (a write to a global table on each of its nodes): the client gets one
+	// target's affected rows, not the sum. All targets run the same SQL.
+	Copies bool
+	// Merge says how a Concat plan's rows combine when plain concatenation
+	// is not MySQL's answer (ORDER BY, LIMIT, GROUP BY, aggregates,
+	// DISTINCT); nil means concatenate.
+	Merge *Merge
 }
 
 // PlanKind says how a plan's targets are run and their results combined.
