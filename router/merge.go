@@ -3,12 +3,13 @@ package router
 // Merge describes how the proxy combines the rows that several targets
 // return for one SELECT into exactly the answer one MySQL server holding all
 // rows would give. Column indexes refer to the targets' rows, which all have
-// the same columns: first the Columns the client sees, then hidden helper
+// the same columns: first the columns the client sees, then Hidden helper
 // columns (sort keys not in the select list, AVG's COUNT, HAVING's
-// aggregates) that the proxy strips.
+// aggregates) that the proxy strips. A negative index counts from the end
+// of the row (-1 is the last column).
 type Merge struct {
-	// Columns is the number of columns the client sees.
-	Columns int
+	// Hidden is the number of trailing columns the client does not see.
+	Hidden int
 	// GroupBy lists the grouping key columns; rows with equal keys are
 	// combined with Aggs. Grouped with an empty GroupBy means one group
 	// over all rows (aggregates without GROUP BY).

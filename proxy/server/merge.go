@@ -55,7 +55,7 @@ func (s *stream) next() error {
 // merger runs one merged SELECT for a session.
 type merger struct {
 	ss      *session
-	m       *router.Merge
+	m       *resolved
 	streams []*stream
 	cols    []*mysql.Column
 	rawCols [][]byte
@@ -68,7 +68,7 @@ type merger struct {
 // before any result is read, so the backends work in parallel) and merges
 // the results as plan.Merge says.
 func (ss *session) execMerge(plan *router.Plan) error {
-	mg := &merger{ss: ss, m: plan.Merge, limit: ss.srv.cfg.MergeMemoryLimit}
+	mg := &merger{ss: ss, limit: ss.srv.cfg.MergeMemoryLimit}
 	defer mg.close()
 	if err := mg.open(plan); err != nil {
 		return err
@@ -164,9 +164,11 @@ func (mg *merger) open(plan *router.Plan) error {
 			}
 		}
 	}
-	if mg.m.Columns > len(mg.cols) {
-		return fmt.Errorf("merge plan wants %d columns, targets return %d", mg.m.Columns, len(mg.cols))
+	m, err := resolveMerge(plan.Merge, len(mg.cols))
+	if err != nil {
+		return err
 	}
+	mg.m = m
 	mg.kinds = make([]cmpKind, len(mg.cols))
 	for i, c := range mg.cols {
 		mg.kinds[i] = columnCmp(c)
@@ -665,4 +667,64 @@ func (mg *merger) writeEOF() error {
 		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.status, Warnings: warnings}))
 	}
 	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], warnings, ss.status))
+}
+
+// resolved is a router.Merge with every column index made absolute for
+// the targets' actual row width.
+type resolved struct {
+	router.Merge
+	Columns int // visible columns
+}
+
+func resolveMerge(m *router.Merge, ncols int) (*resolved, error) {
+	r := &resolved{Merge: *m, Columns: ncols - m.Hidden}
+	if r.Columns < 1 {
+		return nil, fmt.Errorf("merge plan hides %d of %d columns", m.Hidden, ncols)
+	}
+	bad := false
+	fix := func(i int) int {
+		if i < 0 {
+			i += ncols
+		}
+		if i < 0 || i >= ncols {
+			bad = true
+			return 0
+		}
+		return i
+	}
+	r.Aggs = append([]router.Agg(nil), m.Aggs...)
+	for i := range r.Aggs {
+		r.Aggs[i].Col = fix(r.Aggs[i].Col)
+		if r.Aggs[i].Func == router.AggAvg {
+			r.Aggs[i].CountCol = fix(r.Aggs[i].CountCol)
+		}
+	}
+	r.GroupBy = make([]int, len(m.GroupBy))
+	for i, c := range m.GroupBy {
+		r.GroupBy[i] = fix(c)
+	}
+	r.OrderBy = make([]router.SortKey, len(m.OrderBy))
+	for i, k := range m.OrderBy {
+		r.OrderBy[i] = router.SortKey{Col: fix(k.Col), Desc: k.Desc}
+	}
+	r.Having = fixExpr(m.Having, fix)
+	if bad {
+		return nil, fmt.Errorf("merge plan refers to a column outside the %d the targets return", ncols)
+	}
+	return r, nil
+}
+
+func fixExpr(e *router.Expr, fix func(int) int) *router.Expr {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if c.Op == router.OpCol {
+		c.Col = fix(c.Col)
+	}
+	c.Args = make([]*router.Expr, len(e.Args))
+	for i, a := range e.Args {
+		c.Args[i] = fixExpr(a, fix)
+	}
+	return &c
 }
