@@ -1,21 +1,77 @@
 package router
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 )
 
-// Router holds the compiled routing configuration. Safe for concurrent use.
+// Router holds the compiled routing configuration. It is immutable after
+// New and safe for concurrent use.
 type Router struct {
-	defaults map[string]*Plan // schema user -> plan to the schema's default node
+	schemas map[string]*schema // by user
 }
 
-// New compiles the routing configuration.
+// schema is one compiled schema_list entry.
+type schema struct {
+	user  string
+	def   string   // default node
+	nodes []string // the schema's nodes, in config order
+
+	defPlan   *Plan            // Forward, unchanged, to the default node
+	hints     map[string]*Plan // node name -> Forward, unchanged, to that node
+	dbPlan    *Plan            // Fanout, unchanged, to every node (CREATE/DROP DATABASE)
+	rules     map[tableKey]*rule
+	ruleNames []string           // distinct table names with rules, for parse-failure checks
+	byDB      map[string][]*rule // rules per database, in config order
+}
+
+type tableKey struct{ db, table string }
+
+// New compiles the routing configuration. cfg must have passed Validate.
 func New(cfg *config.Config) (*Router, error) {
-	r := &Router{defaults: make(map[string]*Plan, len(cfg.Schemas))}
+	r := &Router{schemas: make(map[string]*schema, len(cfg.Schemas))}
 	for i := range cfg.Schemas {
 		s := &cfg.Schemas[i]
-		r.defaults[s.User] = &Plan{Kind: Forward, Targets: []Target{{Node: s.Default}}}
+		sc := &schema{
+			user:    s.User,
+			def:     s.Default,
+			nodes:   s.Nodes,
+			defPlan: &Plan{Kind: Forward, Targets: []Target{{Node: s.Default}}},
+			hints:   make(map[string]*Plan, len(s.Nodes)),
+			dbPlan:  &Plan{Kind: Fanout},
+			rules:   make(map[tableKey]*rule, len(s.Shard)),
+			byDB:    make(map[string][]*rule),
+		}
+		for _, n := range s.Nodes {
+			sc.hints[n] = &Plan{Kind: Forward, Targets: []Target{{Node: n}}}
+			sc.dbPlan.Targets = append(sc.dbPlan.Targets, Target{Node: n})
+		}
+		for k := range s.Shard {
+			sr := &s.Shard[k]
+			ru, err := compileRule(sr, s.Default)
+			if err != nil {
+				return nil, fmt.Errorf("router: schema_list[%d].shard[%d] (%s.%s): %w", i, k, sr.DB, sr.Table, err)
+			}
+			key := tableKey{sr.DB, sr.Table}
+			if _, dup := sc.rules[key]; dup {
+				return nil, fmt.Errorf("router: schema_list[%d].shard[%d]: %s.%s has two rules", i, k, sr.DB, sr.Table)
+			}
+			sc.rules[key] = ru
+			sc.byDB[sr.DB] = append(sc.byDB[sr.DB], ru)
+			if !contains(sc.ruleNames, sr.Table) {
+				sc.ruleNames = append(sc.ruleNames, sr.Table)
+			}
+		}
+		r.schemas[s.User] = sc
 	}
 	return r, nil
 }
@@ -26,21 +82,144 @@ type Session struct {
 	DB   string // current database, for unqualified table names
 }
 
-// Route plans a statement. Until shard rules are executed, every statement
-// goes unchanged to the user's schema default node.
+// parsers holds idle parsers: a parser.Parser is not safe for concurrent
+// use and is costly to build.
+var parsers = sync.Pool{New: func() any { return parser.New() }}
+
+// Route plans a statement (the text of one COM_QUERY). The returned plan
+// must not be modified: plans without sharded tables are shared.
+//
+// Before parsing, it recognises EXPLAIN FORMAT='shard' and kingshard node
+// hints (a /*node*/ comment before or right after the first keyword sends
+// the statement unchanged to that node). A schema without shard rules gets
+// its default plan without parsing and without allocating.
 func (r *Router) Route(sql string, s Session) (*Plan, error) {
-	p, ok := r.defaults[s.User]
-	if !ok {
+	return r.route(sql, s, nil)
+}
+
+func (r *Router) route(sql string, s Session, bind binder) (*Plan, error) {
+	sc := r.schemas[s.User]
+	if sc == nil {
 		return nil, mysql.NewError(mysql.ErDBAccessDenied, "no schema is configured for user '%s' in schema_list", s.User)
 	}
-	return p, nil
+	if inner, ok := explainShard(sql); ok {
+		p, err := r.route(inner, s, bind)
+		if err != nil {
+			return nil, err
+		}
+		return explainPlan(p, inner), nil
+	}
+	if p := hintIn(sql, sc.hints); p != nil {
+		return p, nil
+	}
+	if len(sc.rules) == 0 {
+		return sc.defPlan, nil
+	}
+	return sc.plan(sql, s, bind)
+}
+
+// explainPlan is the plan of EXPLAIN FORMAT='shard': the inner plan's
+// targets with their SQL spelled out.
+func explainPlan(p *Plan, inner string) *Plan {
+	out := &Plan{Kind: Explain, Renames: p.Renames, Tables: p.Tables, Copies: p.Copies}
+	for _, t := range p.Targets {
+		if t.SQL == "" {
+			t.SQL = inner
+		}
+		out.Targets = append(out.Targets, t)
+	}
+	return out
 }
 
 // DefaultNode returns the default node of user's schema.
 func (r *Router) DefaultNode(user string) (string, bool) {
-	p, ok := r.defaults[user]
-	if !ok {
+	sc := r.schemas[user]
+	if sc == nil {
 		return "", false
 	}
-	return p.Targets[0].Node, true
+	return sc.def, true
+}
+
+// plan parses sql and plans it.
+func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		// The parser's state is unknown: drop it rather than reuse it.
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil {
+		for _, name := range sc.ruleNames {
+			if mentionsWord(sql, name) {
+				return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s (shardgate must understand every statement on a sharded table, here %s, and could not parse this one)",
+					strings.TrimSpace(err.Error()), name)
+			}
+		}
+		// Syntax the parser does not know (MariaDB extensions) still
+		// works on tables without rules.
+		return sc.defPlan, nil
+	}
+	switch len(stmts) {
+	case 0:
+		return sc.defPlan, nil
+	case 1:
+		return sc.planStmt(stmts[0], sql, s, bind)
+	}
+	for _, st := range stmts {
+		if sc.walk(st, s, bind).ruleInsts() {
+			return nil, notSupported("multi-statements on sharded tables are not supported yet; send the statements one by one")
+		}
+	}
+	return sc.defPlan, nil
+}
+
+// errParserPanic reports a panic inside the parser.
+var errParserPanic = errors.New("the statement is beyond what the SQL parser handles (for example a numeric literal of more than 81 digits)")
+
+// parse parses sql. The parser's value package (test_driver) panics on
+// some valid input, notably decimal literals of more than 81 digits, so a
+// panic here is turned into a parse failure instead of reaching the
+// connection boundary: such text then goes unchanged to the default node
+// unless it names a sharded table, like any text the parser rejects.
+func parse(p *parser.Parser, sql string) (stmts []ast.StmtNode, err error) {
+	defer func() {
+		if recover() != nil {
+			stmts, err = nil, errParserPanic
+		}
+	}()
+	stmts, _, err = p.Parse(sql, "", "")
+	return stmts, err
+}
+
+// planStmt plans one parsed statement.
+func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (*Plan, error) {
+	switch x := n.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt:
+		return sc.planSelect(x, s, bind)
+	case *ast.InsertStmt:
+		return sc.planInsert(x, s, bind)
+	case *ast.UpdateStmt:
+		return sc.planUpdate(x, s, bind)
+	case *ast.DeleteStmt:
+		return sc.planDelete(x, s, bind)
+	case *ast.CreateTableStmt, *ast.AlterTableStmt, *ast.DropTableStmt, *ast.TruncateTableStmt,
+		*ast.CreateIndexStmt, *ast.DropIndexStmt, *ast.RenameTableStmt:
+		return sc.planDDL(x, sql, s)
+	case *ast.CreateDatabaseStmt, *ast.DropDatabaseStmt:
+		return sc.dbPlan, nil
+	case *ast.ShowStmt:
+		return sc.planShow(x, x, s)
+	case *ast.ExplainStmt:
+		return sc.planExplain(x, sql, s, bind)
+	}
+	st := sc.walk(n, s, bind)
+	if st.ruleInsts() {
+		return nil, notSupported("%s statements on sharded table %s are not supported yet", Classify(sql).Keyword, st.tables()[0])
+	}
+	return sc.defPlan, nil
 }

@@ -1,0 +1,278 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// ruleOf returns the rule of a table named in DDL, or nil.
+func (sc *schema) ruleOf(tn *ast.TableName, s Session) *rule {
+	if tn == nil {
+		return nil
+	}
+	db := tn.Schema.O
+	if db == "" {
+		db = s.DB
+	}
+	return sc.rules[tableKey{db, tn.Name.O}]
+}
+
+// planDDL plans table DDL. On a sharded table it fans out to every
+// subtable on its node; on a global table to every node of its rule,
+// unchanged.
+func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) {
+	st := sc.walk(n, s, nil) // also drops default charset introducers before restore
+	if !st.ruleInsts() {
+		return sc.defPlan, nil
+	}
+	var tn *ast.TableName
+	switch x := n.(type) {
+	case *ast.CreateTableStmt:
+		tn = x.Table
+		r := sc.ruleOf(tn, s)
+		if r == nil {
+			return sc.refersToSharded("CREATE TABLE", tn, st)
+		}
+		switch {
+		case x.TemporaryKeyword != ast.TemporaryNone:
+			return nil, notSupported("CREATE TEMPORARY TABLE %s would shadow sharded table %s; use another name", tn.Name.O, r.table)
+		case x.ReferTable != nil:
+			return nil, notSupported("CREATE TABLE %s LIKE ... is not supported for sharded table %s yet; write the column definitions", r.table, r.table)
+		case x.Select != nil:
+			return nil, notSupported("CREATE TABLE %s ... AS SELECT is not supported for sharded table %s", r.table, r.table)
+		}
+		for _, c := range x.Constraints {
+			if c.Refer != nil {
+				if fr := sc.ruleOf(c.Refer.Table, s); fr != nil && fr.sharded() {
+					return nil, notSupported("foreign key from %s to sharded table %s is not supported", r.table, fr.table)
+				}
+			}
+		}
+	case *ast.AlterTableStmt:
+		tn = x.Table
+		if r := sc.ruleOf(tn, s); r != nil {
+			for _, sp := range x.Specs {
+				if sp.Tp == ast.AlterTableRenameTable {
+					return nil, notSupported("renaming table %s, which has a shard rule, is not supported", r.table)
+				}
+			}
+		} else {
+			return sc.refersToSharded("ALTER TABLE", tn, st)
+		}
+	case *ast.TruncateTableStmt:
+		tn = x.Table
+	case *ast.CreateIndexStmt:
+		tn = x.Table
+	case *ast.DropIndexStmt:
+		tn = x.Table
+	case *ast.RenameTableStmt:
+		return nil, notSupported("RENAME TABLE of table %s, which has a shard rule, is not supported", st.tables()[0])
+	case *ast.DropTableStmt:
+		return sc.planDrop(x, st, s)
+	}
+	r := sc.ruleOf(tn, s)
+	if r == nil {
+		return sc.defPlan, nil
+	}
+	p := &Plan{Kind: Fanout, Tables: []string{r.table}}
+	if !r.sharded() {
+		for _, node := range r.nodes {
+			p.Targets = append(p.Targets, Target{Node: node, Subtable: r.table})
+		}
+		return p, nil
+	}
+	for _, sub := range r.subs {
+		tn.Name = ast.NewCIStr(sub.name)
+		q, err := restore(n, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.Targets = append(p.Targets, Target{Node: sub.node, Subtable: sub.name, SQL: q})
+	}
+	return p, nil
+}
+
+// refersToSharded plans DDL on a table without a rule that names other
+// tables (LIKE, AS SELECT, foreign keys): fine unless one is sharded.
+func (sc *schema) refersToSharded(what string, tn *ast.TableName, st *stmt) (*Plan, error) {
+	for _, in := range st.insts {
+		if in.rule != nil && in.rule.sharded() {
+			return nil, notSupported("%s %s refers to sharded table %s (LIKE, AS SELECT or a foreign key), which is not supported", what, tn.Name.O, in.rule.table)
+		}
+	}
+	return sc.defPlan, nil
+}
+
+// planDrop plans DROP TABLE: each sharded table is dropped on every
+// subtable, each global table on every node of its rule, the other tables
+// together on the default node.
+func (sc *schema) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, error) {
+	if x.IsView || x.TemporaryKeyword != ast.TemporaryNone {
+		return sc.defPlan, nil
+	}
+	p := &Plan{Kind: Fanout, Tables: st.tables()}
+	all := x.Tables
+	defer func() { x.Tables = all }()
+	one := func(tn *ast.TableName, node, sub string) error {
+		x.Tables = []*ast.TableName{tn}
+		q, err := restore(x, nil)
+		if err != nil {
+			return err
+		}
+		p.Targets = append(p.Targets, Target{Node: node, Subtable: sub, SQL: q})
+		return nil
+	}
+	var plain []*ast.TableName
+	plainAt := -1
+	for _, tn := range all {
+		r := sc.ruleOf(tn, s)
+		switch {
+		case r == nil:
+			if plainAt < 0 {
+				plainAt = len(p.Targets)
+			}
+			plain = append(plain, tn)
+		case !r.sharded():
+			for _, node := range r.nodes {
+				if err := one(tn, node, r.table); err != nil {
+					return nil, err
+				}
+			}
+		default:
+			for _, sub := range r.subs {
+				c := *tn
+				c.Name = ast.NewCIStr(sub.name)
+				if err := one(&c, sub.node, sub.name); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if len(plain) > 0 {
+		x.Tables = plain
+		q, err := restore(x, nil)
+		if err != nil {
+			return nil, err
+		}
+		t := Target{Node: sc.def, SQL: q}
+		p.Targets = append(p.Targets[:plainAt], append([]Target{t}, p.Targets[plainAt:]...)...)
+	}
+	return p, nil
+}
+
+// planShow plans SHOW statements and DESCRIBE; outer is the statement to
+// restore (the ShowStmt, or the ExplainStmt around it for DESCRIBE).
+func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Plan, error) {
+	switch x.Tp {
+	case ast.ShowTables:
+		return sc.showTables(x, s)
+	case ast.ShowColumns, ast.ShowIndex, ast.ShowCreateTable:
+	default:
+		return sc.defPlan, nil
+	}
+	if x.Table == nil {
+		return sc.defPlan, nil
+	}
+	db := x.DBName
+	if db == "" {
+		db = x.Table.Schema.O
+	}
+	if db == "" {
+		db = s.DB
+	}
+	r := sc.rules[tableKey{db, x.Table.Name.O}]
+	if r == nil {
+		return sc.defPlan, nil
+	}
+	if !r.sharded() {
+		return &Plan{Kind: Forward, Targets: []Target{{Node: r.readNode, Subtable: r.table}}, Tables: []string{r.table}}, nil
+	}
+	sc.walk(outer, s, nil) // drops default charset introducers
+	sub := r.subs[0]
+	x.Table.Name = ast.NewCIStr(sub.name)
+	q, err := restore(outer, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{
+		Kind:    Forward,
+		Targets: []Target{{Node: sub.node, Subtable: sub.name, SQL: q}},
+		Renames: []Rename{{Physical: sub.name, Logical: r.table}},
+		Tables:  []string{r.table},
+	}, nil
+}
+
+// showTables plans SHOW [FULL] TABLES on a database with rules: every node
+// that holds its tables answers, and the executor maps subtables back to
+// their logical table. A LIKE pattern is matched against the logical
+// names here and sent as a WHERE that also lets their subtables through.
+func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
+	db := x.DBName
+	if db == "" {
+		db = s.DB
+	}
+	rules := sc.byDB[db]
+	if db == "" || len(rules) == 0 {
+		return sc.defPlan, nil
+	}
+	if x.Where != nil {
+		return nil, notSupported("SHOW TABLES ... WHERE on database %s, which has sharded tables, is not supported yet; use SHOW TABLES LIKE", db)
+	}
+	p := &Plan{Kind: ShowTables}
+	for _, r := range rules {
+		p.Tables = append(p.Tables, r.table)
+		if r.sharded() {
+			for _, sub := range r.subs {
+				p.Renames = append(p.Renames, Rename{Physical: sub.name, Logical: r.table})
+			}
+		}
+	}
+	var q string
+	if x.Pattern != nil {
+		pv, ok := x.Pattern.Pattern.(ast.ValueExpr)
+		if !ok {
+			return nil, notSupported("SHOW TABLES LIKE needs a string pattern")
+		}
+		pat := pv.GetDatumString()
+		var subs []string
+		for _, r := range rules {
+			if r.sharded() && likeMatch(r.table, pat, x.Pattern.Escape) {
+				for _, sub := range r.subs {
+					subs = append(subs, quoteString(sub.name))
+				}
+			}
+		}
+		if len(subs) > 0 {
+			col := quoteName("Tables_in_" + db)
+			var b strings.Builder
+			b.WriteString("SHOW ")
+			if x.Full {
+				b.WriteString("FULL ")
+			}
+			b.WriteString("TABLES FROM " + quoteName(db) + " WHERE " + col + " LIKE " + quoteString(pat))
+			if x.Pattern.Escape != '\\' {
+				b.WriteString(" ESCAPE " + quoteString(string(x.Pattern.Escape)))
+			}
+			b.WriteString(" OR " + col + " IN (" + strings.Join(subs, ",") + ")")
+			q = b.String()
+		}
+	}
+	for _, n := range sc.nodes {
+		keep := n == sc.def
+		for _, r := range rules {
+			keep = keep || r.hasNode(n)
+		}
+		if keep {
+			p.Targets = append(p.Targets, Target{Node: n, SQL: q})
+		}
+	}
+	return p, nil
+}
+
+func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func quoteString(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

@@ -1,0 +1,590 @@
+package router
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// build renders n for every target. kind is the plan kind used when there
+// is more than one target.
+func (st *stmt) build(n ast.Node, ts []tgt, kind PlanKind) (*Plan, error) {
+	p := &Plan{Kind: Forward, Tables: st.tables()}
+	if len(ts) > 1 {
+		p.Kind = kind
+	}
+	for _, t := range ts {
+		sql, err := st.render(n, t)
+		if err != nil {
+			return nil, err
+		}
+		p.Targets = append(p.Targets, Target{Node: t.node, Subtable: st.subtableOf(t), SQL: sql})
+	}
+	return p, nil
+}
+
+// globalRead plans a statement whose rule tables are all global: one node
+// that has every global table (and the default node if unsharded tables
+// are used too), unchanged SQL.
+func (st *stmt) globalRead() (*Plan, error) {
+	var cands []string
+	for _, n := range st.sc.nodes {
+		ok := true
+		for _, in := range st.insts {
+			if (in.plain() && n != st.sc.def) || (in.global() && !in.rule.hasNode(n)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			cands = append(cands, n)
+		}
+	}
+	var first *rule
+	for _, in := range st.insts {
+		if in.global() {
+			first = in.rule
+			break
+		}
+	}
+	if len(cands) == 0 {
+		return nil, notSupported("statement combines global tables %s and tables that are not sharded in a way no single node holds: unsharded tables live on the default node %s",
+			strings.Join(st.tables(), ", "), st.sc.def)
+	}
+	node := cands[0]
+	if contains(cands, st.sc.def) {
+		node = st.sc.def
+	} else if contains(cands, first.readNode) {
+		node = first.readNode
+	}
+	return &Plan{Kind: Forward, Targets: []Target{{Node: node, Subtable: first.table}}, Tables: st.tables()}, nil
+}
+
+// globalWrite plans a write to global table g: the same statement on every
+// node of g's rule. Every other table it reads must be there too.
+func (st *stmt) globalWrite(g *inst) (*Plan, error) {
+	nodes := g.rule.nodes
+	for _, in := range st.insts {
+		switch {
+		case in == g || in.sys:
+		case in.rule != nil && in.rule.sharded():
+			return nil, notSupported("a write to global table %s cannot read sharded table %s: the write runs unchanged on every node of %s",
+				g.rule.table, in.rule.table, g.rule.table)
+		case in.rule == nil && !(len(nodes) == 1 && nodes[0] == st.sc.def):
+			return nil, notSupported("a write to global table %s (on %s) cannot read table %s, which is not sharded and lives only on the default node %s",
+				g.rule.table, strings.Join(nodes, ", "), in.tn.Name.O, st.sc.def)
+		case in.global():
+			for _, n := range nodes {
+				if !in.rule.hasNode(n) {
+					return nil, notSupported("a write to global table %s (on %s) cannot read global table %s, which has no copy on %s",
+						g.rule.table, strings.Join(nodes, ", "), in.rule.table, n)
+				}
+			}
+		}
+	}
+	p := &Plan{Kind: SumOK, Copies: true, Tables: st.tables()}
+	if len(nodes) == 1 {
+		p.Kind, p.Copies = Forward, false
+	}
+	for _, n := range nodes {
+		p.Targets = append(p.Targets, Target{Node: n, Subtable: g.rule.table})
+	}
+	return p, nil
+}
+
+// planSelect plans SELECT, TABLE, VALUES and UNION statements.
+func (sc *schema) planSelect(n ast.StmtNode, s Session, bind binder) (*Plan, error) {
+	st := sc.walk(n, s, bind)
+	if !st.ruleInsts() {
+		return sc.defPlan, nil
+	}
+	if err := st.link(); err != nil {
+		return nil, err
+	}
+	if len(st.groups) == 0 {
+		return st.globalRead()
+	}
+	sel, isSel := n.(*ast.SelectStmt)
+	if isSel && sel.LockInfo != nil && sel.LockInfo.LockType == ast.SelectLockForShare {
+		st.lockShare = sel
+	}
+	st.qualify(true)
+	ts, err := st.place()
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) > 1 {
+		in := st.groups[0].insts[0]
+		if !isSel {
+			return nil, notSupported("cross-shard UNION on table %s (%d subtables) is not supported yet; add a condition on the shard key %s", in.rule.table, len(ts), in.rule.key)
+		}
+		if why := mergeNeeded(sel); why != "" {
+			return nil, notSupported("cross-shard SELECT with %s on table %s (%d subtables) is not supported yet; add a condition on the shard key %s",
+				why, in.rule.table, len(ts), in.rule.key)
+		}
+	}
+	if err := st.checkNodes(ts); err != nil {
+		return nil, err
+	}
+	return st.build(n, ts, Concat)
+}
+
+// mergeNeeded names what makes the rows of several subtables differ from
+// their concatenation, or returns "".
+func mergeNeeded(sel *ast.SelectStmt) string {
+	var why []string
+	if sel.Distinct {
+		why = append(why, "DISTINCT")
+	}
+	if sel.SelectStmtOpts != nil && sel.SelectStmtOpts.CalcFoundRows {
+		why = append(why, "SQL_CALC_FOUND_ROWS")
+	}
+	if sel.GroupBy != nil {
+		why = append(why, "GROUP BY")
+	}
+	if sel.Having != nil {
+		why = append(why, "HAVING")
+	}
+	if sel.OrderBy != nil {
+		why = append(why, "ORDER BY")
+	}
+	if sel.Limit != nil {
+		why = append(why, "LIMIT")
+	}
+	if sel.SelectIntoOpt != nil {
+		why = append(why, "INTO")
+	}
+	f := &aggFinder{}
+	if sel.Fields != nil {
+		sel.Fields.Accept(f)
+	}
+	if sel.Having != nil {
+		sel.Having.Accept(f)
+	}
+	if sel.OrderBy != nil {
+		sel.OrderBy.Accept(f)
+	}
+	if f.agg {
+		why = append(why, "aggregate functions")
+	}
+	if f.win || len(sel.WindowSpecs) > 0 {
+		why = append(why, "window functions")
+	}
+	return strings.Join(why, ", ")
+}
+
+// aggFinder looks for aggregate and window functions outside subqueries.
+type aggFinder struct{ agg, win bool }
+
+func (f *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
+	switch n.(type) {
+	case *ast.AggregateFuncExpr:
+		f.agg = true
+	case *ast.WindowFuncExpr:
+		f.win = true
+	case *ast.SubqueryExpr:
+		return n, true
+	}
+	return n, false
+}
+
+func (f *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// assigned returns the top-scope reference an UPDATE assignment writes,
+// or nil when it cannot tell.
+func (st *stmt) assigned(c *ast.ColumnName) *inst {
+	if c.Table.O != "" {
+		return st.lookup(c.Schema.O, c.Table.O, st.top)
+	}
+	if len(st.top.insts) == 1 && len(st.top.others) == 0 {
+		return st.top.insts[0]
+	}
+	if in := st.keyOf(c, st.top); in != nil {
+		return in
+	}
+	return nil
+}
+
+func (sc *schema) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Plan, error) {
+	st := sc.walk(x, s, bind)
+	if !st.ruleInsts() {
+		return sc.defPlan, nil
+	}
+	if err := st.link(); err != nil {
+		return nil, err
+	}
+	var written []*inst
+	unknown := false
+	for _, a := range x.List {
+		if in := st.assigned(a.Column); in != nil {
+			written = append(written, in)
+		} else {
+			unknown = true
+		}
+	}
+	for _, in := range written {
+		if in.global() {
+			if len(st.groups) > 0 {
+				return nil, notSupported("UPDATE of global table %s together with sharded tables is not supported", in.rule.table)
+			}
+			return st.globalWrite(in)
+		}
+	}
+	if len(st.groups) == 0 {
+		for _, in := range st.top.insts {
+			if in.global() && unknown {
+				return nil, notSupported("UPDATE joining global table %s: qualify the assigned columns (table.column) so shardgate can tell which table is written", in.rule.table)
+			}
+		}
+		return st.globalRead()
+	}
+	st.qualify(true)
+	ts, err := st.place()
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) > 1 {
+		in := st.groups[0].insts[0]
+		if x.Order != nil || x.Limit != nil {
+			return nil, notSupported("UPDATE with ORDER BY or LIMIT over %d subtables of %s is not supported yet; add a condition on the shard key %s", len(ts), in.rule.table, in.rule.key)
+		}
+		if x.MultipleTable || len(st.top.insts)+len(st.top.others) > 1 {
+			return nil, notSupported("multi-table UPDATE over %d subtables of %s is not supported yet; add a condition on the shard key %s", len(ts), in.rule.table, in.rule.key)
+		}
+	}
+	for _, a := range x.List {
+		in := st.assigned(a.Column)
+		if in == nil || !in.sharded() || a.Column.Name.L != in.rule.key {
+			continue
+		}
+		r := in.rule
+		if len(ts) > 1 {
+			return nil, notSupported("UPDATE would move rows of %s to another subtable: it sets the shard key %s on rows in %d subtables; add a condition on %s that pins them to one", r.table, r.key, len(ts), r.key)
+		}
+		v := valueOf(a.Expr, bind)
+		i, ok, err := r.index(v)
+		if err != nil {
+			return nil, outOfRange(r, v)
+		}
+		cur := ts[0].gidx[in.group]
+		if !ok {
+			return nil, notSupported("UPDATE would move rows of %s to another subtable: the new value of shard key %s is not a constant shardgate can map", r.table, r.key)
+		}
+		if i != cur {
+			return nil, notSupported("UPDATE would move rows of %s to another subtable: %s = %s belongs in %s, the rows are in %s", r.table, r.key, v, r.subs[i].name, r.subs[cur].name)
+		}
+	}
+	if err := st.checkNodes(ts); err != nil {
+		return nil, err
+	}
+	return st.build(x, ts, SumOK)
+}
+
+func (sc *schema) planDelete(x *ast.DeleteStmt, s Session, bind binder) (*Plan, error) {
+	st := sc.walk(x, s, bind)
+	if !st.ruleInsts() {
+		return sc.defPlan, nil
+	}
+	if err := st.link(); err != nil {
+		return nil, err
+	}
+	var deleted []*inst
+	if x.IsMultiTable {
+		for _, d := range st.dels {
+			if in := st.lookup(d.tn.Schema.O, d.tn.Name.O, d.sc); in != nil {
+				deleted = append(deleted, in)
+			}
+		}
+	} else {
+		deleted = st.top.insts
+	}
+	for _, in := range deleted {
+		if in.global() {
+			if len(st.groups) > 0 {
+				return nil, notSupported("DELETE from global table %s together with sharded tables is not supported", in.rule.table)
+			}
+			return st.globalWrite(in)
+		}
+	}
+	if len(st.groups) == 0 {
+		return st.globalRead()
+	}
+	st.qualify(false)
+	ts, err := st.place()
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) > 1 {
+		in := st.groups[0].insts[0]
+		if x.Order != nil || x.Limit != nil {
+			return nil, notSupported("DELETE with ORDER BY or LIMIT over %d subtables of %s is not supported yet; add a condition on the shard key %s", len(ts), in.rule.table, in.rule.key)
+		}
+		if x.IsMultiTable || len(st.top.insts)+len(st.top.others) > 1 {
+			return nil, notSupported("multi-table DELETE over %d subtables of %s is not supported yet; add a condition on the shard key %s", len(ts), in.rule.table, in.rule.key)
+		}
+	}
+	if err := st.checkNodes(ts); err != nil {
+		return nil, err
+	}
+	return st.build(x, ts, SumOK)
+}
+
+// insertTarget returns the reference of the table an INSERT writes.
+func (st *stmt) insertTarget(x *ast.InsertStmt) *inst {
+	if x.Table == nil || x.Table.TableRefs == nil {
+		return nil
+	}
+	ts, ok := x.Table.TableRefs.Left.(*ast.TableSource)
+	if !ok {
+		return nil
+	}
+	for _, in := range st.insts {
+		if in.tn == ts.Source {
+			return in
+		}
+	}
+	return nil
+}
+
+func (sc *schema) planInsert(x *ast.InsertStmt, s Session, bind binder) (*Plan, error) {
+	st := sc.walk(x, s, bind)
+	if !st.ruleInsts() {
+		return sc.defPlan, nil
+	}
+	T := st.insertTarget(x)
+	if T == nil {
+		return nil, mysql.NewError(mysql.ErUnknownError, "shardgate found no target table in INSERT")
+	}
+	if sel, ok := x.Select.(*ast.SelectStmt); ok {
+		st.main = st.scopeOf[sel]
+	}
+	switch {
+	case T.rule == nil:
+		if err := st.link(); err != nil {
+			return nil, err
+		}
+		if len(st.groups) == 0 {
+			return st.globalRead()
+		}
+		st.qualify(true)
+		ts, err := st.place()
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) > 1 {
+			in := st.groups[0].insts[0]
+			return nil, notSupported("INSERT ... SELECT into %s from %d subtables of %s is not supported yet; add a condition on the shard key %s",
+				T.tn.Name.O, len(ts), in.rule.table, in.rule.key)
+		}
+		if err := st.checkNodes(ts); err != nil {
+			return nil, err
+		}
+		return st.build(x, ts, Forward)
+	case T.global():
+		if err := st.link(); err != nil {
+			return nil, err
+		}
+		return st.globalWrite(T)
+	}
+	T.skip = true
+	return st.insertSharded(x, T)
+}
+
+func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
+	r := T.rule
+	for _, a := range x.OnDuplicate {
+		if a.Column.Name.L == r.key && (a.Column.Table.O == "" || st.lookup(a.Column.Schema.O, a.Column.Table.O, st.top) == T) {
+			return nil, notSupported("ON DUPLICATE KEY UPDATE of shard key %s of table %s is not supported: it would move the row to another subtable", r.key, r.table)
+		}
+	}
+	if len(x.Columns) == 0 {
+		return nil, notSupported("INSERT into sharded table %s needs an explicit column list: shardgate does not know the table's column order and must find the shard key %s", r.table, r.key)
+	}
+	keyPos := -1
+	for i, c := range x.Columns {
+		if c.Name.L == r.key {
+			keyPos = i
+		}
+	}
+	if keyPos < 0 {
+		return nil, notSupported("INSERT into sharded table %s must set its shard key %s: shardgate picks the subtable from it", r.table, r.key)
+	}
+	if err := st.link(); err != nil {
+		return nil, err
+	}
+	if x.Select != nil {
+		return st.insertSelect(x, T, keyPos)
+	}
+	if len(st.groups) > 0 {
+		return nil, notSupported("INSERT into sharded table %s with a subquery on sharded table %s is not supported yet", r.table, st.groups[0].insts[0].rule.table)
+	}
+	rows := map[int][][]ast.ExprNode{}
+	var order []int
+	for ri, row := range x.Lists {
+		if len(row) != len(x.Columns) {
+			return nil, &mysql.SQLError{Code: ErWrongValueCount, State: "21S01", Message: fmt.Sprintf("Column count doesn't match value count at row %d", ri+1)}
+		}
+		v := valueOf(row[keyPos], st.bind)
+		i, ok, err := r.index(v)
+		if err != nil {
+			return nil, outOfRange(r, v)
+		}
+		if !ok {
+			what := "an expression"
+			switch {
+			case v.kind == valNull:
+				what = "NULL"
+			case isDefault(row[keyPos]):
+				what = "DEFAULT"
+			case v.kind != valNone:
+				what = fmt.Sprintf("%s, which the %s rule cannot map", v, ruleTypeName(r.kind))
+			}
+			return nil, notSupported("the shard key %s of table %s in row %d is %s; shardgate needs a constant to pick the subtable", r.key, r.table, ri+1, what)
+		}
+		if _, seen := rows[i]; !seen {
+			order = append(order, i)
+		}
+		rows[i] = append(rows[i], row)
+	}
+	sort.Ints(order)
+	st.qualify(false)
+	p := &Plan{Kind: Forward, Tables: st.tables()}
+	if len(order) > 1 {
+		p.Kind = SumOK
+	}
+	all := x.Lists
+	defer func() { x.Lists = all }()
+	for _, i := range order {
+		t := tgt{node: r.subs[i].node}
+		T.phys = r.subs[i].name
+		if err := st.checkNode(t); err != nil {
+			return nil, err
+		}
+		x.Lists = rows[i]
+		sql, err := st.render(x, t)
+		if err != nil {
+			return nil, err
+		}
+		p.Targets = append(p.Targets, Target{Node: t.node, Subtable: T.phys, SQL: sql})
+	}
+	return p, nil
+}
+
+func isDefault(e ast.ExprNode) bool {
+	_, ok := e.(*ast.DefaultExpr)
+	return ok
+}
+
+func ruleTypeName(k ruleKind) string {
+	return [...]string{"hash", "range", "date_year", "date_month", "date_day", "global"}[k]
+}
+
+// insertSelect plans INSERT ... SELECT into sharded table T: it runs only
+// as one statement, reading one subtable (or unsharded and global tables)
+// on the node of the target subtable.
+func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, error) {
+	r := T.rule
+	sel, ok := x.Select.(*ast.SelectStmt)
+	if !ok || sel.Fields == nil {
+		return nil, notSupported("INSERT ... SELECT with UNION into sharded table %s is not supported yet", r.table)
+	}
+	for _, f := range sel.Fields.Fields {
+		if f.WildCard != nil {
+			return nil, notSupported("INSERT ... SELECT * into sharded table %s is not supported: list the selected columns so shardgate can find the shard key %s", r.table, r.key)
+		}
+	}
+	if len(sel.Fields.Fields) != len(x.Columns) {
+		return nil, &mysql.SQLError{Code: ErWrongValueCount, State: "21S01", Message: "Column count doesn't match value count at row 1"}
+	}
+	st.qualify(true)
+	var src tgt
+	sharded := len(st.groups) > 0
+	if sharded {
+		ts, err := st.place()
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) > 1 {
+			in := st.groups[0].insts[0]
+			return nil, notSupported("INSERT ... SELECT into sharded table %s reads %d subtables of %s; it runs only when the source is pinned to one subtable (add a condition on its shard key %s)",
+				r.table, len(ts), in.rule.table, in.rule.key)
+		}
+		src = ts[0]
+	} else {
+		src = tgt{gidx: nil}
+	}
+	keyExpr := sel.Fields.Fields[keyPos].Expr
+	j := -1
+	v := valueOf(keyExpr, st.bind)
+	i, ok, err := r.index(v)
+	switch {
+	case err != nil:
+		return nil, outOfRange(r, v)
+	case ok:
+		j = i
+	case sharded:
+		if c := colOf(keyExpr); c != nil {
+			if in := st.keyOf(c, st.scopeOf[sel]); in != nil && in.rule.coloc == r.coloc {
+				j = src.gidx[in.group]
+			}
+		}
+	}
+	if j < 0 {
+		return nil, notSupported("INSERT ... SELECT into sharded table %s: shardgate cannot tell which subtable the selected value of %s belongs to; select a constant or the shard key of a co-located source table", r.table, r.key)
+	}
+	for gi, g := range st.groups {
+		if g.rule.coloc == r.coloc && src.gidx[gi] != j {
+			return nil, notSupported("INSERT ... SELECT into sharded table %s: the rows go to subtable %s but are read from subtable %s; source and target must be the same subtable",
+				r.table, r.subs[j].name, g.insts[0].rule.subs[src.gidx[gi]].name)
+		}
+	}
+	node := r.subs[j].node
+	if sharded && src.node != node {
+		return nil, notSupported("INSERT ... SELECT into sharded table %s: the rows go to subtable %s on %s but are read from %s; source and target must be on the same node",
+			r.table, r.subs[j].name, node, st.pinnedList(src.gidx))
+	}
+	T.phys = r.subs[j].name
+	t := tgt{node: node, gidx: src.gidx}
+	if err := st.checkNode(t); err != nil {
+		return nil, err
+	}
+	sql, err := st.render(x, t)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{Kind: Forward, Targets: []Target{{Node: node, Subtable: T.phys, SQL: sql}}, Tables: st.tables()}, nil
+}
+
+// planExplain plans EXPLAIN <statement> and DESCRIBE <table>.
+func (sc *schema) planExplain(x *ast.ExplainStmt, sql string, s Session, bind binder) (*Plan, error) {
+	if sh, ok := x.Stmt.(*ast.ShowStmt); ok {
+		return sc.planShow(sh, x, s)
+	}
+	inner, err := sc.planStmt(x.Stmt, sql, s, bind)
+	if err != nil {
+		return nil, err
+	}
+	if inner.Kind != Forward || len(inner.Targets) != 1 {
+		return nil, notSupported("EXPLAIN of a statement that runs on %d targets is not supported yet; EXPLAIN FORMAT='shard' shows where it runs", len(inner.Targets))
+	}
+	t := inner.Targets[0]
+	if t.SQL == "" {
+		return inner, nil
+	}
+	prefix := "EXPLAIN "
+	if x.Analyze {
+		prefix = "EXPLAIN ANALYZE "
+	}
+	switch f := strings.ToLower(x.Format); f {
+	case "", "row", "traditional":
+	case "json":
+		prefix += "FORMAT=JSON "
+	default:
+		prefix += "FORMAT=" + strings.ToUpper(f) + " "
+	}
+	t.SQL = prefix + t.SQL
+	return &Plan{Kind: Forward, Targets: []Target{t}, Renames: inner.Renames, Tables: inner.Tables}, nil
+}

@@ -1,0 +1,35 @@
+package router
+
+import (
+	"fmt"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// ErNoPartition is ER_NO_PARTITION_FOR_GIVEN_VALUE (1526, HY000): a shard
+// key value outside every range of a range or date rule, the error MySQL
+// gives for a row no partition accepts.
+const ErNoPartition uint16 = 1526
+
+// ErWrongValueCount is ER_WRONG_VALUE_COUNT_ON_ROW (1136, 21S01).
+const ErWrongValueCount uint16 = 1136
+
+func notSupported(format string, args ...any) error {
+	return mysql.NewError(mysql.ErNotSupported, format, args...)
+}
+
+func outOfRange(r *rule, v value) error {
+	return mysql.NewError(ErNoPartition, "Table has no partition for value %s: key %s of table %s is outside every range of its shard rule (%s)",
+		v, r.key, r.table, r.span())
+}
+
+// span describes the keys a range or date rule covers.
+func (r *rule) span() string {
+	switch r.kind {
+	case ruleRange:
+		return fmt.Sprintf("%s in [0, %d)", r.key, r.limit*int64(len(r.subs)))
+	case ruleYear, ruleMonth, ruleDay:
+		return fmt.Sprintf("%s from %s to %s", r.key, r.subs[0].name, r.subs[len(r.subs)-1].name)
+	}
+	return r.key
+}

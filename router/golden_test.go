@@ -1,0 +1,159 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.json with the plans the router produces now")
+
+// goldenCase is one entry of a golden file. Cases are written by hand with
+// comment, db and sql (and user when not "shard"); -update fills in plan
+// or error, which are then reviewed in the diff.
+type goldenCase struct {
+	Comment string       `json:"comment"`
+	User    string       `json:"user,omitempty"`
+	DB      string       `json:"db"`
+	SQL     string       `json:"sql"`
+	Plan    *goldenPlan  `json:"plan,omitempty"`
+	Error   *goldenError `json:"error,omitempty"`
+}
+
+type goldenPlan struct {
+	Kind    string         `json:"kind"`
+	Targets []goldenTarget `json:"targets"`
+	Renames []goldenRename `json:"renames,omitempty"`
+	Tables  []string       `json:"tables,omitempty"`
+	Copies  bool           `json:"copies,omitempty"`
+}
+
+type goldenTarget struct {
+	Node     string `json:"node"`
+	Subtable string `json:"subtable,omitempty"`
+	SQL      string `json:"sql,omitempty"`
+}
+
+type goldenRename struct {
+	Physical string `json:"physical"`
+	Logical  string `json:"logical"`
+}
+
+type goldenError struct {
+	Code    uint16 `json:"code"`
+	State   string `json:"state"`
+	Message string `json:"message"`
+}
+
+func testRouter(tb testing.TB) *Router {
+	tb.Helper()
+	cfg, err := config.Load("testdata/ks.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+func loadGolden(tb testing.TB) map[string][]goldenCase {
+	tb.Helper()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no golden files: %v", err)
+	}
+	out := make(map[string][]goldenCase)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var cases []goldenCase
+		if err := json.Unmarshal(data, &cases); err != nil {
+			tb.Fatalf("%s: %v", f, err)
+		}
+		out[f] = cases
+	}
+	return out
+}
+
+func (c *goldenCase) session() Session {
+	u := c.User
+	if u == "" {
+		u = "shard"
+	}
+	return Session{User: u, DB: c.DB}
+}
+
+// outcome routes c and returns its plan or error in golden form.
+func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
+	p, err := r.Route(c.SQL, c.session())
+	if err != nil {
+		var se *mysql.SQLError
+		if !errors.As(err, &se) {
+			return nil, &goldenError{Code: 0, Message: "uncoded error: " + err.Error()}
+		}
+		return nil, &goldenError{Code: se.Code, State: se.State, Message: se.Message}
+	}
+	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Targets: []goldenTarget{}}
+	for _, t := range p.Targets {
+		gp.Targets = append(gp.Targets, goldenTarget{Node: t.Node, Subtable: t.Subtable, SQL: t.SQL})
+	}
+	for _, rn := range p.Renames {
+		gp.Renames = append(gp.Renames, goldenRename{Physical: rn.Physical, Logical: rn.Logical})
+	}
+	return gp, nil
+}
+
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+func TestGolden(t *testing.T) {
+	r := testRouter(t)
+	total := 0
+	for file, cases := range loadGolden(t) {
+		for i := range cases {
+			c := &cases[i]
+			p, e := outcome(r, c)
+			if *update {
+				c.Plan, c.Error = p, e
+				continue
+			}
+			got := marshal(struct {
+				Plan  *goldenPlan  `json:"plan,omitempty"`
+				Error *goldenError `json:"error,omitempty"`
+			}{p, e})
+			want := marshal(struct {
+				Plan  *goldenPlan  `json:"plan,omitempty"`
+				Error *goldenError `json:"error,omitempty"`
+			}{c.Plan, c.Error})
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: %s\n  db %q sql %s\ngot:\n%s\nwant:\n%s", file, c.Comment, c.DB, c.SQL, got, want)
+			}
+		}
+		total += len(cases)
+		if *update {
+			if err := os.WriteFile(file, marshal(cases), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d golden cases", total)
+}

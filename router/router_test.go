@@ -1,0 +1,276 @@
+package router
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// TestFastPathAllocs checks that a schema without shard rules is routed
+// without parsing and without allocating, hints and EXPLAIN detection
+// included.
+func TestFastPathAllocs(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "plain", DB: "sbtest"}
+	for _, sql := range []string{
+		"SELECT c FROM sbtest1 WHERE id=1",
+		"/*node1*/ SELECT 1",
+		"SELECT /* comment */ 1",
+		"EXPLAIN SELECT 1",
+		"INSERT INTO t (a) VALUES (1), (2)",
+	} {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := r.Route(sql, s); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%q: %v allocations per Route, want 0", sql, allocs)
+		}
+	}
+}
+
+// TestBoundPlaceholders plans a prepared statement's text with values bound
+// to its placeholders, as the executor will once COM_STMT_EXECUTE is
+// routed.
+func TestBoundPlaceholders(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	bind := func(vals ...value) binder {
+		return func(order int) (value, bool) {
+			if order < len(vals) {
+				return vals[order], true
+			}
+			return value{}, false
+		}
+	}
+	tests := []struct {
+		sql      string
+		bind     binder
+		subtable []string
+		sql0     string
+	}{
+		{"SELECT c FROM sbtest1 WHERE id = ?", bind(value{kind: valInt, i: 2}), []string{"sbtest1_0002"}, "SELECT `c` FROM `sbtest1_0002` WHERE `id`=?"},
+		{"SELECT c FROM sbtest1 WHERE k = ? AND id = ?", bind(value{kind: valInt, i: 9}, value{kind: valString, s: "7"}), []string{"sbtest1_0003"}, ""},
+		{"SELECT c FROM sbtest1 WHERE id = ?", nil, []string{"sbtest1_0000", "sbtest1_0001", "sbtest1_0002", "sbtest1_0003"}, ""},
+		// Placeholder IN lists are not cut: parameters are numbered
+		// across the whole statement.
+		{"SELECT c FROM sbtest1 WHERE id IN (?, ?)", bind(value{kind: valInt, i: 1}, value{kind: valInt, i: 2}), []string{"sbtest1_0001", "sbtest1_0002"}, "SELECT `c` FROM `sbtest1_0001` WHERE `id` IN (?,?)"},
+		{"SELECT * FROM ranged WHERE id BETWEEN ? AND ?", bind(value{kind: valInt, i: 5}, value{kind: valInt, i: 10005}), []string{"ranged_0000", "ranged_0001"}, ""},
+		{"INSERT INTO sbtest1 (id, c) VALUES (?, ?)", bind(value{kind: valInt, i: 4}, value{kind: valString, s: "x"}), []string{"sbtest1_0000"}, "INSERT INTO `sbtest1_0000` (`id`,`c`) VALUES (?,?)"},
+	}
+	for _, tc := range tests {
+		p, err := r.route(tc.sql, s, tc.bind)
+		if err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+			continue
+		}
+		var got []string
+		for _, tg := range p.Targets {
+			got = append(got, tg.Subtable)
+		}
+		if len(got) != len(tc.subtable) {
+			t.Errorf("%s: subtables %v, want %v", tc.sql, got, tc.subtable)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.subtable[i] {
+				t.Errorf("%s: subtables %v, want %v", tc.sql, got, tc.subtable)
+				break
+			}
+		}
+		if tc.sql0 != "" && p.Targets[0].SQL != tc.sql0 {
+			t.Errorf("%s: SQL %q, want %q", tc.sql, p.Targets[0].SQL, tc.sql0)
+		}
+	}
+}
+
+// TestConcurrentRoute routes the golden corpus from many goroutines at once
+// (run with -race) and checks every answer equals the sequential one.
+func TestConcurrentRoute(t *testing.T) {
+	r := testRouter(t)
+	var all []goldenCase
+	for _, cases := range loadGolden(t) {
+		all = append(all, cases...)
+	}
+	want := make([][]byte, len(all))
+	for i := range all {
+		p, e := outcome(r, &all[i])
+		want[i] = marshal([]any{p, e})
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for k := range all {
+				i := (k + g*len(all)/8) % len(all)
+				p, e := outcome(r, &all[i])
+				if got := marshal([]any{p, e}); string(got) != string(want[i]) {
+					t.Errorf("%s: concurrent answer differs:\n%s\nwant\n%s", all[i].SQL, got, want[i])
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+// TestSharedPlansUnchanged checks that planning never modifies the shared
+// default and hint plans.
+func TestSharedPlansUnchanged(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	p1, _ := r.Route("SELECT * FROM plain_t", s)
+	p2, _ := r.Route("EXPLAIN FORMAT='shard' SELECT * FROM plain_t", s)
+	p3, _ := r.Route("SELECT * FROM plain_t", s)
+	if p1 != p3 || p1.Targets[0].SQL != "" || p2.Targets[0].SQL == "" {
+		t.Fatalf("shared plan modified: %+v %+v %+v", p1, p2, p3)
+	}
+}
+
+// TestErrorCodes lists the errors Route produces with their code and
+// SQLSTATE.
+func TestErrorCodes(t *testing.T) {
+	r := testRouter(t)
+	tests := []struct {
+		user, sql string
+		code      uint16
+		state     string
+	}{
+		{"nobody", "SELECT 1", mysql.ErDBAccessDenied, "42000"},
+		{"shard", "SELECT * FROM sbtest1 WHERE", mysql.ErSyntax, "42000"},
+		{"shard", "SELECT COUNT(*) FROM sbtest1", mysql.ErNotSupported, "42000"},
+		{"shard", "SELECT * FROM ranged WHERE id = 40000", ErNoPartition, "HY000"},
+		{"shard", "INSERT INTO sbtest1 (id, c) VALUES (1)", ErWrongValueCount, "21S01"},
+	}
+	for _, tc := range tests {
+		_, err := r.Route(tc.sql, Session{User: tc.user, DB: "sbtest"})
+		var se *mysql.SQLError
+		if !errors.As(err, &se) || se.Code != tc.code || se.State != tc.state {
+			t.Errorf("%s: got %v, want %d (%s)", tc.sql, err, tc.code, tc.state)
+		}
+	}
+}
+
+// TestDefaultNode checks DefaultNode for known and unknown users.
+func TestDefaultNode(t *testing.T) {
+	r := testRouter(t)
+	if n, ok := r.DefaultNode("plain"); !ok || n != "node2" {
+		t.Errorf("DefaultNode(plain) = %q, %v", n, ok)
+	}
+	if _, ok := r.DefaultNode("nobody"); ok {
+		t.Error("DefaultNode(nobody) found a schema")
+	}
+}
+
+// TestNewRejects checks rules New cannot compile even when a Config built
+// in code skipped Validate.
+func TestNewRejects(t *testing.T) {
+	base := func(rule config.ShardRule) *config.Config {
+		return &config.Config{Schemas: []config.Schema{{User: "u", Nodes: []string{"n1", "n2"}, Default: "n1", Shard: []config.ShardRule{rule}}}}
+	}
+	for _, rule := range []config.ShardRule{
+		{DB: "d", Table: "t", Key: "k", Type: "hash", Nodes: []string{"n1", "n2"}, Locations: []int{1}},
+		{DB: "d", Table: "t", Key: "k", Type: "range", Nodes: []string{"n1"}, Locations: []int{2}},
+		{DB: "d", Table: "t", Key: "k", Type: "date_month", Nodes: []string{"n1"}, DateRange: []string{"2016"}},
+		{DB: "d", Table: "t", Key: "k", Type: "date_day", Nodes: []string{"n1"}, DateRange: []string{"20160230"}},
+		{DB: "d", Table: "t", Key: "k", Type: "list", Nodes: []string{"n1"}},
+	} {
+		if _, err := New(base(rule)); err == nil {
+			t.Errorf("New accepted %+v", rule)
+		}
+	}
+}
+
+func TestLikeMatch(t *testing.T) {
+	tests := []struct {
+		name, pattern string
+		want          bool
+	}{
+		{"sbtest1", "sbtest1", true},
+		{"sbtest1", "sbtest%", true},
+		{"sbtest1", "sb_test1", false},
+		{"sbtest1", "sbtes_1", true},
+		{"sbtest1", "%1", true},
+		{"sbtest1", "%2", false},
+		{"a_b", `a\_b`, true},
+		{"axb", `a\_b`, false},
+		{"SBTEST1", "sbtest1", false},
+		{"", "%", true},
+	}
+	for _, tc := range tests {
+		if got := likeMatch(tc.name, tc.pattern, '\\'); got != tc.want {
+			t.Errorf("likeMatch(%q, %q) = %v", tc.name, tc.pattern, got)
+		}
+	}
+}
+
+// BenchmarkRoute routes every statement of the golden corpus.
+func BenchmarkRoute(b *testing.B) {
+	r := testRouter(b)
+	var all []goldenCase
+	for _, cases := range loadGolden(b) {
+		all = append(all, cases...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := &all[i%len(all)]
+		r.Route(c.SQL, c.session())
+	}
+}
+
+// BenchmarkRoutePointSelect is sysbench's oltp_point_select on a sharded
+// table: parse, analyse, rewrite.
+func BenchmarkRoutePointSelect(b *testing.B) {
+	r := testRouter(b)
+	s := Session{User: "shard", DB: "sbtest"}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := r.Route("SELECT c FROM sbtest1 WHERE id=5021", s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRouteUnsharded is the fast path of a schema without rules: no
+// parse, no allocation.
+func BenchmarkRouteUnsharded(b *testing.B) {
+	r := testRouter(b)
+	s := Session{User: "plain", DB: "sbtest"}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := r.Route("SELECT c FROM sbtest1 WHERE id=5021", s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzRoute feeds arbitrary text to Route: it must never panic, and every
+// error must carry a MySQL code.
+func FuzzRoute(f *testing.F) {
+	r := testRouter(f)
+	for _, cases := range loadGolden(f) {
+		for _, c := range cases {
+			f.Add(c.SQL, c.DB)
+		}
+	}
+	f.Fuzz(func(t *testing.T, sql, db string) {
+		for _, user := range []string{"shard", "plain"} {
+			p, err := r.Route(sql, Session{User: user, DB: db})
+			if err != nil {
+				var se *mysql.SQLError
+				if !errors.As(err, &se) {
+					t.Fatalf("%q: uncoded error %v", sql, err)
+				}
+				continue
+			}
+			if p == nil || len(p.Targets) == 0 {
+				t.Fatalf("%q: plan without targets: %+v", sql, p)
+			}
+		}
+	})
+}

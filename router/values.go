@@ -1,0 +1,110 @@
+package router
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	pmysql "github.com/pingcap/tidb/pkg/parser/mysql"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// binder supplies the value of the ? placeholder with the given order
+// (0-based, in text order) when a prepared statement is executed. Route
+// plans statement text, which has no placeholders, and passes nil.
+type binder func(order int) (value, bool)
+
+// valueOf evaluates e when it is a constant the router understands:
+// literals, signed numeric literals, DATE/TIMESTAMP literals and bound
+// placeholders. Anything else is valNone.
+func valueOf(e ast.ExprNode, bind binder) value {
+	switch x := e.(type) {
+	case *test_driver.ParamMarkerExpr:
+		if bind != nil {
+			if v, ok := bind(x.Order); ok {
+				return v
+			}
+		}
+		return value{}
+	case *test_driver.ValueExpr:
+		return datumValue(x)
+	case *ast.ParenthesesExpr:
+		return valueOf(x.Expr, bind)
+	case *ast.UnaryOperationExpr:
+		v := valueOf(x.V, bind)
+		switch x.Op {
+		case opcode.Plus:
+			if v.kind == valInt || v.kind == valUint || v.kind == valNum {
+				return v
+			}
+		case opcode.Minus:
+			return negate(v)
+		}
+	case *ast.FuncCallExpr:
+		if (x.FnName.L == ast.DateLiteral || x.FnName.L == ast.TimestampLiteral) && len(x.Args) == 1 {
+			if a, ok := x.Args[0].(*test_driver.ValueExpr); ok && a.Kind() == test_driver.KindString {
+				return value{kind: valDate, s: a.GetString()}
+			}
+		}
+	}
+	return value{}
+}
+
+func datumValue(x *test_driver.ValueExpr) value {
+	switch x.Kind() {
+	case test_driver.KindNull:
+		return value{kind: valNull}
+	case test_driver.KindInt64:
+		return value{kind: valInt, i: x.GetInt64()}
+	case test_driver.KindUint64:
+		u := x.GetUint64()
+		if u <= math.MaxInt64 {
+			return value{kind: valInt, i: int64(u)}
+		}
+		return value{kind: valUint, u: u}
+	case test_driver.KindString, test_driver.KindBytes:
+		return value{kind: valString, s: x.GetString()}
+	case test_driver.KindFloat32, test_driver.KindFloat64:
+		return value{kind: valNum, f: x.GetFloat64()}
+	case test_driver.KindMysqlDecimal:
+		s := x.GetMysqlDecimal().String()
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return value{}
+		}
+		return value{kind: valNum, f: f, s: s}
+	}
+	return value{}
+}
+
+func negate(v value) value {
+	switch v.kind {
+	case valInt:
+		if v.i == math.MinInt64 {
+			return value{}
+		}
+		return value{kind: valInt, i: -v.i}
+	case valUint:
+		if v.u == 1<<63 {
+			return value{kind: valInt, i: math.MinInt64}
+		}
+	case valNum:
+		s := ""
+		if v.s != "" {
+			s = "-" + v.s
+		}
+		return value{kind: valNum, f: -v.f, s: s}
+	}
+	return value{}
+}
+
+// stripDefaultCharset makes a plain string literal restore without the
+// _utf8mb4 introducer the parser would add: an introducer changes how the
+// server reads the bytes when the connection character set is not
+// utf8mb4. Literals written with an explicit introducer keep it.
+func stripDefaultCharset(x *test_driver.ValueExpr) {
+	if x.Kind() == test_driver.KindString && x.Type.GetFlag()&pmysql.UnderScoreCharsetFlag == 0 {
+		x.Type.SetCharset("")
+	}
+}
