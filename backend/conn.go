@@ -56,9 +56,15 @@ type Conn struct {
 	LastInsertID uint64
 
 	node     *Node
+	gen      uint64 // the node's generation when the connection was last known good
 	created  time.Time
 	lastUsed time.Time
 	broken   bool
+
+	// Kept from the handshake for ChangeUser.
+	user, password string
+	salt           []byte
+	coll           byte
 }
 
 // MarkBroken records that the connection's protocol state is unknown (an I/O
@@ -159,7 +165,48 @@ func (c *Conn) handshake(o DialOptions) error {
 	c.DB = o.DB
 	c.Collation = coll
 	c.MultiStmts = true
+	c.user, c.password, c.salt, c.coll = o.User, o.Password, h.Salt, coll
 	return nil
+}
+
+// ChangeUser sends COM_CHANGE_USER for the connection's own account with
+// db as the new default database ("" for none). Like a new login it drops
+// all session state: variables, temporary tables, prepared statements,
+// locks and transactions; the collation returns to the handshake's.
+func (c *Conn) ChangeUser(db string) error {
+	plugin := mysql.AuthNativePassword
+	auth, err := scramble(plugin, c.salt, c.password)
+	if err != nil {
+		return err
+	}
+	c.ResetSeq()
+	p := mysql.AppendChangeUser(nil, &mysql.ChangeUser{
+		User: c.user, AuthResponse: auth, Database: db, Charset: uint16(c.coll), AuthPlugin: plugin,
+	}, c.Caps)
+	if err := c.writeFlush(p); err != nil {
+		c.broken = true
+		return err
+	}
+	if err := c.authResult(plugin, c.salt, c.password); err != nil {
+		var se *mysql.SQLError
+		if !errors.As(err, &se) {
+			c.broken = true
+		}
+		return err
+	}
+	c.DB = db
+	c.Collation = c.coll
+	c.LastInsertID = 0
+	// Whether the multi-statement option survives a change of user differs
+	// between servers: set it again so the recorded state is the real one.
+	return c.SetMultiStatements(c.MultiStmts)
+}
+
+// Abort closes the network connection under its owner, so a read or write
+// blocked on it fails now. It is safe to call from any goroutine; the owner
+// then sees an I/O error and marks the connection broken.
+func (c *Conn) Abort() {
+	c.NetConn().Close()
 }
 
 func scramble(plugin string, salt []byte, password string) ([]byte, error) {

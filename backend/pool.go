@@ -54,6 +54,11 @@ type Node struct {
 	version   atomic.Pointer[string]
 	onHealth  HealthFunc
 
+	// gen advances whenever a connection of the node breaks or the node
+	// changes state: idle connections from an older generation may lead to
+	// a server that died, so they are pinged before reuse.
+	gen atomic.Uint64
+
 	// Counters for operators.
 	dials, dialFails, acquireTimeouts atomic.Uint64
 
@@ -216,11 +221,13 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 			c.Close()
 			continue
 		}
-		if n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
+		gen := n.gen.Load()
+		if c.gen != gen || n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
 			if err := c.Ping(); err != nil {
 				c.Close()
 				continue
 			}
+			c.gen = gen
 		}
 		return c, nil
 	}
@@ -255,6 +262,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		return nil, n.connectError(err)
 	}
 	c.node = n
+	c.gen = n.gen.Load()
 	n.storeVersion(c.ServerVersion)
 	return c, nil
 }
@@ -267,6 +275,9 @@ func (n *Node) expired(c *Conn, now time.Time) bool {
 // Put returns a connection taken with Get. Broken connections are closed.
 func (n *Node) Put(c *Conn) {
 	c.lastUsed = time.Now()
+	if c.broken {
+		n.gen.Add(1)
+	}
 	n.mu.Lock()
 	if c.broken || n.closed || n.expired(c, c.lastUsed) {
 		n.mu.Unlock()
@@ -331,8 +342,11 @@ func (n *Node) check(initial bool) {
 	n.mu.Lock()
 	n.failSince = time.Time{}
 	n.mu.Unlock()
-	if !n.up.Swap(true) && n.onHealth != nil {
-		n.onHealth(n.Name, true, nil)
+	if !n.up.Swap(true) {
+		n.gen.Add(1)
+		if n.onHealth != nil {
+			n.onHealth(n.Name, true, nil)
+		}
 	}
 }
 
@@ -353,8 +367,27 @@ func (n *Node) recordFailure(err error) {
 
 func (n *Node) markDown(err error) {
 	n.downErr.Store(&err)
+	n.gen.Add(1)
+	n.closeIdle()
 	if n.up.Swap(false) && n.onHealth != nil {
 		n.onHealth(n.Name, false, err)
+	}
+}
+
+// closeIdle closes every idle connection: the server they lead to went
+// away.
+func (n *Node) closeIdle() {
+	var drop []*Conn
+	n.mu.Lock()
+	for i, l := range n.idle {
+		drop = append(drop, l...)
+		clear(l)
+		n.idle[i] = l[:0]
+	}
+	n.nidle = 0
+	n.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
 	}
 }
 

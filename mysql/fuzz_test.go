@@ -258,7 +258,7 @@ func FuzzParseAuthSwitch(f *testing.F) {
 
 func FuzzParseChangeUser(f *testing.F) {
 	caps := ClientProtocol41 | ClientSecureConnection | ClientPluginAuth
-	f.Add(appendChangeUser(nil, &ChangeUser{User: "bob", AuthResponse: testSalt, Database: "db", Charset: 45, AuthPlugin: AuthNativePassword}, caps), caps)
+	f.Add(AppendChangeUser(nil, &ChangeUser{User: "bob", AuthResponse: testSalt, Database: "db", Charset: 45, AuthPlugin: AuthNativePassword}, caps), caps)
 	f.Add(cat([]byte{0x11}, []byte("bob\x00\x00db")), ClientProtocol41|ClientSecureConnection)
 	f.Add(cat([]byte{0x11}, []byte("bob\x00pw\x00db\x00\x21\x00")), ClientProtocol41)
 	f.Fuzz(func(t *testing.T, p []byte, caps uint32) {
@@ -266,7 +266,7 @@ func FuzzParseChangeUser(f *testing.F) {
 		if err != nil {
 			return
 		}
-		cu2, err := ParseChangeUser(appendChangeUser(nil, cu, caps), caps)
+		cu2, err := ParseChangeUser(AppendChangeUser(nil, cu, caps), caps)
 		if err != nil || !reflect.DeepEqual(cu2, cu) {
 			t.Fatalf("round trip of %#v = %#v, %v", cu, cu2, err)
 		}

@@ -211,6 +211,29 @@ func ParseAuthSwitch(p []byte) (plugin string, data []byte, err error) {
 	return plugin, append([]byte(nil), data...), nil
 }
 
+// AppendChangeUser appends a COM_CHANGE_USER payload for a connection with
+// the given capabilities (connection attributes are not sent).
+func AppendChangeUser(b []byte, cu *ChangeUser, caps uint32) []byte {
+	b = append(b, ComChangeUser)
+	b = append(b, cu.User...)
+	b = append(b, 0)
+	if caps&ClientSecureConnection != 0 {
+		b = append(b, byte(len(cu.AuthResponse)))
+		b = append(b, cu.AuthResponse...)
+	} else {
+		b = append(b, cu.AuthResponse...)
+		b = append(b, 0)
+	}
+	b = append(b, cu.Database...)
+	b = append(b, 0)
+	b = append(b, byte(cu.Charset), byte(cu.Charset>>8))
+	if caps&ClientPluginAuth != 0 {
+		b = append(b, cu.AuthPlugin...)
+		b = append(b, 0)
+	}
+	return b
+}
+
 // ChangeUser is a decoded COM_CHANGE_USER payload.
 type ChangeUser struct {
 	User         string

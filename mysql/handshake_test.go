@@ -465,27 +465,6 @@ func TestAuthSwitch(t *testing.T) {
 
 // appendChangeUser builds a COM_CHANGE_USER payload for a client with the
 // given capabilities; the package itself only decodes the command.
-func appendChangeUser(b []byte, cu *ChangeUser, caps uint32) []byte {
-	b = append(b, ComChangeUser)
-	b = append(b, cu.User...)
-	b = append(b, 0)
-	if caps&ClientSecureConnection != 0 {
-		b = append(b, byte(len(cu.AuthResponse)))
-		b = append(b, cu.AuthResponse...)
-	} else {
-		b = append(b, cu.AuthResponse...)
-		b = append(b, 0)
-	}
-	b = append(b, cu.Database...)
-	b = append(b, 0)
-	b = append(b, byte(cu.Charset), byte(cu.Charset>>8))
-	if caps&ClientPluginAuth != 0 {
-		b = append(b, cu.AuthPlugin...)
-		b = append(b, 0)
-	}
-	return b
-}
-
 func TestParseChangeUser(t *testing.T) {
 	scramble := []byte("\x10\x21\x32\x43\x54\x65\x76\x87\x98\xa9\xba\xcb\xdc\xed\xfe\x0f\x01\x02\x03\x04")
 	tests := []struct {

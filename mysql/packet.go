@@ -3,6 +3,7 @@ package mysql
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -278,7 +279,7 @@ func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 		c.arm(n)
 		chunk, err := c.br.Peek(n)
 		if len(chunk) == 0 {
-			return p, unexpectedEOF(err)
+			return p, fmt.Errorf("%w: %w", ErrForwardCut, unexpectedEOF(err))
 		}
 		if _, werr := dst.bw.Write(chunk); werr != nil {
 			return p, dstErr(werr)
@@ -309,6 +310,12 @@ func (c *Conn) PeekPacket() (first byte, length int, err error) {
 	}
 	return h[4], length, nil
 }
+
+// ErrForwardCut is wrapped by ForwardPacket's error when the source failed
+// after part of a large packet was written to the destination: the
+// destination's stream now ends inside a packet, so nothing more can be
+// sent on it and the only clean answer is to close it.
+var ErrForwardCut = errors.New("source failed in the middle of a forwarded packet")
 
 // DstError wraps a failure to write to the destination in ForwardPacket, so
 // callers can tell a vanished peer on the write side from a failing source.

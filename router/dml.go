@@ -560,6 +560,10 @@ func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, err
 
 // planExplain plans EXPLAIN <statement> and DESCRIBE <table>.
 func (sc *schema) planExplain(x *ast.ExplainStmt, sql string, s Session, bind binder) (*Plan, error) {
+	if x.Stmt == nil {
+		// TiDB's EXPLAIN 'digest' forms name no statement.
+		return sc.defPlan, nil
+	}
 	if sh, ok := x.Stmt.(*ast.ShowStmt); ok {
 		return sc.planShow(sh, x, s)
 	}

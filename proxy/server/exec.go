@@ -75,6 +75,9 @@ func (ss *session) execConcat(plan *router.Plan) error {
 			if errors.As(err, &de) {
 				return errCloseSession
 			}
+			if errors.Is(err, mysql.ErrForwardCut) {
+				return ss.closeNow()
+			}
 			if started || res.sent {
 				ss.writeErr(mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", bc.Addr))
 				return nil

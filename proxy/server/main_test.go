@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -255,8 +254,8 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// nodeIdle waits until no pooled connection of the proxy's nodes is checked
-// out.
+// waitPoolIdle waits until no pooled connection of the proxy's nodes is
+// checked out.
 func (p *proxy) waitPoolIdle(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, "backend connections to be returned", func() bool {
@@ -283,12 +282,12 @@ func waitBackendQuery(t *testing.T, direct *sql.DB, q string) {
 // rawConn is a hand-driven client connection that speaks the protocol with
 // the mysql package's framing, for checks the driver cannot make.
 type rawConn struct {
-	t    *testing.T
-	nc   net.Conn
-	c    *mysql.Conn
+	t        *testing.T
+	nc       net.Conn
+	c        *mysql.Conn
 	hs       *mysql.Handshake // the server greeting
 	greeting []byte           // its raw payload
-	caps uint32           // capabilities sent in the handshake response
+	caps     uint32           // capabilities sent in the handshake response
 }
 
 // rawCaps are the capabilities rawConn asks for by default.
@@ -341,7 +340,13 @@ func (r *rawConn) sendHandshakeResponse(user, password, db string, caps uint32) 
 // unless the server answers OK.
 func (r *rawConn) login(caps uint32) {
 	r.t.Helper()
-	r.sendHandshakeResponse(appUser, appPassword, "", caps)
+	r.loginDB("", caps)
+}
+
+// loginDB is login with a database selected in the handshake.
+func (r *rawConn) loginDB(db string, caps uint32) {
+	r.t.Helper()
+	r.sendHandshakeResponse(appUser, appPassword, db, caps)
 	p := r.read()
 	if len(p) == 0 || p[0] != mysql.OKHeader {
 		r.t.Fatalf("login: got %v, want OK", describe(p))
@@ -489,9 +494,6 @@ func dbSetup(t *testing.T, s *mariadbtest.Server, names ...string) {
 	}
 	db.Close()
 }
-
-// once-per-binary guard for SET GLOBAL max_allowed_packet.
-var bigPacketOnce sync.Once
 
 // joinRows flattens rows for compact comparisons.
 func joinRows(rows [][]string) string {

@@ -214,10 +214,10 @@ func TestRawCommands(t *testing.T) {
 	r.read() // the column definition (no EOFs under CLIENT_DEPRECATE_EOF)
 	ex := []byte{mysql.ComStmtExecute}
 	ex = binary.LittleEndian.AppendUint32(ex, id)
-	ex = append(ex, 0)                                    // flags
-	ex = binary.LittleEndian.AppendUint32(ex, 1)          // iteration count
-	ex = append(ex, 0, 1, mysql.TypeLongLong, 0)          // null bitmap, new-params-bound, type
-	ex = binary.LittleEndian.AppendUint64(ex, 41)         // the value
+	ex = append(ex, 0)                            // flags
+	ex = binary.LittleEndian.AppendUint32(ex, 1)  // iteration count
+	ex = append(ex, 0, 1, mysql.TypeLongLong, 0)  // null bitmap, new-params-bound, type
+	ex = binary.LittleEndian.AppendUint64(ex, 41) // the value
 	r.command(ex)
 	if pk := r.read(); len(pk) != 1 || pk[0] != 1 {
 		t.Fatalf("execute: column count %s", describe(pk))
@@ -284,4 +284,179 @@ func TestRawCompression(t *testing.T) {
 	}
 	r.command([]byte{mysql.ComPing})
 	r.expectOK()
+}
+
+// TestRawParity sends the same commands, byte for byte, to MariaDB and
+// through the proxy, with and without CLIENT_DEPRECATE_EOF (the two pool
+// variants), and compares every response packet.
+func TestRawParity(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "rawpar")
+	direct := openDB(t, directDSN(s, "rawpar", ""))
+	mustExec(t, direct, "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(10), d DECIMAL(5,2))", "INSERT INTO t VALUES (1, 'a', 1.5), (2, NULL, NULL)")
+
+	query := func(q string) []byte { return append([]byte{mysql.ComQuery}, q...) }
+	setOption := func(v uint16) []byte { return binary.LittleEndian.AppendUint16([]byte{mysql.ComSetOption}, v) }
+	commands := []struct {
+		name      string
+		cmd       []byte
+		fieldList bool
+	}{
+		{"ping", []byte{mysql.ComPing}, false},
+		{"select", query("SELECT 1 AS a, NULL, 'x', 2.5, -1"), false},
+		{"select table", query("SELECT * FROM t ORDER BY id"), false},
+		{"empty result", query("SELECT * FROM t WHERE id < 0"), false},
+		// Writes go to a temporary table, so that each side has its own.
+		{"create temporary", query("CREATE TEMPORARY TABLE w (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"), false},
+		{"insert", query("INSERT INTO w (v) VALUES (1), (2)"), false},
+		{"update", query("UPDATE w SET v = v + 1"), false},
+		{"delete", query("DELETE FROM w WHERE id = 1"), false},
+		{"duplicate", query("INSERT INTO w VALUES (2, 0)"), false},
+		{"do", query("DO 1"), false},
+		{"warning", query("SELECT 1/0"), false},
+		{"show warnings", query("SHOW WARNINGS"), false},
+		{"error", query("SELECT * FROM t_missing"), false},
+		{"syntax error", query("SELEC 1"), false},
+		{"multi-statement off", query("SELECT 1; SELECT 2"), false},
+		{"set option on", setOption(mysql.OptionMultiStatementsOn), false},
+		{"multi-statement", query("SELECT 1; SELECT 'b', 2; DO 3"), false},
+		{"multi-statement error", query("SELECT 1; SELECT * FROM t_missing; SELECT 3"), false},
+		{"set option off", setOption(mysql.OptionMultiStatementsOff), false},
+		{"field list", append([]byte{mysql.ComFieldList}, "t\x00"...), true},
+		{"init db bad", append([]byte{mysql.ComInitDB}, "no_such_db"...), false},
+		{"init db", append([]byte{mysql.ComInitDB}, "rawpar"...), false},
+		{"begin", query("BEGIN"), false},
+		{"in transaction", query("SELECT @@in_transaction"), false},
+		{"commit", query("COMMIT"), false},
+		{"reset connection", []byte{mysql.ComResetConnection}, false},
+		{"after reset", query("SELECT @@in_transaction, DATABASE()"), false},
+		{"temporary table gone", query("SELECT * FROM w"), false},
+	}
+	for _, variant := range []struct {
+		name string
+		caps uint32
+	}{{"DEPRECATE_EOF", rawCaps}, {"classic EOF", rawCaps &^ mysql.ClientDeprecateEOF}} {
+		t.Run(variant.name, func(t *testing.T) {
+			d := dialRaw(t, s.Addr)
+			d.sendHandshakeResponse(s.User, s.Password, "rawpar", variant.caps)
+			d.expectOK()
+			pr := dialRaw(t, p.addr)
+			pr.sendHandshakeResponse(appUser, appPassword, "rawpar", variant.caps)
+			pr.expectOK()
+			for _, c := range commands {
+				d.command(c.cmd)
+				want := d.response(c.fieldList)
+				pr.command(c.cmd)
+				got := pr.response(c.fieldList)
+				if len(got) != len(want) {
+					t.Errorf("%s: %d packets through the proxy, %d from MariaDB\nproxy:   %x\nmariadb: %x", c.name, len(got), len(want), got, want)
+					continue
+				}
+				for i := range want {
+					if string(got[i]) != string(want[i]) {
+						t.Errorf("%s: packet %d differs\nproxy:   %x (%q)\nmariadb: %x (%q)", c.name, i, got[i], got[i], want[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// response reads every packet of one command's response: OK, ERR, EOF, or
+// result sets chained by SERVER_MORE_RESULTS_EXISTS; with fieldList, column
+// definitions up to EOF.
+func (r *rawConn) response(fieldList bool) [][]byte {
+	r.t.Helper()
+	var out [][]byte
+	next := func() []byte {
+		p := r.read()
+		out = append(out, p)
+		return p
+	}
+	more := func(p []byte) bool {
+		st, _, _, ok := mysql.ResultInfo(p)
+		return ok && st&mysql.StatusMoreResultsExists != 0
+	}
+	if fieldList {
+		for {
+			if p := next(); len(p) == 0 || p[0] == mysql.ErrHeader || mysql.IsEOF(p) {
+				return out
+			}
+		}
+	}
+	for {
+		p := next()
+		switch {
+		case len(p) == 0:
+			r.t.Fatal("empty packet in a response")
+		case p[0] == mysql.ErrHeader:
+			return out
+		case p[0] == mysql.OKHeader || mysql.IsEOF(p):
+			if !more(p) {
+				return out
+			}
+			continue
+		}
+		n, _, _ := mysql.ReadLenEncInt(p)
+		for range n {
+			next()
+		}
+		if r.caps&mysql.ClientDeprecateEOF == 0 {
+			next()
+		}
+		for {
+			p := next()
+			if len(p) > 0 && p[0] == mysql.ErrHeader {
+				return out
+			}
+			if mysql.IsEOF(p) {
+				if !more(p) {
+					return out
+				}
+				break
+			}
+		}
+	}
+}
+
+// TestChangeUser drives COM_CHANGE_USER by hand: the session's state is
+// reset, and a wrong password closes the connection.
+func TestChangeUser(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "cu_a", "cu_b")
+	r := dialRaw(t, p.addr)
+	r.loginDB("cu_a", rawCaps)
+	for _, q := range []string{"SET @v = 1", "BEGIN"} {
+		if _, e := r.query(q); e != nil {
+			t.Fatal(e)
+		}
+	}
+	changeUser := func(password, db string) []byte {
+		b := append([]byte{mysql.ComChangeUser}, appUser...)
+		b = append(b, 0)
+		auth := mysql.ScrambleNative(r.hs.Salt, password)
+		b = append(b, byte(len(auth)))
+		b = append(b, auth...)
+		b = append(b, db...)
+		b = append(b, 0)
+		b = binary.LittleEndian.AppendUint16(b, 45)
+		b = append(b, mysql.AuthNativePassword...)
+		return append(b, 0)
+	}
+	r.command(changeUser(appPassword, "cu_b"))
+	r.expectOK()
+	rows, e := r.query("SELECT COALESCE(@v, 'NULL'), @@in_transaction, DATABASE()")
+	if e != nil || joinRows(rows) != "NULL,0,cu_b" {
+		t.Fatalf("after COM_CHANGE_USER: %q %v, want NULL,0,cu_b", rows, e)
+	}
+	r.command(changeUser(appPassword, ""))
+	r.expectOK()
+	if rows, e := r.query("SELECT COALESCE(DATABASE(), 'NULL')"); e != nil || joinRows(rows) != "NULL" {
+		t.Errorf("after COM_CHANGE_USER without a database: %q %v, want NULL", rows, e)
+	}
+	r.command(changeUser(appPassword+"x", ""))
+	r.expectErr(mysql.ErAccessDenied)
+	r.expectClosed()
 }

@@ -216,6 +216,11 @@ wait:
 			s.mu.Lock()
 			for _, ss := range s.sessions {
 				ss.nc.Close()
+				// A statement blocked on a backend would keep its session
+				// alive past the deadline.
+				if bc := ss.running.Load(); bc != nil {
+					bc.Abort()
+				}
 			}
 			s.mu.Unlock()
 			<-done

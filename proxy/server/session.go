@@ -392,6 +392,11 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 			ss.log.Debug("client vanished mid-result", zap.Error(err))
 			return res, errCloseSession
 		}
+		if errors.Is(err, mysql.ErrForwardCut) {
+			// The client holds part of a packet: no ERR can follow it.
+			ss.log.Warn("backend failed mid-packet; closing the client connection", zap.String("node", node), zap.Error(err))
+			return res, ss.closeNow()
+		}
 		var se *mysql.SQLError
 		if errors.As(err, &se) && !res.sent {
 			return res, err // e.g. a renamed SHOW answered ERR
@@ -414,6 +419,13 @@ func (ss *session) noteResult(bc *backend.Conn, res result) {
 	if res.ok {
 		ss.status = res.status
 	}
+}
+
+// closeNow ends the session at once, dropping whatever is buffered for
+// the client (it would end inside a packet).
+func (ss *session) closeNow() error {
+	ss.nc.Close()
+	return errCloseSession
 }
 
 // backendLost reports a backend that failed during a command. The client
@@ -515,8 +527,15 @@ func (ss *session) unpin(bc *backend.Conn) {
 // the session's: database, collation, multi-statement option and, for
 // statements that read it, LAST_INSERT_ID().
 func (ss *session) syncState(bc *backend.Conn, usesLastID bool) error {
-	if bc.DB != ss.db && ss.db != "" {
-		if err := bc.UseDB(ss.db); err != nil {
+	if bc.DB != ss.db {
+		var err error
+		if ss.db == "" {
+			// Only a new login leaves a connection without a database.
+			err = bc.ChangeUser("")
+		} else {
+			err = bc.UseDB(ss.db)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -566,10 +585,12 @@ func (ss *session) releaseAll() {
 	dirty := ss.sticky || ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0
 	for _, bc := range ss.pinned {
 		if dirty {
-			if err := bc.ResetConnection(bc.Collation); err != nil {
+			// A new login on the same connection drops everything the
+			// session left there, the database included (statements such
+			// as USE inside a multi-statement text change it unseen).
+			if err := bc.ChangeUser(""); err != nil {
 				bc.MarkBroken()
 			}
-			bc.Collation = 0 // unknown after the reset: resync on next use
 		}
 		bc.Node().Put(bc)
 	}
