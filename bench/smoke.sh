@@ -186,46 +186,101 @@ http_get "http://$WEB_ADDR/healthz" >/dev/null || fail "GET http://$WEB_ADDR/hea
 STEP="drop"
 sql "DROP DATABASE smoke" || fail "DROP DATABASE"
 
-# --rand-type=uniform: sysbench's default skewed distribution makes a few rows hot, and oltp_read_write then
-# deadlocks now and then even without a proxy (counted as "ignored errors"); uniform makes that rare, and the
-# deadlocks that remain are MariaDB's own, retried by sysbench, so only real errors and reconnects fail the smoke.
-SB=(sysbench oltp_read_write --mysql-host="${PROXY_ADDR%:*}" --mysql-port="${PROXY_ADDR#*:}"
-	--mysql-user="$SG_USER" --mysql-password="$SG_PASSWORD" --mysql-db=sbtest
-	--tables=1 --table-size=1000 --rand-type=uniform)
-
-STEP="sysbench prepare"
-"${SB[@]}" cleanup >/dev/null 2>&1 || true
-"${SB[@]}" prepare >"$TMP/sb-prepare.log" 2>&1 || {
-	cat "$TMP/sb-prepare.log" >&2
-	fail "sysbench prepare"
+# sb_check LOG: fail unless a sysbench run's output shows zero errors and reconnects.
+# "ignored errors" are the deadlocks and lock-wait timeouts (1213, 1020, 1205) that MariaDB itself raises under
+# oltp_read_write's contention, directly as through the proxy; sysbench retries them. Real errors (sysbench stops
+# with FATAL) and reconnects fail.
+sb_check() {
+	local log=$1 n
+	grep -E 'queries:|ignored errors:|reconnects:|95th' "$log" | sed 's/^ */smoke: sysbench: /'
+	n=$(awk -F: '$1 ~ /^ *reconnects$/ { split($2, f, " "); print f[1] }' "$log")
+	[[ -n $n ]] || fail "no 'reconnects' line in the sysbench output"
+	[[ $n == 0 ]] || fail "sysbench reported $n reconnects"
+	# A plain "errors:" counter (other sysbench versions) must be zero too.
+	n=$(awk -F: '$1 ~ /^ *errors$/ { split($2, f, " "); print f[1] }' "$log")
+	[[ -z $n || $n == 0 ]] || fail "sysbench reported $n errors"
+	if grep -q FATAL "$log"; then
+		grep -m5 FATAL "$log" >&2
+		fail "sysbench printed FATAL"
+	fi
 }
 
-STEP="sysbench run"
-if ! "${SB[@]}" --time=10 --threads=4 run >"$TMP/sb-run.log" 2>&1; then
-	cat "$TMP/sb-run.log" >&2
-	fail "sysbench run exited non-zero"
-fi
-grep -E 'transactions:|queries:|errors:|reconnects:|95th' "$TMP/sb-run.log" | sed 's/^ */smoke: sysbench: /'
-# Each of these counters must be present (so a changed output format is noticed) and zero.
-# "ignored errors" are the deadlocks and lock-wait timeouts (1213, 1020, 1205)
-# that MariaDB itself raises under oltp_read_write's contention, directly as
-# through the proxy; sysbench retries them. Real errors and reconnects fail.
-for counter in "reconnects"; do
-	n=$(awk -F: -v c="$counter" '$1 ~ "^ *"c"$" { split($2, f, " "); print f[1] }' "$TMP/sb-run.log")
-	[[ -n $n ]] || fail "no '$counter' line in the sysbench output"
-	[[ $n == 0 ]] || fail "sysbench reported $n $counter"
-done
-# A plain "errors:" counter (other sysbench versions) must be zero too.
-n=$(awk -F: '$1 ~ /^ *errors$/ { split($2, f, " "); print f[1] }' "$TMP/sb-run.log")
-[[ -z $n || $n == 0 ]] || fail "sysbench reported $n errors"
-grep -q FATAL "$TMP/sb-run.log" && fail "sysbench printed FATAL"
+# sb_run NAME ARGS...: run sysbench, keep its output in $TMP/NAME.log, fail on errors.
+sb_run() {
+	local name=$1
+	shift
+	if ! sysbench "$@" >"$TMP/$name.log" 2>&1; then
+		tail -n 20 "$TMP/$name.log" >&2
+		fail "sysbench $name exited non-zero"
+	fi
+	if [[ ${*: -1} == run ]]; then
+		sb_check "$TMP/$name.log"
+	elif grep -q FATAL "$TMP/$name.log"; then
+		grep -m5 FATAL "$TMP/$name.log" >&2
+		fail "sysbench $name printed FATAL"
+	fi
+}
 
-STEP="sysbench cleanup"
-"${SB[@]}" cleanup >/dev/null || fail "sysbench cleanup"
+# --rand-type=uniform: sysbench's default skewed distribution makes a few rows hot, and oltp_read_write then
+# deadlocks now and then even without a proxy; uniform makes that rare.
+SB_CONN=(--mysql-host="${PROXY_ADDR%:*}" --mysql-port="${PROXY_ADDR#*:}" --mysql-user="$SG_USER"
+	--mysql-password="$SG_PASSWORD" --tables=1 --rand-type=uniform)
+
+# Unsharded: database sbplain has no shard rules, so every statement goes to the default node. oltp_read_write
+# in its default mode (prepared statements, BEGIN/COMMIT), then over the text protocol.
+STEP="sysbench unsharded"
+sql "DROP DATABASE IF EXISTS sbplain; CREATE DATABASE sbplain" >/dev/null || fail "CREATE DATABASE sbplain"
+PLAIN=("${SB_CONN[@]}" --mysql-db=sbplain --table-size=1000)
+sb_run plain-prepare oltp_read_write "${PLAIN[@]}" prepare
+sb_run plain-rw-ps oltp_read_write "${PLAIN[@]}" --time=8 --threads=4 run
+sb_run plain-rw-text oltp_read_write "${PLAIN[@]}" --time=5 --threads=4 --db-ps-mode=disable run
+sb_run plain-cleanup oltp_read_write "${PLAIN[@]}" cleanup
+sql "DROP DATABASE sbplain" || fail "DROP DATABASE sbplain"
+
+# direct PORT QUERY: run QUERY on one smoke MariaDB server, bypassing the proxy.
+direct() {
+	mariadb --no-defaults --skip-ssl --protocol=tcp -h127.0.0.1 -P"$1" -u"$SG_USER" -p"$SG_PASSWORD" \
+		--batch --skip-column-names sbtest -e "$2"
+}
+
+# Sharded: etc/ks.yaml shards sbtest.sbtest1 by hash on id over subtables sbtest1_0000..0003 (two per node).
+# sysbench creates and loads it through the proxy; then every row must be in subtable id mod 4 on its node.
+STEP="sysbench sharded prepare"
+sql "CREATE DATABASE IF NOT EXISTS sbtest" || fail "CREATE DATABASE sbtest"
+SHARD=("${SB_CONN[@]}" --mysql-db=sbtest --table-size=2000 --auto-inc=off)
+sysbench oltp_point_select "${SHARD[@]}" cleanup >/dev/null 2>&1 || true
+sb_run shard-prepare oltp_point_select "${SHARD[@]}" prepare
+STEP="sharded placement"
+total=0
+for i in 0 1 2 3; do
+	port=13307
+	((i < 2)) || port=13308
+	other=$((port == 13307 ? 13308 : 13307))
+	got=$(direct "$port" "SELECT COUNT(*), COALESCE(SUM(id % 4 <> $i), 0) FROM sbtest1_000$i") ||
+		fail "subtable sbtest1_000$i missing on 127.0.0.1:$port"
+	read -r n misplaced <<<"$got"
+	((n > 0 && misplaced == 0)) || fail "sbtest1_000$i on :$port holds $n rows, $misplaced not id mod 4 = $i"
+	if direct "$other" "SELECT 1 FROM sbtest1_000$i LIMIT 1" >/dev/null 2>&1; then
+		fail "sbtest1_000$i exists on :$other too"
+	fi
+	total=$((total + n))
+done
+((total == 2000)) || fail "the subtables hold $total rows, want 2000"
+direct 13307 "SELECT 1 FROM sbtest1 LIMIT 1" >/dev/null 2>&1 && fail "a physical table named sbtest1 exists"
+n=$(sql "SELECT id FROM sbtest.sbtest1" | wc -l) || fail "scatter SELECT"
+((n == 2000)) || fail "a scatter SELECT through the proxy returned $n rows, want 2000"
+log "sbtest1: 2000 rows in 4 subtables, each row in subtable id mod 4"
+
+# Single-shard statements over the text protocol, without transactions.
+STEP="sysbench sharded run"
+for test in oltp_point_select oltp_insert oltp_update_index oltp_update_non_index oltp_delete; do
+	sb_run "shard-$test" "$test" "${SHARD[@]}" --skip-trx=on --db-ps-mode=disable --time=3 --threads=4 run
+done
+sb_run shard-cleanup oltp_point_select "${SHARD[@]}" cleanup
 
 STEP="streaming"
 # A 256 MB result must stream through the proxy without being held in memory.
-bytes=$(sql --quick "SELECT REPEAT('x', 1024) FROM seq_1_to_262144" | wc -c) || fail "streaming query"
+bytes=$(sql --quick sbtest "SELECT REPEAT('x', 1024) FROM seq_1_to_262144" | wc -c) || fail "streaming query"
 ((bytes > 268435456)) || fail "streamed only $bytes bytes"
 hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
 log "streamed $bytes bytes; proxy peak RSS ${hwm_kb} kB"

@@ -36,8 +36,12 @@ func (ss *session) send(t *router.Target) (*backend.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	q := t.SQL
+	if q == "" {
+		q = ss.stmt // the plan sends the client's text unchanged
+	}
 	bc.ResetSeq()
-	if err := bc.WritePacket(ss.queryPacket(t.SQL)); err == nil {
+	if err := bc.WritePacket(ss.queryPacket(q)); err == nil {
 		err = bc.Flush()
 	}
 	if err != nil {

@@ -62,6 +62,8 @@ type session struct {
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	idle    atomic.Bool                  // waiting for the next command
 
+	stmt string // the text of the COM_QUERY being run
+
 	buf  []byte // scratch for packets the proxy builds
 	qbuf []byte // scratch for rewritten COM_QUERY packets
 }
@@ -231,6 +233,7 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 // query runs COM_QUERY.
 func (ss *session) query(p []byte) error {
 	sql := string(p[1:])
+	ss.stmt = sql
 	st := router.Classify(sql)
 	ss.act.set("Query", sql)
 	switch st.Kind {
