@@ -122,8 +122,21 @@ func (sc *schema) planSelect(n ast.StmtNode, s Session, bind binder) (*Plan, err
 			return nil, notSupported("cross-shard UNION on table %s (%d subtables) is not supported yet; add a condition on the shard key %s", in.rule.table, len(ts), in.rule.key)
 		}
 		if why := mergeNeeded(sel); why != "" {
-			return nil, notSupported("cross-shard SELECT with %s on table %s (%d subtables) is not supported yet; add a condition on the shard key %s",
-				why, in.rule.table, len(ts), in.rule.key)
+			// planMerge rewrites sel into what each target runs, so it
+			// comes before build restores the targets' SQL.
+			m, err := planMerge(sel)
+			if err != nil {
+				return nil, err
+			}
+			if err := st.checkNodes(ts); err != nil {
+				return nil, err
+			}
+			p, err := st.build(n, ts, Concat)
+			if err != nil {
+				return nil, err
+			}
+			p.Merge = m
+			return p, nil
 		}
 	}
 	if err := st.checkNodes(ts); err != nil {
