@@ -32,9 +32,9 @@ fi
 export PORTS=${PORTS:-"3307 3308"}    # MariaDB ports; the first one is node1. Passed on to cluster.sh.
 RELAY_ADDR=${RELAY_ADDR:-127.0.0.1:9695}
 RELAY_NODELAY=${RELAY_NODELAY:-true}
-PROXY_CONFIG=${PROXY_CONFIG:-etc/ks.yaml}
+PROXY_CONFIG=${PROXY_CONFIG:-etc/ks-unsharded.yaml}
 LOG_LEVEL=${LOG_LEVEL:-warn}
-SHARDED_CONFIG=${SHARDED_CONFIG:-}
+SHARDED_CONFIG=${SHARDED_CONFIG-etc/ks.yaml} # "" skips the sharded row
 SHARDED_PREPARE=${SHARDED_PREPARE:-} # Shell command that loads the sharded data; default: sysbench prepare through it.
 VARIANTS=${VARIANTS:-}               # "name=config ...": extra proxies with other configs, one path each, after the others.
 NODELAY_COMPARE=${NODELAY_COMPARE:-0} # 1: add variant proxy-nodelay-off ($PROXY_CONFIG with TCP_NODELAY off on both sides).
@@ -375,8 +375,9 @@ if [[ $PREPARE == 1 ]]; then
 			SHARDED_HOST=${HOST[sharded]} SHARDED_PORT=${PORT[sharded]} bash -c "$SHARDED_PREPARE" >"$OUT/prepare-sharded.log" 2>&1
 		else
 			{
-				sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" cleanup &&
-					sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" prepare
+				# The shard key must be in every INSERT: sysbench numbers the rows itself.
+				sysbench oltp_read_write "${SB_COMMON[@]}" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" cleanup &&
+					sysbench oltp_read_write "${SB_COMMON[@]}" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" prepare
 			} >"$OUT/prepare-sharded.log" 2>&1
 		fi || FAIL[sharded]="sharded prepare failed (see prepare-sharded.log)"
 	fi
