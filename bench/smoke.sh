@@ -117,6 +117,12 @@ sed -e "s/^addr:.*/addr: $PROXY_ADDR/" \
 	-e 's/127\.0\.0\.1:3307\b/127.0.0.1:13307/g' \
 	-e 's/127\.0\.0\.1:3308\b/127.0.0.1:13308/g' \
 	etc/ks.yaml >"$TMP/ks.yaml"
+# The scatter step's table: sbtest.big, hash-sharded on id into 8 subtables, 4 per node.
+awk '{ print } /^        locations: \[2, 2\]$/ && !done { done = 1
+	print "      - db: sbtest"; print "        table: big"; print "        key: id"; print "        type: hash"
+	print "        nodes: [node1, node2]"; print "        locations: [4, 4]" }' "$TMP/ks.yaml" >"$TMP/ks2.yaml"
+mv "$TMP/ks2.yaml" "$TMP/ks.yaml"
+grep -q "table: big" "$TMP/ks.yaml" || fail "etc/ks.yaml changed shape: could not add the scatter table's rule"
 for want in "addr: $PROXY_ADDR" "web_addr: $WEB_ADDR" "127.0.0.1:13307" "127.0.0.1:13308"; do
 	grep -qF "$want" "$TMP/ks.yaml" || fail "etc/ks.yaml changed shape: could not set '$want' in the smoke config"
 done
@@ -285,6 +291,32 @@ bytes=$(sql --quick sbtest "SELECT REPEAT('x', 1024) FROM seq_1_to_262144" | wc 
 hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
 log "streamed $bytes bytes; proxy peak RSS ${hwm_kb} kB"
 ((hwm_kb < 102400)) || fail "proxy peak RSS ${hwm_kb} kB exceeds 100 MB while streaming"
+
+STEP="scatter"
+# One million rows in 8 subtables over 2 nodes, loaded directly on the servers (id mod 8 = subtable).
+sql sbtest "CREATE TABLE big (id BIGINT PRIMARY KEY, k INT NOT NULL)" || fail "CREATE TABLE big"
+for i in 0 1 2 3 4 5 6 7; do
+	port=13307
+	((i < 4)) || port=13308
+	direct "$port" "INSERT INTO big_000$i SELECT seq, (seq * 7919) % 1000003 FROM seq_0_to_999999 WHERE seq % 8 = $i" ||
+		fail "loading big_000$i"
+done
+# The 10 smallest (k, id) pairs, computed on each node and merged here, must be what the proxy answers.
+want=$(for port in 13307 13308; do
+	first=0
+	((port == 13307)) || first=4
+	direct "$port" "SELECT id, k FROM (SELECT * FROM big_000$first UNION ALL SELECT * FROM big_000$((first + 1))
+		UNION ALL SELECT * FROM big_000$((first + 2)) UNION ALL SELECT * FROM big_000$((first + 3))) t ORDER BY k, id LIMIT 10"
+done | sort -t$'\t' -k2,2n -k1,1n | head -n 10)
+expect "$want" sbtest "SELECT id, k FROM big ORDER BY k, id LIMIT 10"
+expect 1000000 sbtest "SELECT COUNT(*) FROM big"
+# A 1 GB unordered result gathered from all 8 subtables streams through without being held.
+bytes=$(sql --quick sbtest "SELECT id, REPEAT('s', 1000) FROM big" | wc -c) || fail "scatter streaming query"
+((bytes > 1000000000)) || fail "the scatter query streamed only $bytes bytes"
+hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
+log "ORDER BY k LIMIT 10 over 1M rows in 8 subtables; scattered $bytes bytes; proxy peak RSS ${hwm_kb} kB"
+((hwm_kb < 102400)) || fail "proxy peak RSS ${hwm_kb} kB exceeds 100 MB in the scatter step"
+sql sbtest "DROP TABLE big" || fail "DROP TABLE big"
 
 STEP="kill query"
 # KILL QUERY takes the proxy's own connection id (what the client shows and
