@@ -41,6 +41,7 @@ NODELAY_COMPARE=${NODELAY_COMPARE:-0} # 1: add variant proxy-nodelay-off ($PROXY
 WARMUP=${WARMUP:-5}                  # Seconds of unrecorded load per path before the first round; 0 skips.
 CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use servers already running on PORTS.
 PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
+SKIP_TRX=${SKIP_TRX:-off}            # on: no BEGIN/COMMIT around sysbench's statements (B4: cross-shard reads without transactions).
 STRICT=${STRICT:-0}                  # 1: exit 1 when any run failed or reported errors.
 
 DB_HOST=127.0.0.1 # Never localhost: that is the unix socket.
@@ -461,7 +462,7 @@ variant_note() {
 	echo "rounds=$ROUNDS"
 	echo "duration_s=$DURATION"
 	echo "warmup_s=$WARMUP"
-	echo "data=$TABLES table(s) x $TABLE_SIZE rows, --rand-type=uniform"
+	echo "data=$TABLES table(s) x $TABLE_SIZE rows, --rand-type=uniform, --skip-trx=$SKIP_TRX"
 	for p in "${ALL_PATHS[@]}"; do
 		[[ -n ${FAIL[$p]:-} ]] && echo "unavailable=$p: ${FAIL[$p]}"
 	done
@@ -472,7 +473,7 @@ variant_note() {
 # sb_args TEST: options that depend on the test.
 sb_args() {
 	case $1 in
-	oltp_* | select_*) echo --skip-trx=off ;; # Explicit BEGIN/COMMIT (the default), stated for the record.
+	oltp_* | select_*) echo "--skip-trx=$SKIP_TRX" ;; # off: explicit BEGIN/COMMIT (the default), stated for the record.
 	esac
 }
 
