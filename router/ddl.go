@@ -43,10 +43,8 @@ func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) 
 			return nil, notSupported("CREATE TABLE %s ... AS SELECT is not supported for sharded table %s", r.table, r.table)
 		}
 		for _, c := range x.Constraints {
-			if c.Refer != nil {
-				if fr := sc.ruleOf(c.Refer.Table, s); fr != nil && fr.sharded() {
-					return nil, notSupported("foreign key from %s to sharded table %s is not supported", r.table, fr.table)
-				}
+			if err := sc.checkForeignKey(r, c, s); err != nil {
+				return nil, err
 			}
 		}
 	case *ast.AlterTableStmt:
@@ -55,6 +53,11 @@ func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) 
 			for _, sp := range x.Specs {
 				if sp.Tp == ast.AlterTableRenameTable {
 					return nil, notSupported("renaming table %s, which has a shard rule, is not supported", r.table)
+				}
+				if sp.Tp == ast.AlterTableAddConstraint {
+					if err := sc.checkForeignKey(r, sp.Constraint, s); err != nil {
+						return nil, err
+					}
 				}
 			}
 		} else {
@@ -88,9 +91,105 @@ func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) 
 		if err != nil {
 			return nil, err
 		}
-		p.Targets = append(p.Targets, Target{Node: sub.node, Subtable: sub.name, SQL: q})
+		p.Targets = append(p.Targets, Target{Node: sub.node, Subtable: sub.name, SQL: dropEnforced(q)})
 	}
 	return p, nil
+}
+
+// checkForeignKey refuses a foreign key of table r (a CREATE TABLE
+// constraint or ALTER TABLE ADD) that the fan-out could not create
+// everywhere: one to a sharded table, one to a table missing on a node
+// where r has a subtable or copy (tables without rules live only on the
+// default node), and a named one where a node holds several subtables of
+// r (InnoDB constraint names are unique per database, and those
+// subtables share one).
+func (sc *schema) checkForeignKey(r *rule, c *ast.Constraint, s Session) error {
+	if c == nil || c.Tp != ast.ConstraintForeignKey || c.Refer == nil {
+		return nil
+	}
+	fr := sc.ruleOf(c.Refer.Table, s)
+	if fr != nil && fr.sharded() {
+		return notSupported("foreign key from %s to sharded table %s is not supported", r.table, fr.table)
+	}
+	// where lists r's nodes with the subtable or copy on each.
+	type place struct{ node, what string }
+	var where []place
+	if r.sharded() {
+		for _, sub := range r.subs {
+			where = append(where, place{sub.node, "subtable " + sub.name})
+		}
+	} else {
+		for _, n := range r.nodes {
+			where = append(where, place{n, "a copy of " + r.table})
+		}
+	}
+	for _, w := range where {
+		switch {
+		case fr == nil && w.node != sc.def:
+			return notSupported("foreign key from %s to %s is not supported: %s has no shard rule and lives on the default node %s, but %s is on %s",
+				r.table, c.Refer.Table.Name.O, c.Refer.Table.Name.O, sc.def, w.what, w.node)
+		case fr != nil && !fr.hasNode(w.node):
+			return notSupported("foreign key from %s to global table %s is not supported: %s has no copy on %s, where %s is",
+				r.table, fr.table, fr.table, w.node, w.what)
+		}
+	}
+	if c.Name != "" && r.sharded() {
+		seen := map[string]bool{}
+		for _, sub := range r.subs {
+			if seen[sub.node] {
+				return notSupported("named foreign key %s on sharded table %s is not supported: constraint names are unique per database and node %s holds several subtables of %s; leave the constraint unnamed",
+					c.Name, r.table, sub.node, r.table)
+			}
+			seen[sub.node] = true
+		}
+	}
+	return nil
+}
+
+// dropEnforced removes the ENFORCED attribute the parser's restore writes
+// after every CHECK constraint (MySQL 8 syntax): MariaDB rejects it and
+// always enforces CHECK constraints. Restored SQL quotes every name, so a
+// bare ENFORCED outside quotes is that keyword. NOT ENFORCED is kept, for
+// the server to judge as if the client had sent it directly.
+func dropEnforced(q string) string {
+	const kw = ") ENFORCED"
+	if !strings.Contains(q, kw) {
+		return q
+	}
+	var b strings.Builder
+	for i := 0; i < len(q); {
+		switch c := q[i]; c {
+		case '\'', '`', '"':
+			j := i + 1
+			for j < len(q) {
+				if q[j] == '\\' && c != '`' {
+					j += 2
+					continue
+				}
+				if q[j] == c {
+					if j+1 < len(q) && q[j+1] == c {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			j = min(j+1, len(q))
+			b.WriteString(q[i:j])
+			i = j
+			continue
+		case ')':
+			if strings.HasPrefix(q[i:], kw) && (i+len(kw) == len(q) || !isIdent(q[i+len(kw)])) {
+				b.WriteByte(')')
+				i += len(kw)
+				continue
+			}
+		}
+		b.WriteByte(q[i])
+		i++
+	}
+	return b.String()
 }
 
 // refersToSharded plans DDL on a table without a rule that names other
@@ -203,10 +302,16 @@ func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Pla
 	}, nil
 }
 
-// showTables plans SHOW [FULL] TABLES on a database with rules: every node
-// that holds its tables answers, and the executor maps subtables back to
-// their logical table. A LIKE pattern is matched against the logical
-// names here and sent as a WHERE that also lets their subtables through.
+// showTables plans SHOW [FULL] TABLES on a database with rules. The
+// default node answers for the tables without rules and its own
+// subtables; every other node that holds subtables or global copies of
+// the database's rules is asked for those by name only, since any other
+// table there cannot be used through the proxy (statements on tables
+// without rules go to the default node). The executor maps subtables
+// back to their logical table. A LIKE pattern is matched against the
+// logical names here: the default node gets it as a WHERE that also lets
+// the matching tables' subtables through (and keeps other tables'
+// subtables out), the other nodes only the names of matching tables.
 func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 	db := x.DBName
 	if db == "" {
@@ -228,43 +333,82 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 			}
 		}
 	}
-	var q string
+	match := func(*rule) bool { return true }
+	var pat string
 	if x.Pattern != nil {
 		pv, ok := x.Pattern.Pattern.(ast.ValueExpr)
 		if !ok {
 			return nil, notSupported("SHOW TABLES LIKE needs a string pattern")
 		}
-		pat := pv.GetDatumString()
-		var subs []string
+		pat = pv.GetDatumString()
+		match = func(r *rule) bool { return likeMatch(r.table, pat, x.Pattern.Escape) }
+	}
+	col := quoteName("Tables_in_" + db)
+	show := func(where string) string {
+		var b strings.Builder
+		b.WriteString("SHOW ")
+		if x.Full {
+			b.WriteString("FULL ")
+		}
+		b.WriteString("TABLES FROM " + quoteName(db) + " WHERE " + where)
+		return b.String()
+	}
+	// q is the default node's statement; "" sends the client's text.
+	// With a pattern, the default node's subtables of matching tables
+	// are let through and those of other tables held back, since the
+	// pattern is about logical names.
+	var q string
+	if x.Pattern != nil {
+		var in, out []string
 		for _, r := range rules {
-			if r.sharded() && likeMatch(r.table, pat, x.Pattern.Escape) {
-				for _, sub := range r.subs {
-					subs = append(subs, quoteString(sub.name))
+			if !r.sharded() {
+				continue
+			}
+			for _, sub := range r.subs {
+				switch {
+				case sub.node != sc.def:
+				case match(r):
+					in = append(in, quoteString(sub.name))
+				case likeMatch(sub.name, pat, x.Pattern.Escape):
+					out = append(out, quoteString(sub.name))
 				}
 			}
 		}
-		if len(subs) > 0 {
-			col := quoteName("Tables_in_" + db)
-			var b strings.Builder
-			b.WriteString("SHOW ")
-			if x.Full {
-				b.WriteString("FULL ")
-			}
-			b.WriteString("TABLES FROM " + quoteName(db) + " WHERE " + col + " LIKE " + quoteString(pat))
+		if len(in) > 0 || len(out) > 0 {
+			where := col + " LIKE " + quoteString(pat)
 			if x.Pattern.Escape != '\\' {
-				b.WriteString(" ESCAPE " + quoteString(string(x.Pattern.Escape)))
+				where += " ESCAPE " + quoteString(string(x.Pattern.Escape))
 			}
-			b.WriteString(" OR " + col + " IN (" + strings.Join(subs, ",") + ")")
-			q = b.String()
+			if len(out) > 0 {
+				where += " AND " + col + " NOT IN (" + strings.Join(out, ",") + ")"
+			}
+			if len(in) > 0 {
+				where += " OR " + col + " IN (" + strings.Join(in, ",") + ")"
+			}
+			q = show(where)
 		}
 	}
 	for _, n := range sc.nodes {
-		keep := n == sc.def
-		for _, r := range rules {
-			keep = keep || r.hasNode(n)
-		}
-		if keep {
+		if n == sc.def {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: q})
+			continue
+		}
+		var names []string
+		for _, r := range rules {
+			switch {
+			case !match(r):
+			case r.sharded():
+				for _, sub := range r.subs {
+					if sub.node == n {
+						names = append(names, quoteString(sub.name))
+					}
+				}
+			case r.hasNode(n):
+				names = append(names, quoteString(r.table))
+			}
+		}
+		if len(names) > 0 {
+			p.Targets = append(p.Targets, Target{Node: n, SQL: show(col + " IN (" + strings.Join(names, ",") + ")")})
 		}
 	}
 	return p, nil
