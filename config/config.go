@@ -39,6 +39,7 @@ func Default() *Config {
 		ShutdownTimeout:   10 * time.Second,
 		MaxConnections:    10000,
 		MergeMemoryLimit:  256 << 20,
+		TransactionMode:   TransactionMulti,
 		Frontend:          tcp,
 		Backend: BackendOptions{
 			TCPOptions:     tcp,
@@ -51,6 +52,12 @@ func Default() *Config {
 		},
 	}
 }
+
+// Transaction modes (transaction_mode).
+const (
+	TransactionMulti  = "multi"
+	TransactionSingle = "single"
+)
 
 // Config is the whole ks.yaml. The kingshard keys come first with kingshard's
 // meaning; the shardgate extensions follow. A Config is read-only once Parse
@@ -105,6 +112,11 @@ type Config struct {
 	// hold per statement; past it the client gets error 1038. Default
 	// 256 MiB.
 	MergeMemoryLimit int64 `yaml:"merge_memory_limit"`
+	// TransactionMode says what a transaction may do across nodes:
+	// TransactionMulti (the default) opens it on every node it reaches and
+	// commits them one after another; TransactionSingle refuses the
+	// statement that would reach a second node.
+	TransactionMode string `yaml:"transaction_mode"`
 	// Frontend tunes client-side sockets.
 	Frontend TCPOptions `yaml:"frontend"`
 	// Backend tunes backend sockets and pools.

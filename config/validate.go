@@ -392,6 +392,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.ShutdownTimeout < 0 {
 		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
 	}
+	if c.TransactionMode != TransactionMulti && c.TransactionMode != TransactionSingle {
+		v.add("transaction_mode", "must be %q or %q, got %q", TransactionMulti, TransactionSingle, c.TransactionMode)
+	}
 	if c.MergeMemoryLimit <= 0 {
 		v.add("merge_memory_limit", "must be positive, got %d", c.MergeMemoryLimit)
 	}

@@ -37,6 +37,8 @@ const (
 	ErServerLost           uint16 = 1430 // ER_QUERY_ON_FOREIGN_DATA_SOURCE: a backend went away mid-query
 	ErUnknownCharset       uint16 = 1115 // ER_UNKNOWN_CHARACTER_SET
 	ErSpecificAccessDenied uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	ErErrorDuringCommit    uint16 = 1180 // ER_ERROR_DURING_COMMIT: a transaction committed on some nodes only
+	ErSPDoesNotExist       uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
@@ -59,6 +61,7 @@ var sqlStates = map[uint16]string{
 	ErServerShutdown:       "08S01",
 	ErUnknownCharset:       "42000",
 	ErSpecificAccessDenied: "42000",
+	ErSPDoesNotExist:       "42000",
 }
 
 // SQLState returns the SQLSTATE MySQL uses for code, or HY000.

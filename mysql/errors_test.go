@@ -47,6 +47,8 @@ var errorCodes = []struct {
 	{"ErServerLost", 1430, ErServerLost, "HY000"},
 	{"ErUnknownCharset", 1115, ErUnknownCharset, "42000"},
 	{"ErSpecificAccessDenied", 1227, ErSpecificAccessDenied, "42000"},
+	{"ErErrorDuringCommit", 1180, ErErrorDuringCommit, "HY000"},
+	{"ErSPDoesNotExist", 1305, ErSPDoesNotExist, "42000"},
 }
 
 func TestErrorCodes(t *testing.T) {

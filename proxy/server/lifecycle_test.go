@@ -195,8 +195,12 @@ func TestGracefulShutdown(t *testing.T) {
 	idle.login(rawCaps)
 	idleInTx := dialRaw(t, p.addr)
 	idleInTx.login(rawCaps)
-	if _, e := idleInTx.query("BEGIN"); e != nil {
-		t.Fatal(e)
+	// The proxy opens a transaction on a backend lazily, with its first
+	// statement: from then on it holds a connection.
+	for _, q := range []string{"BEGIN", "SELECT 1"} {
+		if _, e := idleInTx.query(q); e != nil {
+			t.Fatal(e)
+		}
 	}
 	busyDB := openDB(t, p.dsn("", ""))
 	busy := conn(t, busyDB)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -30,10 +31,27 @@ type stream struct {
 	raw   []byte
 	done  bool
 	res   result
+
+	// rows holds the raw row packets of a buffered stream (see
+	// merger.buffer); drained is true once its connection has nothing
+	// more to read.
+	rows    [][]byte
+	drained bool
 }
 
 // next reads the next row, or the end of the result set (done).
 func (s *stream) next() error {
+	if s.drained {
+		if len(s.rows) == 0 {
+			s.done = true
+			return nil
+		}
+		s.raw = s.rows[0]
+		s.rows = s.rows[1:]
+		var err error
+		s.vals, err = mysql.ParseTextRow(s.raw, s.ncols, s.vals)
+		return err
+	}
 	p, err := s.bc.ReadPacket()
 	if err != nil {
 		return err
@@ -107,59 +125,50 @@ func (ss *session) execMerge(plan *router.Plan) error {
 }
 
 // open sends the statement to every target and reads every column
-// definition.
+// definition. Targets on a node where the session holds a connection (an
+// open transaction, session state) share that one connection, which can
+// carry one result at a time: they run one after another and their rows
+// are read into memory (within the merge memory limit). All other targets
+// get their own connections and are sent first, so the backends work in
+// parallel.
 func (mg *merger) open(plan *router.Plan) error {
 	ss := mg.ss
 	perNode := map[string]int{}
 	for _, t := range plan.Targets {
 		perNode[t.Node]++
 	}
-	for node, n := range perNode {
-		if n > 1 && ss.pinnedOn(ss.srv.nodes[node]) != nil {
-			return mysql.NewError(mysql.ErNotSupported, "this cross-shard query reads %d subtables on node %s while the session holds a connection there (open transaction or session state); run it outside the transaction or on a separate connection", n, node)
+	// In a transaction every node has one connection, pinned when first
+	// used: all targets on a node share it.
+	inTxn := ss.inTxn()
+	shared := func(t *router.Target) bool {
+		return perNode[t.Node] > 1 && (inTxn || ss.pinnedOn(ss.srv.nodes[t.Node]) != nil)
+	}
+	for i := range plan.Targets {
+		if t := &plan.Targets[i]; !shared(t) {
+			bc, err := ss.send(t)
+			if err != nil {
+				return err
+			}
+			mg.streams = append(mg.streams, &stream{bc: bc})
+		}
+	}
+	for _, s := range mg.streams {
+		if err := mg.readHeader(s); err != nil {
+			return err
 		}
 	}
 	for i := range plan.Targets {
-		bc, err := ss.send(&plan.Targets[i])
-		if err != nil {
-			return err
-		}
-		mg.streams = append(mg.streams, &stream{bc: bc})
-	}
-	for i, s := range mg.streams {
-		p, err := s.bc.ReadPacket()
-		if err != nil {
-			s.bc.MarkBroken()
-			return mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", s.bc.Addr)
-		}
-		if len(p) > 0 && p[0] == mysql.ErrHeader {
-			s.done = true
-			return mysql.ParseErr(p)
-		}
-		n, _, k := mysql.ReadLenEncInt(p)
-		if k == 0 || p[0] == mysql.OKHeader {
-			s.bc.MarkBroken()
-			return fmt.Errorf("backend %s: expected a result set", s.bc.Addr)
-		}
-		s.ncols = int(n)
-		for c := 0; c < s.ncols; c++ {
-			p, err := s.bc.ReadPacket()
+		if t := &plan.Targets[i]; shared(t) {
+			bc, err := ss.send(t)
 			if err != nil {
-				s.bc.MarkBroken()
 				return err
 			}
-			if i == 0 {
-				col, err := mysql.ParseColumn(p)
-				if err != nil {
-					return err
-				}
-				mg.cols = append(mg.cols, col)
-				mg.rawCols = append(mg.rawCols, append([]byte(nil), p...))
+			s := &stream{bc: bc}
+			mg.streams = append(mg.streams, s)
+			if err := mg.readHeader(s); err != nil {
+				return err
 			}
-		}
-		if s.bc.Caps&mysql.ClientDeprecateEOF == 0 {
-			if _, err := s.bc.ReadPacket(); err != nil {
-				s.bc.MarkBroken()
+			if err := mg.buffer(s); err != nil {
 				return err
 			}
 		}
@@ -176,15 +185,89 @@ func (mg *merger) open(plan *router.Plan) error {
 	return nil
 }
 
+// readHeader reads a target's column count and definitions; the first
+// target's become the merged result's.
+func (mg *merger) readHeader(s *stream) error {
+	p, err := s.bc.ReadPacket()
+	if err != nil {
+		s.bc.MarkBroken()
+		return mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", s.bc.Addr)
+	}
+	if len(p) > 0 && p[0] == mysql.ErrHeader {
+		s.done = true
+		return mysql.ParseErr(p)
+	}
+	n, _, k := mysql.ReadLenEncInt(p)
+	if k == 0 || p[0] == mysql.OKHeader {
+		s.bc.MarkBroken()
+		return fmt.Errorf("backend %s: expected a result set", s.bc.Addr)
+	}
+	s.ncols = int(n)
+	first := len(mg.cols) == 0
+	for c := 0; c < s.ncols; c++ {
+		p, err := s.bc.ReadPacket()
+		if err != nil {
+			s.bc.MarkBroken()
+			return err
+		}
+		if first {
+			col, err := mysql.ParseColumn(p)
+			if err != nil {
+				return err
+			}
+			mg.cols = append(mg.cols, col)
+			mg.rawCols = append(mg.rawCols, append([]byte(nil), p...))
+		}
+	}
+	if s.bc.Caps&mysql.ClientDeprecateEOF == 0 {
+		if _, err := s.bc.ReadPacket(); err != nil {
+			s.bc.MarkBroken()
+			return err
+		}
+	}
+	return nil
+}
+
+// buffer reads all of a stream's rows into memory so its connection is
+// free for the next statement; next then serves them from memory.
+func (mg *merger) buffer(s *stream) error {
+	for {
+		p, err := s.bc.ReadPacket()
+		if err != nil {
+			s.bc.MarkBroken()
+			return mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", s.bc.Addr)
+		}
+		if mysql.IsEOF(p) {
+			s.res.setInfo(p)
+			s.drained = true
+			return nil
+		}
+		if len(p) > 0 && p[0] == mysql.ErrHeader {
+			s.drained = true
+			s.done = true
+			return mysql.ParseErr(p)
+		}
+		mg.used += int64(len(p)) + 24
+		if mg.used > mg.limit {
+			s.bc.MarkBroken() // the rest of the result is unread
+			return errMergeMemory(mg.limit)
+		}
+		s.rows = append(s.rows, append([]byte(nil), p...))
+	}
+}
+
 // close returns every stream's connection: drained ones to the pool, others
 // closed (a half-read result cannot be reused).
 func (mg *merger) close() {
-	for _, s := range mg.streams {
-		if !s.done {
+	for i, s := range mg.streams {
+		if !s.done && !s.drained {
 			s.bc.MarkBroken()
 		}
-		s.res.ok = s.res.ok && s.done
-		mg.ss.release(s.bc, false, s.res)
+		s.res.ok = s.res.ok && (s.done || s.drained)
+		// Buffered streams share the session's connection: return it once.
+		if !slices.ContainsFunc(mg.streams[i+1:], func(o *stream) bool { return o.bc == s.bc }) {
+			mg.ss.release(s.bc, false, s.res)
+		}
 	}
 	mg.streams = nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,6 +58,13 @@ type session struct {
 	// node (temporary tables, locks, user variables outside SET, ...);
 	// statements on a second node are refused while it is set.
 	unreplayable string
+
+	// txn is the statement that began the open explicit transaction ("" when
+	// none), run on each node the transaction reaches; savepoints are the
+	// SAVEPOINTs set in it since, replayed after it (see txn.go).
+	txn        string
+	savepoints []savepoint
+	joined     []*backend.Conn // connections the open transaction has begun on
 
 	act     activity                     // for SHOW PROCESSLIST
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
@@ -253,6 +261,20 @@ func (ss *session) query(p []byte) error {
 		}
 	}
 	multi := ss.multiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0
+	if !multi {
+		switch {
+		case st.Kind == router.KindTxn || st.Keyword == "SAVEPOINT" || st.Keyword == "RELEASE":
+			if handled, err := ss.txnStatement(sql); handled {
+				return err
+			}
+		case st.Kind == router.KindDDL && len(ss.pinned) > 0 && ss.inTxn() && !strings.Contains(strings.ToUpper(sql), "TEMPORARY"):
+			// DDL commits the open transaction first, on every node, as
+			// MySQL does (CREATE/DROP TEMPORARY TABLE do not).
+			if err := ss.endAll("COMMIT", true); err != nil {
+				return err
+			}
+		}
+	}
 	if multi {
 		st.Sticky = true // later statements were not classified
 	} else if st.Keyword == "USE" {
@@ -287,6 +309,9 @@ func (ss *session) query(p []byte) error {
 		res, err = ss.run(t.Node, pkt, st.Sticky, st.UsesLastInsertID, relay)
 		if err == nil && st.Sticky && res.ok {
 			ss.noteState(st, sql, multi)
+			if st.Keyword == "SET" && !multi {
+				err = ss.setOnOtherNodes(t.Node, sql)
+			}
 		}
 	}
 	if !start.IsZero() {
@@ -313,6 +338,24 @@ func (ss *session) noteState(st router.Stmt, sql string, multi bool) {
 	default:
 		ss.unreplayable = "a " + st.Keyword + " statement"
 	}
+}
+
+// setOnOtherNodes runs a SET that succeeded on node on the connections the
+// session holds to its other nodes, so every node sees the same session
+// (autocommit, isolation level, sql_mode, ...). The response already went
+// to the client: a failure here closes the session rather than leave the
+// nodes disagreeing.
+func (ss *session) setOnOtherNodes(node, sql string) error {
+	for _, bc := range ss.pinned {
+		if bc.Node().Name == node {
+			continue
+		}
+		if _, err := bc.Exec(sql); err != nil {
+			ss.log.Warn("SET failed on another node of the session; closing it", zap.String("node", bc.Node().Name), zap.Error(err))
+			return ss.closeNow()
+		}
+	}
+	return nil
 }
 
 // maxReplay bounds the SET statements kept for replay on other nodes.
@@ -468,6 +511,20 @@ func (ss *session) acquire(node string, usesLastID bool) (*backend.Conn, error) 
 			}
 		}
 	}
+	if ss.txn != "" && !slices.Contains(ss.joined, bc) {
+		if err := ss.joinTxn(bc); err != nil {
+			bc.MarkBroken() // its transaction state is unknown
+			ss.unpin(bc)
+			ss.release(bc, false, result{})
+			return nil, err
+		}
+		ss.joined = append(ss.joined, bc)
+	}
+	if ss.inTxn() {
+		// Every statement of the transaction on this node must use this
+		// connection, including the other targets of the same statement.
+		ss.pin(bc)
+	}
 	if err := ss.syncState(bc, usesLastID); err != nil {
 		if ss.pinnedOn(n) != bc {
 			ss.release(bc, false, result{})
@@ -485,11 +542,17 @@ func (ss *session) canUseAnotherNode(n *backend.Node) error {
 		return nil
 	}
 	other := ss.pinned[0].Node()
+	inTxn := ss.inTxn()
+	if inTxn {
+		if err := ss.txnNodeCheck(n); err != nil {
+			return err
+		}
+	}
 	switch {
-	case ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0:
-		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the open transaction is on node %s; transactions across nodes are not supported yet", n.Name, other.Name)
 	case ss.sticky && ss.unreplayable != "":
 		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, ss.unreplayable)
+	case inTxn:
+		// The transaction extends to n (transaction_mode multi).
 	case !ss.sticky:
 		for _, bc := range ss.pinned {
 			bc.Node().Put(bc)
@@ -585,7 +648,7 @@ func (ss *session) release(bc *backend.Conn, sticky bool, res result) {
 // leaves or resets: each is reset (dropping variables, temporary tables,
 // locks and open transactions) when the session left state on it.
 func (ss *session) releaseAll() {
-	dirty := ss.sticky || ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0
+	dirty := ss.sticky || ss.txn != "" || ss.status&mysql.StatusInTrans != 0 || ss.status&mysql.StatusAutocommit == 0
 	for _, bc := range ss.pinned {
 		if dirty {
 			// A new login on the same connection drops everything the
@@ -621,6 +684,10 @@ func (ss *session) useDB(db string) error {
 // a new connection (the database is kept, as MySQL keeps it).
 func (ss *session) reset() error {
 	ss.releaseAll()
+	ss.txn = ""
+	ss.savepoints = ss.savepoints[:0]
+	clear(ss.joined)
+	ss.joined = ss.joined[:0]
 	ss.sticky = false
 	ss.replay = nil
 	ss.unreplayable = ""
