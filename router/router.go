@@ -76,6 +76,26 @@ func New(cfg *config.Config) (*Router, error) {
 	return r, nil
 }
 
+// Prepared checks a statement for COM_STMT_PREPARE: the proxy forwards
+// binary prepared statements unchanged to the schema's default node, so
+// a statement that would run anywhere else, or on a sharded table, is
+// refused with 1235 rather than run against the wrong table.
+func (r *Router) Prepared(sql string, s Session) error {
+	sc := r.schemas[s.User]
+	if sc == nil || len(sc.rules) == 0 {
+		return nil
+	}
+	p, err := sc.plan(sql, s, nil)
+	if err == nil && p.Kind == Forward && p.Targets[0].Node == sc.def && p.Targets[0].SQL == "" && hintIn(sql, sc.hints) == nil {
+		return nil
+	}
+	tables := ""
+	if p != nil && len(p.Tables) > 0 {
+		tables = " (" + strings.Join(p.Tables, ", ") + ")"
+	}
+	return notSupported("binary prepared statements on sharded tables%s are not supported yet: shardgate would run them on the default node; send the statement as text (for Go's driver: interpolateParams=true)", tables)
+}
+
 // Session is what Route needs to know about the client's session.
 type Session struct {
 	User string // login user: selects the schema
@@ -216,6 +236,15 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 		return sc.planShow(x, x, s)
 	case *ast.ExplainStmt:
 		return sc.planExplain(x, sql, s, bind)
+	case *ast.PrepareStmt:
+		// PREPARE name FROM 'text': the text runs later, on the
+		// connection that prepared it, so it must not name sharded tables
+		// (PREPARE FROM @variable cannot be checked and runs as is).
+		if x.SQLText != "" {
+			if p, err := sc.plan(x.SQLText, s, nil); err != nil || p != sc.defPlan {
+				return nil, notSupported("PREPARE of a statement on a sharded table is not supported yet; send the statement as text")
+			}
+		}
 	}
 	st := sc.walk(n, s, bind)
 	if st.ruleInsts() {

@@ -274,3 +274,35 @@ func FuzzRoute(f *testing.F) {
 		}
 	})
 }
+
+// TestPrepared checks which statements may be forwarded as binary prepared
+// statements to the default node.
+func TestPrepared(t *testing.T) {
+	r := testRouter(t)
+	tests := []struct {
+		sql string
+		ok  bool
+	}{
+		{"SELECT ? + 1", true},
+		{"SELECT c FROM unsharded_t WHERE id = ?", true},
+		{"SELECT c FROM sbtest1 WHERE id = ?", false},
+		{"INSERT INTO sbtest1 (id, k, c, pad) VALUES (?, ?, ?, ?)", false},
+		{"UPDATE sbtest1 SET k = k + 1 WHERE id = ?", false},
+		{"/*node2*/ SELECT ?", false},
+	}
+	for _, tc := range tests {
+		err := r.Prepared(tc.sql, Session{User: "shard", DB: "sbtest"})
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.sql, err)
+		}
+		if !tc.ok {
+			var se *mysql.SQLError
+			if !errors.As(err, &se) || se.Code != mysql.ErNotSupported {
+				t.Errorf("%s: got %v, want 1235", tc.sql, err)
+			}
+		}
+	}
+	if err := r.Prepared("SELECT c FROM sbtest1 WHERE id = ?", Session{User: "plain", DB: "sbtest"}); err != nil {
+		t.Errorf("schema without rules: %v", err)
+	}
+}

@@ -202,6 +202,9 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComFieldList, mysql.ComStatistics:
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtPrepare:
+		if err := ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}); err != nil {
+			return false, err
+		}
 		// The statement id lives on this backend connection. Other nodes
 		// do not need it, so this state needs no replay.
 		ss.sticky = true

@@ -178,3 +178,26 @@ func TestTransactionSingleMode(t *testing.T) {
 		t.Errorf("after the cleanup: %s", got)
 	}
 }
+
+// TestPreparedOnShardedRefused: until binary prepared statements are routed,
+// preparing one on a sharded table is refused with 1235 (it would run on
+// the default node, against the wrong table); the same statement through
+// the text protocol works, and prepared statements on unsharded tables
+// still work.
+func TestPreparedOnShardedRefused(t *testing.T) {
+	p, db := txnProxy(t, config.TransactionMulti)
+	_, err := db.Query("SELECT balance FROM acct WHERE id = ?", 2)
+	me := wantSQLError(t, err, mysql.ErNotSupported, "42000")
+	if !strings.Contains(me.Message, "acct") {
+		t.Errorf("message does not name the table: %s", me.Message)
+	}
+	text := openDB(t, p.dsn("txn_t", "interpolateParams=true"))
+	if got := queryValue(t, text, "SELECT balance FROM acct WHERE id = ?", 2); got != "100" {
+		t.Errorf("text protocol: %s", got)
+	}
+	if got := queryValue(t, db, "SELECT COUNT(*) FROM plain WHERE id > ?", 0); got != "0" {
+		t.Errorf("prepared statement on an unsharded table: %s", got)
+	}
+	_, err = db.Exec("PREPARE s FROM 'SELECT balance FROM acct WHERE id = ?'")
+	wantSQLError(t, err, mysql.ErNotSupported, "42000")
+}
