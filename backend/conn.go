@@ -61,6 +61,11 @@ type Conn struct {
 	lastUsed time.Time
 	broken   bool
 
+	// Statements prepared on this connection by PrepareCached, by text,
+	// and their preparation order for eviction.
+	stmts     map[string]*Stmt
+	stmtOrder []string
+
 	// Kept from the handshake for ChangeUser.
 	user, password string
 	salt           []byte
@@ -197,6 +202,7 @@ func (c *Conn) ChangeUser(db string) error {
 	c.DB = db
 	c.Collation = c.coll
 	c.LastInsertID = 0
+	c.forgetStmts()
 	// Whether the multi-statement option survives a change of user differs
 	// between servers: set it again so the recorded state is the real one.
 	return c.SetMultiStatements(c.MultiStmts)
@@ -390,6 +396,7 @@ func (c *Conn) ResetConnection(handshakeCollation byte) error {
 	}
 	c.Collation = handshakeCollation
 	c.LastInsertID = 0
+	c.forgetStmts()
 	return nil
 }
 

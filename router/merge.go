@@ -64,7 +64,7 @@ type ExprOp uint8
 // Expression operators.
 const (
 	OpCol   ExprOp = iota + 1 // column value: Col
-	OpConst                   // literal: Value (nil = NULL)
+	OpConst                   // numeric literal or NULL: Value (nil = NULL)
 	OpEQ
 	OpNE
 	OpLT
@@ -81,6 +81,7 @@ const (
 	OpSub
 	OpMul
 	OpDiv
+	OpString // string literal: Value; compared as text unless the other side is a number
 )
 
 // Expr is a small expression tree over a merged row's columns, evaluated

@@ -3,6 +3,7 @@ package router
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
@@ -30,6 +31,14 @@ func planMerge(sel *ast.SelectStmt) (*Merge, error) {
 		}
 	}
 	mp.visible = len(sel.Fields.Fields)
+	for _, f := range sel.Fields.Fields {
+		keepName(f)
+		text := ""
+		if f.WildCard == nil {
+			text = restoreExpr(f.Expr)
+		}
+		mp.texts = append(mp.texts, text)
+	}
 	if sel.GroupBy != nil && sel.GroupBy.Rollup {
 		return nil, notSupported("cross-shard GROUP BY ... WITH ROLLUP is not supported yet; add a condition on the shard key")
 	}
@@ -122,6 +131,10 @@ type mergePlanner struct {
 	m        *Merge
 	visible  int
 	wildcard bool
+	// texts are the select fields' expressions as the client wrote them
+	// (restored), for matching ORDER BY and GROUP BY items: AVG fields
+	// are rewritten to SUM, which must not match ORDER BY SUM(...).
+	texts []string
 }
 
 // finish turns positions of hidden columns into negative indexes (from the
@@ -178,13 +191,11 @@ func (mp *mergePlanner) addAgg(pos int, f *ast.SelectField, agg *ast.AggregateFu
 	case ast.AggFuncMax:
 		mp.m.Aggs = append(mp.m.Aggs, Agg{Col: pos, Func: AggMax})
 	case ast.AggFuncAvg:
-		if f.AsName.O == "" {
-			// Keep the column name the client would see for AVG(...).
-			f.AsName = ast.NewCIStr(fieldText(f))
-		}
+		keepName(f) // the target's column is SUM(...)
 		sum := &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: agg.Args}
 		f.Expr = sum
 		cnt := mp.hidden(&ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: agg.Args})
+		mp.texts[cnt] = "" // a partial count the proxy does not finish: ORDER BY COUNT(...) must not use it
 		mp.m.Aggs = append(mp.m.Aggs, Agg{Col: pos, Func: AggAvg, CountCol: cnt})
 	default:
 		return notSupported("cross-shard %s() is not supported yet; add a condition on the shard key", strings.ToUpper(name))
@@ -197,6 +208,7 @@ func (mp *mergePlanner) addAgg(pos int, f *ast.SelectField, agg *ast.AggregateFu
 func (mp *mergePlanner) hidden(e ast.ExprNode) int {
 	fs := mp.sel.Fields
 	fs.Fields = append(fs.Fields, &ast.SelectField{Expr: e, AsName: ast.NewCIStr("_sg_" + strconv.Itoa(len(fs.Fields)))})
+	mp.texts = append(mp.texts, restoreExpr(e))
 	return len(fs.Fields) - 1
 }
 
@@ -221,6 +233,16 @@ func (mp *mergePlanner) column(e ast.ExprNode) (int, error) {
 	if i := mp.find(e); i >= 0 {
 		return i, nil
 	}
+	if mp.wildcard {
+		// A field next to the wildcard (often by its alias, which the
+		// targets cannot select again): its position is known only at run
+		// time, so the targets compute its expression once more.
+		for i := 0; i < mp.visible; i++ {
+			if mp.matches(i, e) {
+				return mp.hidden(mp.sel.Fields.Fields[i].Expr), nil
+			}
+		}
+	}
 	if agg, ok := unparen(e).(*ast.AggregateFuncExpr); ok {
 		pos := mp.hidden(agg)
 		if err := mp.addAgg(pos, mp.sel.Fields.Fields[pos], agg); err != nil {
@@ -231,30 +253,36 @@ func (mp *mergePlanner) column(e ast.ExprNode) (int, error) {
 	return mp.hidden(e), nil
 }
 
-// find returns the visible select-list position matching e, or -1.
+// find returns the select-list position matching e, or -1. With a
+// wildcard only the hidden columns have known positions.
 func (mp *mergePlanner) find(e ast.ExprNode) int {
-	want := restoreExpr(e)
-	cn, isCol := unparen(e).(*ast.ColumnNameExpr)
-	for i := 0; i < len(mp.sel.Fields.Fields); i++ {
+	for i := range mp.sel.Fields.Fields {
 		if i < mp.visible && mp.wildcard {
-			continue // positions before a wildcard are not known
+			continue // positions next to a wildcard are not known
 		}
-		f := mp.sel.Fields.Fields[i]
-		if f.WildCard != nil {
-			continue
-		}
-		if isCol && cn.Name.Table.O == "" && f.AsName.L != "" && f.AsName.L == cn.Name.Name.L {
-			return i
-		}
-		if fc, ok := unparen(f.Expr).(*ast.ColumnNameExpr); ok && isCol && fc.Name.Name.L == cn.Name.Name.L &&
-			(cn.Name.Table.L == "" || fc.Name.Table.L == "" || cn.Name.Table.L == fc.Name.Table.L) {
-			return i
-		}
-		if restoreExpr(f.Expr) == want {
+		if mp.matches(i, e) {
 			return i
 		}
 	}
 	return -1
+}
+
+// matches reports whether select field i is what e refers to: by alias,
+// by column name or by identical expression.
+func (mp *mergePlanner) matches(i int, e ast.ExprNode) bool {
+	f := mp.sel.Fields.Fields[i]
+	if f.WildCard != nil {
+		return false
+	}
+	cn, isCol := unparen(e).(*ast.ColumnNameExpr)
+	if isCol && cn.Name.Table.O == "" && f.AsName.L != "" && f.AsName.L == cn.Name.Name.L {
+		return true
+	}
+	if fc, ok := unparen(f.Expr).(*ast.ColumnNameExpr); ok && isCol && fc.Name.Name.L == cn.Name.Name.L &&
+		(cn.Name.Table.L == "" || fc.Name.Table.L == "" || cn.Name.Table.L == fc.Name.Table.L) {
+		return true
+	}
+	return mp.texts[i] == restoreExpr(e)
 }
 
 // expr translates a HAVING expression; aggregates and columns become
@@ -267,6 +295,9 @@ func (mp *mergePlanner) expr(e ast.ExprNode) (*Expr, error) {
 		v, ok := constText(x)
 		if !ok {
 			return nil, notSupported("cross-shard HAVING with the constant %s is not supported yet", restoreExpr(x))
+		}
+		if k := x.Kind(); k == driver.KindString || k == driver.KindBytes {
+			return &Expr{Op: OpString, Value: v}, nil
 		}
 		return &Expr{Op: OpConst, Value: v}, nil
 	case *ast.BinaryOperationExpr:
@@ -287,14 +318,24 @@ func (mp *mergePlanner) expr(e ast.ExprNode) (*Expr, error) {
 		}
 		return &Expr{Op: op, Args: []*Expr{l, r}}, nil
 	case *ast.UnaryOperationExpr:
-		if x.Op != opcode.Not && x.Op != opcode.Not2 {
-			return nil, notSupported("cross-shard HAVING with operator %s is not supported yet", x.Op)
-		}
 		a, err := mp.expr(x.V)
 		if err != nil {
 			return nil, err
 		}
-		return &Expr{Op: OpNot, Args: []*Expr{a}}, nil
+		switch x.Op {
+		case opcode.Not, opcode.Not2:
+			return &Expr{Op: OpNot, Args: []*Expr{a}}, nil
+		case opcode.Plus:
+			return a, nil
+		case opcode.Minus:
+			if a.Op == OpConst && a.Value != nil {
+				if v, ok := negateText(a.Value); ok {
+					return &Expr{Op: OpConst, Value: v}, nil
+				}
+			}
+			return &Expr{Op: OpSub, Args: []*Expr{{Op: OpConst, Value: []byte("0")}, a}}, nil
+		}
+		return nil, notSupported("cross-shard HAVING with operator %s is not supported yet", x.Op)
 	case *ast.IsNullExpr:
 		a, err := mp.expr(x.Expr)
 		if err != nil {
@@ -332,6 +373,17 @@ func constText(x *driver.ValueExpr) ([]byte, bool) {
 		return []byte(x.GetString()), true
 	}
 	return nil, false
+}
+
+// negateText returns the text of -v for a numeric literal's text.
+func negateText(v []byte) ([]byte, bool) {
+	if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+		return nil, false
+	}
+	if v[0] == '-' {
+		return v[1:], true
+	}
+	return append([]byte{'-'}, v...), true
 }
 
 // noNestedAggregate refuses aggregates inside larger expressions, which the
@@ -382,14 +434,48 @@ func restoreExpr(e ast.Node) string {
 	return sb.String()
 }
 
+// keepName aliases an unaliased select field to the name MySQL gives it,
+// its original text, since the targets run the restored text ("COUNT(*)"
+// restores as "COUNT(1)", "a + b" as "`a`+`b`"). Columns and literals keep
+// the names the targets give them; names longer than MySQL allows for an
+// alias are left alone.
+func keepName(f *ast.SelectField) {
+	if f.WildCard != nil || f.AsName.O != "" {
+		return
+	}
+	switch unparen(f.Expr).(type) {
+	case *ast.ColumnNameExpr, *driver.ValueExpr:
+		return
+	}
+	if t := fieldText(f); utf8.RuneCountInString(t) <= 256 {
+		f.AsName = ast.NewCIStr(t)
+	}
+}
+
 // fieldText is the column name MySQL gives an unaliased select field: its
 // original text.
 func fieldText(f *ast.SelectField) string {
-	if t := strings.TrimSpace(f.Text()); t != "" {
+	if t := trimComments(f.Text()); t != "" {
 		return t
 	}
-	if t := strings.TrimSpace(f.Expr.Text()); t != "" {
+	if t := trimComments(f.Expr.Text()); t != "" {
 		return t
 	}
 	return restoreExpr(f.Expr)
+}
+
+// trimComments drops spaces and /* */ comments around a field's text,
+// which are not part of MySQL's column name.
+func trimComments(t string) string {
+	for {
+		t = strings.TrimSpace(t)
+		switch {
+		case strings.HasSuffix(t, "*/") && strings.Contains(t, "/*"):
+			t = t[:strings.LastIndex(t, "/*")]
+		case strings.HasPrefix(t, "/*") && strings.Contains(t, "*/"):
+			t = t[strings.Index(t, "*/")+2:]
+		default:
+			return t
+		}
+	}
 }

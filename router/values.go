@@ -108,3 +108,80 @@ func stripDefaultCharset(x *test_driver.ValueExpr) {
 		x.Type.SetCharset("")
 	}
 }
+
+// ArgKind says what a bound prepared-statement argument is.
+type ArgKind uint8
+
+// Argument kinds.
+const (
+	ArgUnknown ArgKind = iota // not usable for routing (long data, TIME, ...)
+	ArgNull
+	ArgInt    // Text is a signed or unsigned decimal integer
+	ArgFloat  // Text is a decimal or float number
+	ArgString // Text is a string (temporal values as 'YYYY-MM-DD[ HH:MM:SS]')
+)
+
+// Arg is the value bound to one ? of a prepared statement, as text.
+type Arg struct {
+	Kind ArgKind
+	Text string
+}
+
+// value converts an argument to the router's constant form.
+func (a Arg) value() value {
+	switch a.Kind {
+	case ArgNull:
+		return value{kind: valNull}
+	case ArgInt:
+		if i, err := strconv.ParseInt(a.Text, 10, 64); err == nil {
+			return value{kind: valInt, i: i}
+		}
+		if u, err := strconv.ParseUint(a.Text, 10, 64); err == nil {
+			return value{kind: valUint, u: u}
+		}
+	case ArgFloat:
+		if f, err := strconv.ParseFloat(a.Text, 64); err == nil {
+			return value{kind: valNum, f: f, s: a.Text}
+		}
+	case ArgString:
+		return value{kind: valString, s: a.Text}
+	}
+	return value{}
+}
+
+// RouteArgs plans a prepared statement's text for one execution, with args
+// bound to its ? placeholders in text order. The targets' SQL keeps the
+// placeholders that remain in it.
+func (r *Router) RouteArgs(sql string, s Session, args []Arg) (*Plan, error) {
+	return r.route(sql, s, func(order int) (value, bool) {
+		if order < 0 || order >= len(args) {
+			return value{}, false
+		}
+		v := args[order].value()
+		return v, v.kind != valNone
+	})
+}
+
+// Placeholders counts the ? placeholders of a statement the parser
+// restored (outside quoted strings and names), to check that a target's
+// SQL still has every parameter of the prepared statement.
+func Placeholders(sql string) int {
+	n := 0
+	var quote byte
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote != '`' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '?':
+			n++
+		}
+	}
+	return n
+}

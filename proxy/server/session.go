@@ -66,6 +66,12 @@ type session struct {
 	savepoints []savepoint
 	joined     []*backend.Conn // connections the open transaction has begun on
 
+	// stmts are the binary prepared statements on sharded tables, which
+	// the proxy routes at each execution (see prepared.go); ids from
+	// routedStmtBase up.
+	stmts      map[uint32]*routedStmt
+	nextStmtID uint32
+
 	act     activity                     // for SHOW PROCESSLIST
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	idle    atomic.Bool                  // waiting for the next command
@@ -202,23 +208,30 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComFieldList, mysql.ComStatistics:
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtPrepare:
-		if err := ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}); err != nil {
-			return false, err
+		if ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
+			err = ss.prepareRouted(string(p[1:]))
+			break
 		}
 		// The statement id lives on this backend connection. Other nodes
 		// do not need it, so this state needs no replay.
 		ss.sticky = true
 		err = ss.passthrough(p, false)
-	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset:
+	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset, mysql.ComStmtClose, mysql.ComStmtSendLongData:
+		if ps := ss.routedStmt(p); ps != nil {
+			err = ss.routedStmtCommand(ps, p)
+			break
+		}
+		if cmd == mysql.ComStmtClose || cmd == mysql.ComStmtSendLongData {
+			if len(ss.pinned) == 0 {
+				return false, nil // no statement: nothing to close, and no reply is due
+			}
+			err = ss.passthrough(p, true)
+			break
+		}
 		if len(ss.pinned) == 0 {
 			return false, mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler given to %s", comName(cmd))
 		}
 		err = ss.passthrough(p, false)
-	case mysql.ComStmtClose, mysql.ComStmtSendLongData:
-		if len(ss.pinned) == 0 {
-			return false, nil // no statement: nothing to close, and no reply is due
-		}
-		err = ss.passthrough(p, true)
 	case mysql.ComSetOption:
 		err = ss.setOption(p)
 	case mysql.ComResetConnection:
@@ -415,10 +428,16 @@ func (ss *session) run(node string, p []byte, sticky, usesLastID bool, relay rel
 	if err != nil {
 		return result{}, err
 	}
+	return ss.runOn(bc, node, p, sticky, relay)
+}
+
+// runOn is run on a connection the caller acquired.
+func (ss *session) runOn(bc *backend.Conn, node string, p []byte, sticky bool, relay relayFunc) (result, error) {
 	ss.running.Store(bc)
 	defer ss.running.Store(nil)
 	bc.ResetSeq()
-	if err := bc.WritePacket(p); err == nil {
+	err := bc.WritePacket(p)
+	if err == nil {
 		err = bc.Flush()
 	}
 	if err != nil {
@@ -691,6 +710,7 @@ func (ss *session) reset() error {
 	ss.savepoints = ss.savepoints[:0]
 	clear(ss.joined)
 	ss.joined = ss.joined[:0]
+	ss.stmts = nil
 	ss.sticky = false
 	ss.replay = nil
 	ss.unreplayable = ""

@@ -179,21 +179,96 @@ func TestTransactionSingleMode(t *testing.T) {
 	}
 }
 
-// TestPreparedOnShardedRefused: until binary prepared statements are routed,
-// preparing one on a sharded table is refused with 1235 (it would run on
-// the default node, against the wrong table); the same statement through
-// the text protocol works, and prepared statements on unsharded tables
-// still work.
-func TestPreparedOnShardedRefused(t *testing.T) {
+// TestPreparedOnSharded: binary prepared statements on a sharded table are
+// routed at each execution by their bound values (point reads, writes,
+// inserts that land in the right subtable, NULL and string parameters);
+// executions that would need several targets are refused with 1235, as is
+// SQL-level PREPARE of a sharded statement; prepared statements on
+// unsharded tables are forwarded as before.
+func TestPreparedOnSharded(t *testing.T) {
 	p, db := txnProxy(t, config.TransactionMulti)
-	_, err := db.Query("SELECT balance FROM acct WHERE id = ?", 2)
+	srvs := backends(t)
+	for id := 1; id <= 8; id++ {
+		if got := queryValue(t, db, "SELECT balance FROM acct WHERE id = ?", id); got != "100" {
+			t.Errorf("prepared point read of id %d: %s", id, got)
+		}
+	}
+	ins, err := db.Prepare("INSERT INTO acct (id, balance) VALUES (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ins.Close()
+	for _, id := range []int64{9, 10, 11, 12, -3} {
+		if _, err := ins.Exec(id, id*10); err != nil {
+			t.Fatalf("insert %d: %v", id, err)
+		}
+	}
+	// Each row is in subtable id mod 4 on its node, read directly.
+	d1 := openDB(t, directDSN(srvs[0], "txn_t", ""))
+	d2 := openDB(t, directDSN(srvs[1], "txn_t", ""))
+	for _, c := range []struct {
+		db    *sql.DB
+		table string
+		want  string
+	}{
+		// -3 is 2^64-3 as kingshard hashes it: subtable 1.
+		{d1, "acct_0001", "-3|1|5|9"}, {d2, "acct_0002", "2|6|10"}, {d2, "acct_0003", "3|7|11"}, {d1, "acct_0000", "4|8|12"},
+	} {
+		if got := joinRows(queryStrings(t, c.db, "SELECT id FROM "+c.table+" ORDER BY id")); got != c.want {
+			t.Errorf("%s holds %s, want %s", c.table, got, c.want)
+		}
+	}
+	upd, err := db.Prepare("UPDATE acct SET balance = ? WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upd.Close()
+	res, err := upd.Exec(nil, "10") // a NULL value and a string key
+	if err == nil {
+		t.Fatalf("setting NOT NULL balance to NULL succeeded: %v", res)
+	}
+	wantSQLError(t, err, 1048, "23000")
+	if res, err = upd.Exec(7, "10"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Errorf("UPDATE affected %d rows", n)
+	}
+	if got := queryValue(t, d2, "SELECT balance FROM acct_0002 WHERE id = 10"); got != "7" {
+		t.Errorf("row 10 after the prepared UPDATE: %s", got)
+	}
+	// Cross-shard executions are refused, naming the table.
+	_, err = db.Query("SELECT SUM(balance) FROM acct WHERE balance > ?", 0)
 	me := wantSQLError(t, err, mysql.ErNotSupported, "42000")
 	if !strings.Contains(me.Message, "acct") {
 		t.Errorf("message does not name the table: %s", me.Message)
 	}
+	sel, err := db.Prepare("SELECT id FROM acct WHERE id IN (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sel.Close()
+	var ids []int
+	rows, err := sel.Query(1, 5) // both on acct_0001
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if rows.Close(); len(ids) != 2 {
+		t.Errorf("IN on one subtable: %v", ids)
+	}
+	_, err = sel.Query(1, 2)
+	wantSQLError(t, err, mysql.ErNotSupported, "42000")
+	// The text protocol runs the cross-shard forms.
 	text := openDB(t, p.dsn("txn_t", "interpolateParams=true"))
-	if got := queryValue(t, text, "SELECT balance FROM acct WHERE id = ?", 2); got != "100" {
-		t.Errorf("text protocol: %s", got)
+	if got := queryValue(t, text, "SELECT COUNT(*) FROM acct WHERE balance > ?", 0); got != "12" { // all but -3
+		t.Errorf("text protocol COUNT: %s", got)
 	}
 	if got := queryValue(t, db, "SELECT COUNT(*) FROM plain WHERE id > ?", 0); got != "0" {
 		t.Errorf("prepared statement on an unsharded table: %s", got)

@@ -1,0 +1,209 @@
+package mysql
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// StmtExecute is a decoded COM_STMT_EXECUTE payload.
+type StmtExecute struct {
+	ID         uint32
+	Flags      byte   // cursor type
+	Iterations uint32 // always 1
+	// Types holds two bytes per parameter (type, flags with 0x80 for
+	// unsigned): from the packet when it binds new types, otherwise the
+	// types of the previous execution.
+	Types []byte
+	// NewTypes reports whether the packet carried the types.
+	NewTypes bool
+	// Null marks parameters that are NULL.
+	Null []bool
+	// Values are the parameters' raw binary encodings (nil for NULL, and
+	// for parameters whose value came with COM_STMT_SEND_LONG_DATA, which
+	// the packet then leaves out). They alias the packet.
+	Values [][]byte
+}
+
+// StmtExecuteID returns the statement id of a COM_STMT_EXECUTE,
+// COM_STMT_SEND_LONG_DATA, COM_STMT_RESET, COM_STMT_CLOSE or
+// COM_STMT_FETCH payload.
+func StmtExecuteID(p []byte) (uint32, bool) {
+	if len(p) < 5 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(p[1:5]), true
+}
+
+// ParseStmtExecute decodes a COM_STMT_EXECUTE payload for a statement with
+// nparams parameters. prevTypes are the types bound by the previous
+// execution (nil if none); longData marks parameters whose value was sent
+// with COM_STMT_SEND_LONG_DATA.
+func ParseStmtExecute(p []byte, nparams int, prevTypes []byte, longData []bool) (*StmtExecute, error) {
+	if len(p) < 10 || p[0] != ComStmtExecute {
+		return nil, ErrMalformedPacket
+	}
+	e := &StmtExecute{
+		ID:         binary.LittleEndian.Uint32(p[1:5]),
+		Flags:      p[5],
+		Iterations: binary.LittleEndian.Uint32(p[6:10]),
+	}
+	if nparams == 0 {
+		return e, nil
+	}
+	r := p[10:]
+	nb := (nparams + 7) / 8
+	if len(r) < nb+1 {
+		return nil, ErrMalformedPacket
+	}
+	bitmap := r[:nb]
+	e.NewTypes = r[nb] == 1
+	r = r[nb+1:]
+	if e.NewTypes {
+		if len(r) < 2*nparams {
+			return nil, ErrMalformedPacket
+		}
+		e.Types = r[:2*nparams]
+		r = r[2*nparams:]
+	} else {
+		if len(prevTypes) != 2*nparams {
+			return nil, NewError(ErMalformedPacket, "COM_STMT_EXECUTE without parameter types before any were bound")
+		}
+		e.Types = prevTypes
+	}
+	e.Null = make([]bool, nparams)
+	e.Values = make([][]byte, nparams)
+	for i := range nparams {
+		if bitmap[i/8]&(1<<(i%8)) != 0 {
+			e.Null[i] = true
+			continue
+		}
+		if i < len(longData) && longData[i] {
+			continue
+		}
+		n, err := paramLen(e.Types[2*i], r)
+		if err != nil {
+			return nil, err
+		}
+		e.Values[i] = r[:n]
+		r = r[n:]
+	}
+	return e, nil
+}
+
+// paramLen returns the length of the binary value of type typ at the start
+// of r.
+func paramLen(typ byte, r []byte) (int, error) {
+	n := 0
+	switch typ {
+	case TypeNull:
+		return 0, nil
+	case TypeTiny:
+		n = 1
+	case TypeShort, TypeYear:
+		n = 2
+	case TypeLong, TypeInt24, TypeFloat:
+		n = 4
+	case TypeLongLong, TypeDouble:
+		n = 8
+	case TypeDate, TypeDatetime, TypeTimestamp, TypeTime:
+		if len(r) < 1 {
+			return 0, ErrMalformedPacket
+		}
+		n = 1 + int(r[0])
+	default:
+		l, isNull, k := ReadLenEncInt(r)
+		if k == 0 || isNull || l > uint64(len(r)-k) {
+			return 0, ErrMalformedPacket
+		}
+		n = k + int(l)
+	}
+	if n > len(r) {
+		return 0, ErrMalformedPacket
+	}
+	return n, nil
+}
+
+// AppendStmtExecute encodes e as a COM_STMT_EXECUTE payload for statement
+// id, always binding the types (a statement prepared anew on a backend
+// connection has none bound yet).
+func AppendStmtExecute(b []byte, id uint32, e *StmtExecute) []byte {
+	b = append(b, ComStmtExecute)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = append(b, e.Flags)
+	b = binary.LittleEndian.AppendUint32(b, e.Iterations)
+	n := len(e.Null)
+	if n == 0 {
+		return b
+	}
+	start := len(b)
+	for range (n + 7) / 8 {
+		b = append(b, 0)
+	}
+	for i, null := range e.Null {
+		if null {
+			b[start+i/8] |= 1 << (i % 8)
+		}
+	}
+	b = append(b, 1)
+	b = append(b, e.Types...)
+	for _, v := range e.Values {
+		b = append(b, v...)
+	}
+	return b
+}
+
+// ParamText renders a binary parameter value as MySQL text for the types
+// a shard key can have: integers (signed or unsigned), floats, strings and
+// temporal values. ok is false for NULL and for values it cannot render.
+func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
+	unsigned := flags&0x80 != 0
+	switch typ {
+	case TypeTiny:
+		if unsigned {
+			return strconv.FormatUint(uint64(v[0]), 10), true, true
+		}
+		return strconv.FormatInt(int64(int8(v[0])), 10), true, true
+	case TypeShort, TypeYear:
+		u := binary.LittleEndian.Uint16(v)
+		if unsigned || typ == TypeYear {
+			return strconv.FormatUint(uint64(u), 10), true, true
+		}
+		return strconv.FormatInt(int64(int16(u)), 10), true, true
+	case TypeLong, TypeInt24:
+		u := binary.LittleEndian.Uint32(v)
+		if unsigned {
+			return strconv.FormatUint(uint64(u), 10), true, true
+		}
+		return strconv.FormatInt(int64(int32(u)), 10), true, true
+	case TypeLongLong:
+		u := binary.LittleEndian.Uint64(v)
+		if unsigned {
+			return strconv.FormatUint(u, 10), true, true
+		}
+		return strconv.FormatInt(int64(u), 10), true, true
+	case TypeFloat:
+		return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(v))), 'g', -1, 32), false, true
+	case TypeDouble:
+		return strconv.FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(v)), 'g', -1, 64), false, true
+	case TypeDate, TypeDatetime, TypeTimestamp:
+		d := v[1:]
+		switch len(d) {
+		case 0:
+			return "0000-00-00", false, true
+		case 4:
+			return fmt.Sprintf("%04d-%02d-%02d", binary.LittleEndian.Uint16(d), d[2], d[3]), false, true
+		case 7, 11:
+			return fmt.Sprintf("%04d-%02d-%02d %02d:%02d:%02d", binary.LittleEndian.Uint16(d), d[2], d[3], d[4], d[5], d[6]), false, true
+		}
+		return "", false, false
+	case TypeNull, TypeTime:
+		return "", false, false
+	}
+	s2, isNull, n := ReadLenEncBytes(v)
+	if n == 0 || isNull {
+		return "", false, false
+	}
+	return string(s2), false, true
+}

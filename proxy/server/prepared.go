@@ -1,0 +1,263 @@
+package server
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// Binary prepared statements on sharded tables.
+//
+// A statement that touches no sharded table is forwarded to the default
+// node as is (see dispatch): its id is the backend's. A statement on a
+// sharded table is the proxy's own (ids from routedStmtBase up): each
+// COM_STMT_EXECUTE routes it with the bound values, and the target's SQL
+// runs as a binary prepared statement of the backend connection that runs
+// it, prepared once per connection and cached there (backend.PrepareCached),
+// with the client's parameter block passed on unchanged. The result is
+// relayed as raw packets, like any single-target result.
+//
+// Executions that need several targets (cross-shard reads and writes) are
+// refused with 1235 for now, as are cursors.
+
+// routedStmtBase is the first id of the proxy's own statements; backend ids
+// of forwarded statements are small per-connection counters.
+const routedStmtBase = 1 << 31
+
+// maxRoutedStmts is MySQL's default max_prepared_stmt_count.
+const maxRoutedStmts = 16382
+
+// erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
+const erMaxPreparedStmtCount = 1461
+
+// routedStmt is one of the session's statements on sharded tables.
+type routedStmt struct {
+	id      uint32
+	sql     string
+	nparams int
+	types   []byte   // parameter types bound by the last execution
+	long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
+	hasLong []bool
+}
+
+// routedStmt returns the proxy statement a COM_STMT_* packet names, or
+// nil when the id is not one of the proxy's.
+func (ss *session) routedStmt(p []byte) *routedStmt {
+	id, ok := mysql.StmtExecuteID(p)
+	if !ok || id < routedStmtBase {
+		return nil
+	}
+	return ss.stmts[id]
+}
+
+// prepareRouted answers COM_STMT_PREPARE for a statement on sharded tables.
+// The metadata comes from preparing the statement as the backend will run
+// it, on the subtable a placeholder value of 0 routes to.
+func (ss *session) prepareRouted(sql string) error {
+	if len(ss.stmts) >= maxRoutedStmts {
+		return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", maxRoutedStmts)
+	}
+	probe := make([]router.Arg, strings.Count(sql, "?"))
+	for i := range probe {
+		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
+	}
+	plan, err := ss.srv.router.RouteArgs(sql, router.Session{User: ss.user, DB: ss.db}, probe)
+	if err != nil {
+		return err
+	}
+	if plan.Kind != router.Forward {
+		return errCrossShardPrepared(plan)
+	}
+	t := &plan.Targets[0]
+	q := t.SQL
+	if q == "" {
+		q = sql
+	}
+	bc, err := ss.acquire(t.Node, false)
+	if err != nil {
+		return err
+	}
+	st, err := bc.PrepareCached(q)
+	ss.release(bc, false, result{ok: err == nil, status: ss.status})
+	if err != nil {
+		if bc.Broken() {
+			return ss.backendLost(bc)
+		}
+		return err
+	}
+	if ss.stmts == nil {
+		ss.stmts = make(map[uint32]*routedStmt)
+		ss.nextStmtID = routedStmtBase
+	}
+	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: len(st.Params)}
+	ss.nextStmtID++
+	ss.stmts[ps.id] = ps
+
+	ok := make([]byte, 0, 12)
+	ok = append(ok, mysql.OKHeader)
+	ok = binary.LittleEndian.AppendUint32(ok, ps.id)
+	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(st.Cols)))
+	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(st.Params)))
+	ok = append(ok, 0)
+	ok = binary.LittleEndian.AppendUint16(ok, st.Warnings)
+	if err := ss.c.WritePacket(ok); err != nil {
+		return err
+	}
+	for _, defs := range [][][]byte{st.Params, st.Cols} {
+		for _, d := range defs {
+			if err := ss.c.WritePacket(ss.logicalColumn(d, t.Subtable, plan)); err != nil {
+				return err
+			}
+		}
+		if len(defs) > 0 && ss.caps&mysql.ClientDeprecateEOF == 0 {
+			if err := ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], 0, ss.status)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// logicalColumn renames the subtable in a column definition to its logical
+// table, so the metadata describes the statement the client prepared.
+func (ss *session) logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
+	if subtable == "" || len(plan.Tables) != 1 {
+		return d
+	}
+	col, err := mysql.ParseColumn(d)
+	if err != nil || (col.Table != subtable && col.OrgTable != subtable) {
+		return d
+	}
+	if col.Table == subtable {
+		col.Table = plan.Tables[0]
+	}
+	if col.OrgTable == subtable {
+		col.OrgTable = plan.Tables[0]
+	}
+	return mysql.AppendColumn(nil, col)
+}
+
+func errCrossShardPrepared(plan *router.Plan) error {
+	return mysql.NewError(mysql.ErNotSupported,
+		"this prepared statement runs on %d targets of %s; cross-shard binary prepared statements are not supported yet: add a condition on the shard key, or send the statement as text",
+		len(plan.Targets), strings.Join(plan.Tables, ", "))
+}
+
+// routedStmtCommand runs COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE and
+// FETCH on one of the proxy's statements.
+func (ss *session) routedStmtCommand(ps *routedStmt, p []byte) error {
+	switch p[0] {
+	case mysql.ComStmtClose:
+		delete(ss.stmts, ps.id)
+		return nil
+	case mysql.ComStmtSendLongData:
+		if len(p) < 7 {
+			return nil // no reply is due, even for a malformed packet
+		}
+		i := int(binary.LittleEndian.Uint16(p[5:7]))
+		if i >= ps.nparams {
+			return nil
+		}
+		if ps.long == nil {
+			ps.long, ps.hasLong = make([][]byte, ps.nparams), make([]bool, ps.nparams)
+		}
+		ps.long[i] = append(ps.long[i], p[7:]...)
+		ps.hasLong[i] = true
+		return nil
+	case mysql.ComStmtReset:
+		ps.long, ps.hasLong = nil, nil
+		return ss.writeOK(mysql.OK{Status: ss.status})
+	case mysql.ComStmtFetch:
+		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet")
+	}
+	return ss.executeRouted(ps, p)
+}
+
+// executeRouted runs COM_STMT_EXECUTE on one of the proxy's statements.
+func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
+	e, err := mysql.ParseStmtExecute(p, ps.nparams, ps.types, ps.hasLong)
+	if err != nil {
+		return err
+	}
+	if e.NewTypes {
+		ps.types = append(ps.types[:0], e.Types...)
+	}
+	if e.Flags != 0 {
+		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
+	}
+	args := make([]router.Arg, ps.nparams)
+	for i := range args {
+		switch {
+		case e.Null[i]:
+			args[i].Kind = router.ArgNull
+		case e.Values[i] == nil:
+			args[i].Kind = router.ArgUnknown
+		default:
+			text, isInt, ok := mysql.ParamText(e.Types[2*i], e.Types[2*i+1], e.Values[i])
+			switch {
+			case !ok:
+			case isInt:
+				args[i] = router.Arg{Kind: router.ArgInt, Text: text}
+			case e.Types[2*i] == mysql.TypeFloat || e.Types[2*i] == mysql.TypeDouble:
+				args[i] = router.Arg{Kind: router.ArgFloat, Text: text}
+			default:
+				args[i] = router.Arg{Kind: router.ArgString, Text: text}
+			}
+		}
+	}
+	ss.act.set("Execute", ps.sql)
+	plan, err := ss.srv.router.RouteArgs(ps.sql, router.Session{User: ss.user, DB: ss.db}, args)
+	if err != nil {
+		return err
+	}
+	if plan.Kind != router.Forward {
+		return errCrossShardPrepared(plan)
+	}
+	t := &plan.Targets[0]
+	q := t.SQL
+	if q == "" {
+		q = ps.sql
+	} else if router.Placeholders(q) != ps.nparams {
+		return errCrossShardPrepared(plan)
+	}
+	ss.srv.queries.Add(1)
+	bc, err := ss.acquire(t.Node, false)
+	if err != nil {
+		return err
+	}
+	st, err := bc.PrepareCached(q)
+	if err == nil && len(st.Params) != ps.nparams {
+		err = mysql.NewError(mysql.ErNotSupported, "the statement on %s has %d parameters, the prepared one %d", t.Subtable, len(st.Params), ps.nparams)
+	}
+	if err == nil {
+		err = ss.sendLongData(bc, st, ps)
+	}
+	if err != nil {
+		ss.release(bc, false, result{ok: false, status: ss.status})
+		if bc.Broken() {
+			return ss.backendLost(bc)
+		}
+		return err
+	}
+	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
+	_, err = ss.runOn(bc, t.Node, ss.qbuf, false, ss.relayResult)
+	return err
+}
+
+// sendLongData passes the long data a client sent for this execution on to
+// the backend statement; MySQL keeps it only until the execution.
+func (ss *session) sendLongData(bc *backend.Conn, st *backend.Stmt, ps *routedStmt) error {
+	defer func() { ps.long, ps.hasLong = nil, nil }()
+	for i, has := range ps.hasLong {
+		if !has {
+			continue
+		}
+		if err := bc.SendLongData(st.ID, uint16(i), ps.long[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
