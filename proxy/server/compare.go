@@ -51,6 +51,12 @@ func columnCmp(c *mysql.Column) cmpKind {
 	case mysql.TypeBit:
 		return cmpBinary
 	}
+	if c.Charset != 63 && c.Flags&mysql.FlagBinary != 0 {
+		// A column definition carries the connection's collation (the
+		// server converts values to character_set_results), not the
+		// column's; BINARY_FLAG is what tells a *_bin column apart.
+		return cmpBinPad
+	}
 	return collationCmp(c.Charset)
 }
 
@@ -257,6 +263,11 @@ func generalCIKey(s []byte) []byte {
 }
 
 func generalWeight(r rune) rune {
+	if r > 0xFFFF {
+		// general_ci has weights for the BMP only; every other
+		// character weighs as U+FFFD, so all of them are equal.
+		return 0xFFFD
+	}
 	if r < 0x80 {
 		if r >= 'a' && r <= 'z' {
 			return r - 'a' + 'A'

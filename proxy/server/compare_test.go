@@ -1,6 +1,11 @@
 package server
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
 
 func TestCompareValues(t *testing.T) {
 	tests := []struct {
@@ -27,6 +32,10 @@ func TestCompareValues(t *testing.T) {
 		{cmpGeneralCI, "élan", "Elan", 0},
 		{cmpGeneralCI, "b", "A", 1},
 		{cmpGeneralCI, "x ", "X", 0},
+		// Outside the BMP every character weighs as U+FFFD in general_ci.
+		{cmpGeneralCI, "😀", "😎", 0},
+		{cmpGeneralCI, "a😀", "A😎", 0},
+		{cmpGeneralCI, "😀", "日", 1},
 		{cmpUnicodeCI, "Ärger", "arger", 0},
 		{cmpUnicodeCI, "zebra", "Äpfel", 1},
 	}
@@ -45,4 +54,98 @@ func sign(x int) int {
 		return 1
 	}
 	return 0
+}
+
+func TestColumnCmp(t *testing.T) {
+	tests := []struct {
+		c    mysql.Column
+		want cmpKind
+	}{
+		{mysql.Column{Type: mysql.TypeVarString, Charset: 45}, cmpGeneralCI},
+		// MariaDB names the connection's collation for every string
+		// column; BINARY_FLAG marks the *_bin ones.
+		{mysql.Column{Type: mysql.TypeVarString, Charset: 45, Flags: mysql.FlagBinary}, cmpBinPad},
+		{mysql.Column{Type: mysql.TypeString, Charset: 45, Flags: mysql.FlagBinary | mysql.FlagNotNull}, cmpBinPad},
+		{mysql.Column{Type: mysql.TypeVarString, Charset: 63, Flags: mysql.FlagBinary}, cmpBinary},
+		{mysql.Column{Type: mysql.TypeLongLong, Charset: 63, Flags: mysql.FlagBinary}, cmpSigned},
+		{mysql.Column{Type: mysql.TypeVarString, Charset: 224}, cmpUnicodeCI},
+	}
+	for _, tt := range tests {
+		if got := columnCmp(&tt.c); got != tt.want {
+			t.Errorf("columnCmp(type %#x charset %d flags %#x) = %d, want %d", tt.c.Type, tt.c.Charset, tt.c.Flags, got, tt.want)
+		}
+	}
+}
+
+// TestFormatDouble checks DOUBLE text against what MariaDB 10.11 sends.
+func TestFormatDouble(t *testing.T) {
+	tests := []struct {
+		f    float64
+		want string
+	}{
+		{0, "0"},
+		{1, "1"},
+		{-0.5, "-0.5"},
+		{100, "100"},
+		{1500000, "1500000"},
+		{1234567.5, "1234567.5"},
+		{1e14, "100000000000000"},
+		{999999999999999, "999999999999999"},
+		{123456789012345.67, "123456789012345.67"},
+		{1e15, "1e15"},
+		{-1.5e15, "-1.5e15"},
+		{1.2345678901234568e17, "1.2345678901234568e17"},
+		{1e100, "1e100"},
+		{0.001, "0.001"},
+		{0.0001, "0.0001"},
+		{1.5e-7, "0.00000015"},
+		{1.2345678901234567e-15, "0.0000000000000012345678901234568"},
+		{1e-15, "0.000000000000001"},
+		{1e-16, "1e-16"},
+		{5e-324, "5e-324"},
+		{0.30000000000000004, "0.30000000000000004"},
+	}
+	for _, tt := range tests {
+		if got := string(formatDouble(tt.f)); got != tt.want {
+			t.Errorf("formatDouble(%v) = %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}
+
+// TestHavingCompare checks MySQL's comparison rules for HAVING: numbers
+// against strings as numbers, strings under the column's collation, dates
+// against datetimes as points in time.
+func TestHavingCompare(t *testing.T) {
+	col := func(k cmpKind, v string) exprValue { return exprValue{text: []byte(v), kind: k} }
+	str := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpGeneralCI, lit: true} }
+	num := func(v string) exprValue { return exprValue{num: textNumber([]byte(v))} }
+	tests := []struct {
+		a, b exprValue
+		want int
+	}{
+		{col(cmpBinPad, ""), str("-1"), -1},           // as text (as numbers, 0 > -1)
+		{col(cmpBinPad, "apple"), str("Apple"), 1},    // the column's binary collation
+		{col(cmpGeneralCI, "apple"), str("APPLE"), 0}, // the column's case-insensitive collation
+		{col(cmpDecimal, "10.50"), str("10.5abc"), 0}, // a number against a string: as numbers
+		{col(cmpSigned, "9"), str("10"), -1},
+		{col(cmpGeneralCI, "12abc"), num("12"), 0},
+		{col(cmpTemporal, "2024-01-01 00:00:00"), str("2024-01-01"), 0},
+		{col(cmpTemporal, "2024-01-01"), str("2024-01-01 00:00:01"), -1},
+		{str("b"), col(cmpBinPad, "B"), 1},
+	}
+	for _, tt := range tests {
+		if got := sign(compareExpr(tt.a, tt.b)); got != tt.want {
+			t.Errorf("compareExpr(%q, %q) = %d, want %d", tt.a.text, tt.b.text, got, tt.want)
+		}
+	}
+	// MIN/MAX keep an empty string, which is not NULL.
+	mg := &merger{m: &resolved{Merge: router.Merge{Aggs: []router.Agg{{Col: 0, Func: router.AggMin}}}}, kinds: []cmpKind{cmpGeneralCI},
+		cols: []*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}}}
+	g := mg.newGroup([][]byte{nil})
+	if err := mg.fold(g, [][]byte{{}}); err != nil {
+		t.Fatal(err)
+	}
+	if g.row[0] == nil {
+		t.Errorf("MIN over '' is NULL, want ''")
+	}
 }

@@ -2,17 +2,20 @@ package server
 
 import (
 	"math/big"
+	"strings"
 
 	"github.com/shardgate/shardgate/router"
 )
 
 // exprValue is the result of evaluating a HAVING expression: NULL, a
-// number, or text compared with a column's rules.
+// number, or text compared with a column's rules (lit: a string literal,
+// which takes the rules of what it is compared with).
 type exprValue struct {
 	null bool
 	num  *big.Rat // set for numbers
 	text []byte
 	kind cmpKind
+	lit  bool
 }
 
 var exprTrue = exprValue{num: big.NewRat(1, 1)}
@@ -23,11 +26,7 @@ func truthy(v exprValue) bool {
 	if v.null {
 		return false
 	}
-	if v.num != nil {
-		return v.num.Sign() != 0
-	}
-	r, ok := new(big.Rat).SetString(string(v.text))
-	return ok && r.Sign() != 0
+	return toNumber(v).Sign() != 0
 }
 
 func boolValue(b bool) exprValue {
@@ -51,6 +50,59 @@ func numeric(v exprValue) (*big.Rat, bool) {
 	return nil, false
 }
 
+// toNumber converts a non-NULL value to a number as MySQL does in numeric
+// context: text by its longest numeric prefix ("12abc" is 12, "abc" 0).
+func toNumber(v exprValue) *big.Rat {
+	if r, ok := numeric(v); ok {
+		return r
+	}
+	return textNumber(v.text)
+}
+
+func textNumber(s []byte) *big.Rat {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+		i++
+	}
+	start := i
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return new(big.Rat)
+	}
+	end := i
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		j := i + 1
+		if j < len(s) && (s[j] == '-' || s[j] == '+') {
+			j++
+		}
+		if j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			end = j
+		}
+	}
+	r, ok := new(big.Rat).SetString(strings.TrimSuffix(string(s[start:end]), "."))
+	if !ok {
+		return new(big.Rat)
+	}
+	return r
+}
+
 // eval evaluates e over a merged row with MySQL's three-valued logic.
 func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 	switch e.Op {
@@ -67,7 +119,12 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 		if r, ok := new(big.Rat).SetString(string(e.Value)); ok {
 			return exprValue{num: r}
 		}
-		return exprValue{text: e.Value, kind: cmpGeneralCI}
+		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
+	case router.OpString:
+		if e.Value == nil {
+			return exprNull
+		}
+		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
 	case router.OpAnd:
 		a, b := mg.eval(e.Args[0], row), mg.eval(e.Args[1], row)
 		if (!a.null && !truthy(a)) || (!b.null && !truthy(b)) {
@@ -100,11 +157,10 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 	a, b := mg.eval(e.Args[0], row), mg.eval(e.Args[1], row)
 	switch e.Op {
 	case router.OpAdd, router.OpSub, router.OpMul, router.OpDiv:
-		x, ok1 := numeric(a)
-		y, ok2 := numeric(b)
-		if a.null || b.null || !ok1 || !ok2 {
+		if a.null || b.null {
 			return exprNull
 		}
+		x, y := toNumber(a), toNumber(b)
 		r := new(big.Rat)
 		switch e.Op {
 		case router.OpAdd:
@@ -147,17 +203,36 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 	return exprNull
 }
 
-// compareExpr compares two non-NULL values: as numbers when either is a
-// number, else as text in the column's collation.
+// compareExpr compares two non-NULL values as MySQL does: as numbers when
+// either is a number (the other converted), else as text under the
+// column's collation (a string literal takes the column's), dates and
+// datetimes as points in time.
 func compareExpr(a, b exprValue) int {
-	x, ok1 := numeric(a)
-	y, ok2 := numeric(b)
-	if (a.num != nil || b.num != nil || ok1 && ok2) && ok1 && ok2 {
+	x, aNum := numeric(a)
+	y, bNum := numeric(b)
+	switch {
+	case aNum && bNum:
 		return x.Cmp(y)
+	case aNum:
+		return x.Cmp(textNumber(b.text))
+	case bNum:
+		return textNumber(a.text).Cmp(y)
 	}
 	k := a.kind
-	if a.num != nil || a.kind == cmpGeneralCI && b.kind != cmpGeneralCI {
+	if a.lit && !b.lit {
 		k = b.kind
 	}
-	return compareValues(k, a.text, b.text)
+	at, bt := a.text, b.text
+	if k == cmpTemporal {
+		at, bt = padDate(at), padDate(bt)
+	}
+	return compareValues(k, at, bt)
+}
+
+// padDate makes a DATE ("2024-05-01") comparable with DATETIMEs: midnight.
+func padDate(v []byte) []byte {
+	if len(v) == 10 {
+		return append(v[:10:10], " 00:00:00"...)
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"container/heap"
 	"errors"
 	"fmt"
@@ -638,16 +639,22 @@ func (mg *merger) fold(g *groupState, r [][]byte) error {
 				continue
 			}
 			if cur == nil {
-				g.row[a.Col] = append([]byte(nil), v...)
+				g.row[a.Col] = cloneValue(v)
 				continue
 			}
 			c := compareValues(mg.kinds[a.Col], v, cur)
 			if (a.Func == router.AggMin && c < 0) || (a.Func == router.AggMax && c > 0) {
-				g.row[a.Col] = append([]byte(nil), v...)
+				g.row[a.Col] = cloneValue(v)
 			}
 		}
 	}
 	return nil
+}
+
+// cloneValue copies a non-NULL value; an empty string stays non-nil, since
+// nil is NULL.
+func cloneValue(v []byte) []byte {
+	return append(make([]byte, 0, len(v)), v...)
 }
 
 // finish writes a group's aggregates into its row.
@@ -688,15 +695,51 @@ func avgDecimals(c *mysql.Column) int {
 	return min(int(c.Decimals)+4, 30)
 }
 
-// formatDouble prints a DOUBLE as MySQL's text protocol does: the
-// shortest representation, exponent without '+'.
+// formatDouble prints a DOUBLE as MariaDB's text protocol does: the
+// shortest digits that read back as the same value, in positional notation
+// for decimal exponents -15 to 14 and in scientific notation without '+'
+// otherwise (1e15, 1.5e-16).
 func formatDouble(f float64) []byte {
-	b := strconv.AppendFloat(nil, f, 'g', -1, 64)
-	for i := 0; i < len(b); i++ {
-		if b[i] == 'e' && i+1 < len(b) && b[i+1] == '+' {
-			b = append(b[:i+1], b[i+2:]...)
-			break
+	if f == 0 {
+		return []byte("0") // also -0
+	}
+	e := strconv.AppendFloat(nil, f, 'e', -1, 64) // [-]d[.ddd]e±XX
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
+	}
+	i := bytes.IndexByte(e, 'e')
+	exp, _ := strconv.Atoi(string(e[i+1:]))
+	digits := make([]byte, 0, i)
+	for _, c := range e[:i] {
+		if c != '.' {
+			digits = append(digits, c)
 		}
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	switch {
+	case exp < -15 || exp >= 15:
+		b = append(b, e[:i]...)
+		b = append(b, 'e')
+		b = strconv.AppendInt(b, int64(exp), 10)
+	case exp < 0:
+		b = append(b, "0."...)
+		for range -exp - 1 {
+			b = append(b, '0')
+		}
+		b = append(b, digits...)
+	case exp+1 >= len(digits):
+		b = append(b, digits...)
+		for range exp + 1 - len(digits) {
+			b = append(b, '0')
+		}
+	default:
+		b = append(b, digits[:exp+1]...)
+		b = append(b, '.')
+		b = append(b, digits[exp+1:]...)
 	}
 	return b
 }
