@@ -39,6 +39,7 @@ const (
 	ErSpecificAccessDenied uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 	ErErrorDuringCommit    uint16 = 1180 // ER_ERROR_DURING_COMMIT: a transaction committed on some nodes only
 	ErSPDoesNotExist       uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
+	ErWrongArguments       uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.

@@ -49,6 +49,7 @@ var errorCodes = []struct {
 	{"ErSpecificAccessDenied", 1227, ErSpecificAccessDenied, "42000"},
 	{"ErErrorDuringCommit", 1180, ErErrorDuringCommit, "HY000"},
 	{"ErSPDoesNotExist", 1305, ErSPDoesNotExist, "42000"},
+	{"ErWrongArguments", 1210, ErWrongArguments, "HY000"},
 }
 
 func TestErrorCodes(t *testing.T) {

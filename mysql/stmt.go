@@ -207,3 +207,74 @@ func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
 	}
 	return string(s2), false, true
 }
+
+// ParamLiteral renders a binary parameter value as an SQL literal that
+// means the same value whatever the session's sql_mode: numbers as text,
+// temporal values quoted, strings as hex with the connection's character
+// set as introducer (so no escaping is involved), blobs as hex. A nil v is
+// NULL.
+func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
+	if v == nil || typ == TypeNull {
+		return "NULL", true
+	}
+	hexLit := func(b []byte) string {
+		const digits = "0123456789abcdef"
+		out := make([]byte, 0, 3+2*len(b))
+		out = append(out, "X'"...)
+		for _, c := range b {
+			out = append(out, digits[c>>4], digits[c&15])
+		}
+		return string(append(out, '\''))
+	}
+	switch typ {
+	case TypeTiny, TypeShort, TypeYear, TypeLong, TypeInt24, TypeLongLong, TypeFloat, TypeDouble:
+		s, _, ok := ParamText(typ, flags, v)
+		return s, ok
+	case TypeDate, TypeDatetime, TypeTimestamp:
+		s, _, ok := ParamText(typ, flags, v)
+		if ok && len(v) == 12 {
+			s += fmt.Sprintf(".%06d", binary.LittleEndian.Uint32(v[8:12]))
+		}
+		return "'" + s + "'", ok
+	case TypeTime:
+		d := v[1:]
+		if len(d) == 0 {
+			return "'00:00:00'", true
+		}
+		if len(d) != 8 && len(d) != 12 {
+			return "", false
+		}
+		sign := ""
+		if d[0] == 1 {
+			sign = "-"
+		}
+		h := binary.LittleEndian.Uint32(d[1:5])*24 + uint32(d[5])
+		s := fmt.Sprintf("'%s%d:%02d:%02d", sign, h, d[6], d[7])
+		if len(d) == 12 {
+			s += fmt.Sprintf(".%06d", binary.LittleEndian.Uint32(d[8:12]))
+		}
+		return s + "'", true
+	}
+	raw, isNull, n := ReadLenEncBytes(v)
+	if n == 0 || isNull {
+		return "", false
+	}
+	switch typ {
+	case TypeDecimal, TypeNewDecimal:
+		for _, c := range raw {
+			if (c < '0' || c > '9') && c != '.' && c != '-' && c != '+' && c != 'e' && c != 'E' {
+				return "", false
+			}
+		}
+		return string(raw), len(raw) > 0
+	case TypeTinyBlob, TypeMediumBlob, TypeLongBlob, TypeBlob, TypeGeometry:
+		return hexLit(raw), true
+	}
+	return "_" + charset + " " + hexLit(raw), true
+}
+
+// LongDataValue wraps bytes sent with COM_STMT_SEND_LONG_DATA as the
+// length-encoded value ParamLiteral reads.
+func LongDataValue(data []byte) []byte {
+	return AppendLenEncBytes(nil, data)
+}

@@ -12,8 +12,8 @@ var execPacket = []byte{
 	ComStmtExecute, 7, 0, 0, 0, // id
 	0,          // flags
 	1, 0, 0, 0, // iterations
-	0x02,       // NULL bitmap: parameter 1
-	1,          // new params bound
+	0x02, // NULL bitmap: parameter 1
+	1,    // new params bound
 	TypeLongLong, 0, TypeNull, 0, TypeVarString, 0,
 	42, 0, 0, 0, 0, 0, 0, 0,
 	2, 'a', 'b',

@@ -116,6 +116,12 @@ func (sc *schema) planSelect(n ast.StmtNode, s Session, bind binder) (*Plan, err
 	if err != nil {
 		return nil, err
 	}
+	if isSel && sel.Fields != nil {
+		// The targets run restored text: keep MySQL's column names.
+		for _, f := range sel.Fields.Fields {
+			keepName(f)
+		}
+	}
 	if len(ts) > 1 {
 		in := st.groups[0].insts[0]
 		if !isSel {

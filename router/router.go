@@ -213,7 +213,24 @@ func parse(p *parser.Parser, sql string) (stmts []ast.StmtNode, err error) {
 		}
 	}()
 	stmts, _, err = p.Parse(sql, "", "")
+	if err == nil {
+		numberMarkers(stmts)
+	}
 	return stmts, err
+}
+
+// numberMarkers sets each ? placeholder's Order, its position among the
+// statement's placeholders in text order: the parser records only the
+// offset (TiDB's planner numbers them later), and binding a prepared
+// statement's values goes by Order.
+func numberMarkers(stmts []ast.StmtNode) {
+	for _, st := range stmts {
+		f := &markerFinder{}
+		st.Accept(f)
+		for i, m := range f.markers {
+			m.Order = i
+		}
+	}
 }
 
 // planStmt plans one parsed statement.

@@ -306,3 +306,29 @@ func TestPrepared(t *testing.T) {
 		t.Errorf("schema without rules: %v", err)
 	}
 }
+
+// TestRouteArgs checks that bound values reach the placeholder they belong
+// to (the parser leaves every placeholder's Order at 0; the router numbers
+// them by position) and that Inline places literals in text order.
+func TestRouteArgs(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	p, err := r.RouteArgs("UPDATE sbtest1 SET k = ? WHERE id = ?", s, []Arg{{ArgInt, "7"}, {ArgInt, "10"}})
+	if err != nil || p.Kind != Forward || p.Targets[0].Subtable != "sbtest1_0002" {
+		t.Fatalf("UPDATE by the second placeholder: %+v %v", p, err)
+	}
+	if n := Placeholders(p.Targets[0].SQL); n != 2 {
+		t.Errorf("target SQL %q keeps %d placeholders, want 2", p.Targets[0].SQL, n)
+	}
+	p, err = r.RouteArgs("SELECT c FROM sbtest1 WHERE id IN (?, ?) AND k = '?'", s, []Arg{{ArgInt, "1"}, {ArgInt, "3"}})
+	if err != nil || len(p.Targets) != 2 {
+		t.Fatalf("IN over two subtables: %+v %v", p, err)
+	}
+	got, err := Inline("SELECT /* ? */ c FROM sbtest1 WHERE id IN (?, ?) AND c = '?'", []string{"1", "_utf8mb4 X'41'"})
+	if want := "SELECT /* ? */ c FROM sbtest1 WHERE id IN (1, _utf8mb4 X'41') AND c = '?'"; err != nil || got != want {
+		t.Errorf("Inline = %q, %v; want %q", got, err, want)
+	}
+	if _, err := Inline("SELECT ?", nil); err == nil {
+		t.Error("Inline with a missing value: no error")
+	}
+}

@@ -2,12 +2,18 @@ package router
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	pmysql "github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // binder supplies the value of the ? placeholder with the given order
@@ -185,3 +191,77 @@ func Placeholders(sql string) int {
 	}
 	return n
 }
+
+// Inline returns sql with each ? placeholder replaced by the literal of the
+// same order, for running a prepared statement's execution through the
+// text path (cross-shard executions are merged from text results). The
+// literals must be valid SQL literals.
+func Inline(sql string, literals []string) (string, error) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	if p != nil {
+		parsers.Put(p)
+	}
+	if err != nil {
+		return "", mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
+	}
+	if len(stmts) != 1 {
+		return "", notSupported("a prepared statement must be one statement")
+	}
+	f := &markerFinder{}
+	stmts[0].Accept(f)
+	if len(f.markers) != len(literals) {
+		return "", mysql.NewError(mysql.ErWrongArguments, "the statement has %d placeholders, %d values were bound", len(f.markers), len(literals))
+	}
+	var b strings.Builder
+	last := 0
+	for i, m := range f.markers {
+		off := m.Offset
+		if off < last || off >= len(sql) || sql[off] != '?' {
+			return "", notSupported("cannot place the value of placeholder %d", i+1)
+		}
+		b.WriteString(sql[last:off])
+		b.WriteString(literals[i])
+		last = off + 1
+	}
+	b.WriteString(sql[last:])
+	return b.String(), nil
+}
+
+// CountPlaceholders returns the number of ? placeholders of a statement
+// (0 when it does not parse).
+func CountPlaceholders(sql string) int {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	if p != nil {
+		parsers.Put(p)
+	}
+	n := 0
+	for _, st := range stmts {
+		f := &markerFinder{}
+		st.Accept(f)
+		n += len(f.markers)
+	}
+	return n
+}
+
+// markerFinder collects the placeholders of a statement in text order.
+type markerFinder struct {
+	markers []*test_driver.ParamMarkerExpr
+}
+
+func (f *markerFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if m, ok := n.(*test_driver.ParamMarkerExpr); ok {
+		i, _ := slices.BinarySearchFunc(f.markers, m.Offset, func(x *test_driver.ParamMarkerExpr, off int) int { return x.Offset - off })
+		f.markers = slices.Insert(f.markers, i, m)
+	}
+	return n, false
+}
+
+func (f *markerFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }

@@ -134,10 +134,23 @@ func (ss *session) concatOne(bc *backend.Conn, first bool) (result, error) {
 	if !deprecateEOF {
 		meta++
 	}
+	if first && ss.binary {
+		ss.binCols = ss.binCols[:0]
+	}
 	for i := 0; i < meta; i++ {
-		if first {
+		switch {
+		case first && ss.binary && i < int(ncols):
+			var p []byte
+			if p, err = bc.ReadPacket(); err == nil {
+				var col *mysql.Column
+				if col, err = mysql.ParseColumn(p); err == nil {
+					ss.binCols = append(ss.binCols, col)
+					err = ss.c.WritePacket(p)
+				}
+			}
+		case first:
 			_, err = bc.ForwardPacketRenumbered(ss.c)
-		} else {
+		default:
 			_, err = bc.ReadPacket()
 		}
 		if err != nil {
@@ -146,6 +159,34 @@ func (ss *session) concatOne(bc *backend.Conn, first bool) (result, error) {
 	}
 	r.sent = first
 	continued := false
+	for ss.binary {
+		// A prepared statement's execution: rows go out in the binary
+		// protocol.
+		p, err := bc.ReadPacket()
+		if err != nil {
+			return r, err
+		}
+		switch {
+		case mysql.IsEOF(p):
+			r.setInfo(p)
+			return r, nil
+		case len(p) > 0 && p[0] == mysql.ErrHeader:
+			r.sent = true
+			return r, ss.c.WritePacket(p)
+		}
+		vals, err := mysql.ParseTextRow(p, len(ss.binCols), ss.binVals)
+		if err != nil {
+			return r, err
+		}
+		ss.binVals = vals
+		if ss.buf, err = mysql.AppendBinaryRow(ss.buf[:0], ss.binCols, vals); err != nil {
+			return r, err
+		}
+		if err := ss.c.WritePacket(ss.buf); err != nil {
+			return r, &mysql.DstError{Err: err}
+		}
+		r.sent = true
+	}
 	for {
 		h, length, err := bc.PeekPacket()
 		if err != nil {

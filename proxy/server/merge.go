@@ -78,6 +78,7 @@ type merger struct {
 	streams []*stream
 	cols    []*mysql.Column
 	rawCols [][]byte
+	outCols []*mysql.Column // the columns the client is sent
 	kinds   []cmpKind
 	used    int64 // bytes of rows held
 	limit   int64
@@ -756,6 +757,7 @@ func (mg *merger) writeHeader() {
 			avg[a.Col] = true
 		}
 	}
+	mg.outCols = mg.outCols[:0]
 	for i := 0; i < mg.m.Columns; i++ {
 		if avg[i] {
 			col := *mg.cols[i]
@@ -764,9 +766,11 @@ func (mg *merger) writeHeader() {
 			col.Decimals = byte(avgDecimals(&col))
 			mg.ss.buf = mysql.AppendColumn(mg.ss.buf[:0], &col)
 			c.WritePacket(mg.ss.buf)
+			mg.outCols = append(mg.outCols, &col)
 			continue
 		}
 		c.WritePacket(mg.rawCols[i])
+		mg.outCols = append(mg.outCols, mg.cols[i])
 	}
 	if mg.ss.caps&mysql.ClientDeprecateEOF == 0 {
 		c.WritePacket(mysql.AppendEOF(mg.ss.buf[:0], 0, mg.ss.status))
@@ -776,6 +780,14 @@ func (mg *merger) writeHeader() {
 // writeRow sends the visible part of a row; raw is the row's original
 // packet when it can be sent unchanged.
 func (mg *merger) writeRow(r [][]byte, raw []byte) error {
+	if mg.ss.binary {
+		// A prepared statement's execution: the binary protocol.
+		var err error
+		if mg.ss.buf, err = mysql.AppendBinaryRow(mg.ss.buf[:0], mg.outCols, r[:mg.m.Columns]); err != nil {
+			return err
+		}
+		return mg.ss.c.WritePacket(mg.ss.buf)
+	}
 	if raw != nil && mg.m.Columns == len(mg.cols) {
 		return mg.ss.c.WritePacket(raw)
 	}

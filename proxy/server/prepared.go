@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/binary"
+	"errors"
 	"strings"
 
 	"github.com/shardgate/shardgate/backend"
@@ -20,8 +21,10 @@ import (
 // with the client's parameter block passed on unchanged. The result is
 // relayed as raw packets, like any single-target result.
 //
-// Executions that need several targets (cross-shard reads and writes) are
-// refused with 1235 for now, as are cursors.
+// Executions that need several targets (cross-shard reads and writes) run
+// through the text path with the bound values inlined as literals, so the
+// merges are the text queries' merges; their rows are converted to the
+// binary protocol. Cursors are refused.
 
 // routedStmtBase is the first id of the proxy's own statements; backend ids
 // of forwarded statements are small per-connection counters.
@@ -64,12 +67,24 @@ func (ss *session) prepareRouted(sql string) error {
 	for i := range probe {
 		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
 	}
-	plan, err := ss.srv.router.RouteArgs(sql, router.Session{User: ss.user, DB: ss.db}, probe)
+	sess := router.Session{User: ss.user, DB: ss.db}
+	plan, err := ss.srv.router.RouteArgs(sql, sess, probe)
+	nparams := -1 // from the backend's answer
 	if err != nil {
-		return err
-	}
-	if plan.Kind != router.Forward {
-		return errCrossShardPrepared(plan)
+		// Placeholders where the merge needs constants (HAVING, LIMIT):
+		// take the metadata from the statement with 0 in their place.
+		lits := make([]string, router.CountPlaceholders(sql))
+		for i := range lits {
+			lits[i] = "0"
+		}
+		text, ierr := router.Inline(sql, lits)
+		if ierr != nil {
+			return err
+		}
+		if plan, ierr = ss.srv.router.Route(text, sess); ierr != nil {
+			return err
+		}
+		nparams = len(lits)
 	}
 	t := &plan.Targets[0]
 	q := t.SQL
@@ -92,21 +107,33 @@ func (ss *session) prepareRouted(sql string) error {
 		ss.stmts = make(map[uint32]*routedStmt)
 		ss.nextStmtID = routedStmtBase
 	}
-	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: len(st.Params)}
+	params := st.Params
+	if nparams >= 0 {
+		params = make([][]byte, nparams)
+		for i := range params {
+			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
+		}
+	}
+	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: len(params)}
 	ss.nextStmtID++
 	ss.stmts[ps.id] = ps
 
+	cols := st.Cols
+	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
+		// Helper columns the merge strips are not the client's.
+		cols = cols[:len(cols)-plan.Merge.Hidden]
+	}
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
 	ok = binary.LittleEndian.AppendUint32(ok, ps.id)
-	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(st.Cols)))
-	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(st.Params)))
+	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(cols)))
+	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(params)))
 	ok = append(ok, 0)
 	ok = binary.LittleEndian.AppendUint16(ok, st.Warnings)
 	if err := ss.c.WritePacket(ok); err != nil {
 		return err
 	}
-	for _, defs := range [][][]byte{st.Params, st.Cols} {
+	for _, defs := range [][][]byte{params, cols} {
 		for _, d := range defs {
 			if err := ss.c.WritePacket(ss.logicalColumn(d, t.Subtable, plan)); err != nil {
 				return err
@@ -140,10 +167,47 @@ func (ss *session) logicalColumn(d []byte, subtable string, plan *router.Plan) [
 	return mysql.AppendColumn(nil, col)
 }
 
-func errCrossShardPrepared(plan *router.Plan) error {
-	return mysql.NewError(mysql.ErNotSupported,
-		"this prepared statement runs on %d targets of %s; cross-shard binary prepared statements are not supported yet: add a condition on the shard key, or send the statement as text",
-		len(plan.Targets), strings.Join(plan.Tables, ", "))
+// executeInlined runs an execution that needs several targets: the bound
+// values become literals in the statement's text, which is planned and
+// merged like a text query, and the rows are sent in the binary protocol.
+func (ss *session) executeInlined(ps *routedStmt, e *mysql.StmtExecute) error {
+	coll, _ := mysql.CollationByID(ss.coll)
+	charset := coll.Charset
+	if charset == "" {
+		charset = "utf8mb4"
+	}
+	lits := make([]string, ps.nparams)
+	for i := range lits {
+		v := e.Values[i]
+		if e.Null[i] {
+			v = nil
+		} else if i < len(ps.hasLong) && ps.hasLong[i] {
+			v = mysql.LongDataValue(ps.long[i])
+		}
+		lit, ok := mysql.ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, charset)
+		if !ok {
+			return mysql.NewError(mysql.ErWrongArguments, "Incorrect arguments to mysqld_stmt_execute: parameter %d (type %#x) cannot be used in a cross-shard execution", i+1, e.Types[2*i])
+		}
+		lits[i] = lit
+	}
+	ps.long, ps.hasLong = nil, nil
+	text, err := router.Inline(ps.sql, lits)
+	if err != nil {
+		return err
+	}
+	plan, err := ss.srv.router.Route(text, router.Session{User: ss.user, DB: ss.db})
+	if err != nil {
+		return err
+	}
+	switch plan.Kind {
+	case router.Concat, router.SumOK, router.Fanout:
+	default:
+		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
+	}
+	ss.srv.queries.Add(1)
+	ss.stmt, ss.binary = text, true
+	defer func() { ss.binary = false }()
+	return ss.execPlan(plan)
 }
 
 // routedStmtCommand runs COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE and
@@ -211,17 +275,21 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 	ss.act.set("Execute", ps.sql)
 	plan, err := ss.srv.router.RouteArgs(ps.sql, router.Session{User: ss.user, DB: ss.db}, args)
 	if err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) && se.Code == mysql.ErNotSupported {
+			// Placeholders where a merge needs constants (HAVING, LIMIT):
+			// the inlined text may plan.
+			return ss.executeInlined(ps, e)
+		}
 		return err
-	}
-	if plan.Kind != router.Forward {
-		return errCrossShardPrepared(plan)
 	}
 	t := &plan.Targets[0]
 	q := t.SQL
 	if q == "" {
 		q = ps.sql
-	} else if router.Placeholders(q) != ps.nparams {
-		return errCrossShardPrepared(plan)
+	}
+	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q) != ps.nparams) {
+		return ss.executeInlined(ps, e)
 	}
 	ss.srv.queries.Add(1)
 	bc, err := ss.acquire(t.Node, false)

@@ -78,6 +78,13 @@ type session struct {
 
 	stmt string // the text of the COM_QUERY being run
 
+	// binary is set while a prepared statement's execution runs through
+	// the text path (a cross-shard plan): result rows are converted to the
+	// binary protocol. binCols and binVals are its scratch.
+	binary  bool
+	binCols []*mysql.Column
+	binVals [][]byte
+
 	buf  []byte // scratch for packets the proxy builds
 	qbuf []byte // scratch for rewritten COM_QUERY packets
 }
