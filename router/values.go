@@ -202,9 +202,13 @@ func Inline(sql string, literals []string) (string, error) {
 	if err == errParserPanic {
 		p = nil
 	}
-	if p != nil {
-		parsers.Put(p)
-	}
+	// The parser may reuse memory the syntax tree points into: it goes
+	// back to the pool only once the tree is no longer used.
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
 	if err != nil {
 		return "", mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
 	}
@@ -239,9 +243,11 @@ func CountPlaceholders(sql string) int {
 	if err == errParserPanic {
 		p = nil
 	}
-	if p != nil {
-		parsers.Put(p)
-	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
 	n := 0
 	for _, st := range stmts {
 		f := &markerFinder{}

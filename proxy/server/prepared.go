@@ -36,10 +36,12 @@ const maxRoutedStmts = 16382
 // erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
 const erMaxPreparedStmtCount = 1461
 
-// routedStmt is one of the session's statements on sharded tables.
+// routedStmt is one of the session's statements on sharded tables, or a
+// transaction statement the proxy runs itself (local).
 type routedStmt struct {
 	id      uint32
 	sql     string
+	local   bool
 	nparams int
 	types   []byte   // parameter types bound by the last execution
 	long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
@@ -103,10 +105,6 @@ func (ss *session) prepareRouted(sql string) error {
 		}
 		return err
 	}
-	if ss.stmts == nil {
-		ss.stmts = make(map[uint32]*routedStmt)
-		ss.nextStmtID = routedStmtBase
-	}
 	params := st.Params
 	if nparams >= 0 {
 		params = make([][]byte, nparams)
@@ -114,9 +112,7 @@ func (ss *session) prepareRouted(sql string) error {
 			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
 		}
 	}
-	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: len(params)}
-	ss.nextStmtID++
-	ss.stmts[ps.id] = ps
+	ps := ss.newRoutedStmt(sql, len(params))
 
 	cols := st.Cols
 	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
@@ -146,6 +142,37 @@ func (ss *session) prepareRouted(sql string) error {
 		}
 	}
 	return nil
+}
+
+// prepareLocal answers COM_STMT_PREPARE for a transaction statement
+// (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, ...), which takes no parameters
+// and returns no rows: executing it runs it as the text statement would.
+func (ss *session) prepareLocal(sql string) error {
+	if len(ss.stmts) >= maxRoutedStmts {
+		return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", maxRoutedStmts)
+	}
+	if n := router.CountPlaceholders(sql); n != 0 {
+		return mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax near '?': %s takes no parameters", router.Classify(sql).Keyword)
+	}
+	ps := ss.newRoutedStmt(sql, 0)
+	ps.local = true
+	ok := make([]byte, 0, 12)
+	ok = append(ok, mysql.OKHeader)
+	ok = binary.LittleEndian.AppendUint32(ok, ps.id)
+	ok = append(ok, 0, 0, 0, 0, 0, 0, 0)
+	return ss.c.WritePacket(ok)
+}
+
+// newRoutedStmt registers a statement of the proxy's own.
+func (ss *session) newRoutedStmt(sql string, nparams int) *routedStmt {
+	if ss.stmts == nil {
+		ss.stmts = make(map[uint32]*routedStmt)
+		ss.nextStmtID = routedStmtBase
+	}
+	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: nparams}
+	ss.nextStmtID++
+	ss.stmts[ps.id] = ps
+	return ps
 }
 
 // logicalColumn renames the subtable in a column definition to its logical
@@ -236,6 +263,16 @@ func (ss *session) routedStmtCommand(ps *routedStmt, p []byte) error {
 		return ss.writeOK(mysql.OK{Status: ss.status})
 	case mysql.ComStmtFetch:
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet")
+	}
+	if ps.local {
+		if len(p) < 10 {
+			return mysql.ErrMalformedPacket
+		}
+		ss.act.set("Execute", ps.sql)
+		if handled, err := ss.txnStatement(ps.sql); handled {
+			return err
+		}
+		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", router.Classify(ps.sql).Keyword)
 	}
 	return ss.executeRouted(ps, p)
 }

@@ -215,6 +215,12 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComFieldList, mysql.ComStatistics:
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtPrepare:
+		if st := router.Classify(string(p[1:])); st.Kind == router.KindTxn || st.Keyword == "SAVEPOINT" || st.Keyword == "RELEASE" {
+			// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
+			// proxy's transaction statements, like their text forms.
+			err = ss.prepareLocal(string(p[1:]))
+			break
+		}
 		if ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
 			err = ss.prepareRouted(string(p[1:]))
 			break

@@ -130,6 +130,45 @@ func TestTransactionAcrossNodes(t *testing.T) {
 		mustExec(t, c, "DROP TABLE ddl_commits", "UPDATE acct SET balance = 100 WHERE id IN (1, 2)")
 	})
 
+	// sysbench prepares BEGIN and COMMIT: as prepared statements they
+	// must open and end the same cross-node transaction.
+	t.Run("prepared BEGIN and COMMIT", func(t *testing.T) {
+		c := conn(t, db)
+		stmts := map[string]*sql.Stmt{}
+		for _, q := range []string{"BEGIN", "COMMIT", "ROLLBACK", "UPDATE acct SET balance = ? WHERE id = ?"} {
+			st, err := c.PrepareContext(t.Context(), q)
+			if err != nil {
+				t.Fatalf("prepare %s: %v", q, err)
+			}
+			defer st.Close()
+			stmts[q] = st
+		}
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := stmts[q].Exec(args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		exec("BEGIN")
+		exec("UPDATE acct SET balance = ? WHERE id = ?", 21, 1)
+		exec("UPDATE acct SET balance = ? WHERE id = ?", 22, 2)
+		if got := balances(t, db); got != "1,100|2,100|5,100|6,100" {
+			t.Errorf("another session sees uncommitted changes: %s", got)
+		}
+		exec("ROLLBACK")
+		if got := balances(t, db); got != "1,100|2,100|5,100|6,100" {
+			t.Errorf("after a prepared ROLLBACK: %s", got)
+		}
+		exec("BEGIN")
+		exec("UPDATE acct SET balance = ? WHERE id = ?", 23, 5)
+		exec("UPDATE acct SET balance = ? WHERE id = ?", 24, 6)
+		exec("COMMIT")
+		if got := balances(t, db); got != "1,100|2,100|5,23|6,24" {
+			t.Errorf("after a prepared COMMIT: %s", got)
+		}
+		mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id IN (5, 6)")
+	})
+
 	// The proxy answers BEGIN itself: its OK must carry
 	// SERVER_STATUS_IN_TRANS, and COMMIT's must clear it.
 	t.Run("status flags", func(t *testing.T) {
