@@ -269,3 +269,40 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 	}
 	return sc.defPlan, nil
 }
+
+// SplitSharded returns the statements of a multi-statement text that
+// touches sharded tables, each as its own text, so the session can route
+// and run them one by one (Route refuses such a text as a whole). ok is
+// false for any other text.
+func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
+	sc := r.schemas[s.User]
+	if sc == nil || len(sc.rules) == 0 {
+		return nil, false
+	}
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil || len(stmts) < 2 {
+		return nil, false
+	}
+	sharded := false
+	for _, st := range stmts {
+		t := strings.TrimSpace(strings.TrimSpace(st.Text()))
+		t = strings.TrimSpace(strings.TrimSuffix(t, ";"))
+		if t == "" {
+			return nil, false
+		}
+		texts = append(texts, t)
+		if sc.walk(st, s, nil).ruleInsts() {
+			sharded = true
+		}
+	}
+	return texts, sharded
+}

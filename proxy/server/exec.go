@@ -65,7 +65,7 @@ func (ss *session) execConcat(plan *router.Plan) error {
 		if err != nil {
 			if started {
 				ss.writeErr(err)
-				return nil
+				return errAnswered
 			}
 			return err
 		}
@@ -84,13 +84,13 @@ func (ss *session) execConcat(plan *router.Plan) error {
 			}
 			if started || res.sent {
 				ss.writeErr(mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query", bc.Addr))
-				return nil
+				return errAnswered
 			}
 			return ss.backendLost(bc)
 		}
 		ss.release(bc, false, res)
 		if !res.ok {
-			return nil // the backend's ERR reached the client
+			return errAnswered // the backend's ERR reached the client
 		}
 		started = true
 		warnings += res.warnings
@@ -99,9 +99,9 @@ func (ss *session) execConcat(plan *router.Plan) error {
 		}
 	}
 	if ss.caps&mysql.ClientDeprecateEOF != 0 {
-		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.status, Warnings: warnings}))
+		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.endStatus(), Warnings: warnings}))
 	}
-	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], warnings, ss.status))
+	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], warnings, ss.endStatus()))
 }
 
 // concatOne relays one target's result set: its metadata only when first,

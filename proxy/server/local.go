@@ -112,7 +112,7 @@ func (ss *session) writeResultSet(cols []mysql.Column, rows [][][]byte) error {
 		c.WritePacket(ss.buf)
 	}
 	if deprecateEOF {
-		return c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.status}))
+		return c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.endStatus()}))
 	}
-	return c.WritePacket(mysql.AppendEOF(ss.buf[:0], 0, ss.status))
+	return c.WritePacket(mysql.AppendEOF(ss.buf[:0], 0, ss.endStatus()))
 }

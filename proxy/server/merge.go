@@ -802,9 +802,9 @@ func (mg *merger) writeEOF() error {
 	}
 	ss := mg.ss
 	if ss.caps&mysql.ClientDeprecateEOF != 0 {
-		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.status, Warnings: warnings}))
+		return ss.c.WritePacket(mysql.AppendOK(ss.buf[:0], mysql.EOFHeader, mysql.OK{Status: ss.endStatus(), Warnings: warnings}))
 	}
-	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], warnings, ss.status))
+	return ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], warnings, ss.endStatus()))
 }
 
 // resolved is a router.Merge with every column index made absolute for

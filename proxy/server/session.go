@@ -77,6 +77,9 @@ type session struct {
 	idle    atomic.Bool                  // waiting for the next command
 
 	stmt string // the text of the COM_QUERY being run
+	// more is SERVER_MORE_RESULTS_EXISTS while the statements of a split
+	// multi-statement text other than the last run (see multi.go).
+	more uint16
 
 	// binary is set while a prepared statement's execution runs through
 	// the text path (a cross-shard plan): result rows are converted to the
@@ -177,7 +180,7 @@ func (ss *session) loop() {
 			continue
 		}
 		quit, err := ss.dispatch(p)
-		if err != nil {
+		if err != nil && !errors.Is(err, errAnswered) {
 			var se *mysql.SQLError
 			if errors.As(err, &se) {
 				ss.writeErr(se)
@@ -196,6 +199,11 @@ func (ss *session) loop() {
 // connection can no longer be served faithfully (e.g. the backend holding
 // its session state died, or the client vanished mid-result).
 var errCloseSession = errors.New("close session")
+
+// errAnswered reports a statement whose ERR packet already reached the
+// client (relayed from a backend, or written by the proxy mid-result): it
+// failed, but nothing more is to be sent for it.
+var errAnswered = errors.New("error already sent to the client")
 
 // dispatch runs one command. A non-nil error that is not errCloseSession
 // is sent to the client as an ERR packet.
@@ -316,6 +324,11 @@ func (ss *session) query(p []byte) error {
 	}
 	plan, err := ss.srv.router.Route(sql, router.Session{User: ss.user, DB: ss.db})
 	if err != nil {
+		if multi {
+			if texts, ok := ss.srv.router.SplitSharded(sql, router.Session{User: ss.user, DB: ss.db}); ok {
+				return ss.queryMulti(texts)
+			}
+		}
 		return err
 	}
 	var start time.Time
@@ -520,7 +533,7 @@ func (ss *session) backendLost(bc *backend.Conn) error {
 		ss.c.Flush()
 		return errCloseSession
 	}
-	return nil
+	return errAnswered
 }
 
 // acquire returns a backend connection to node for the next statement,
@@ -828,9 +841,14 @@ func (ss *session) kill(k router.Kill) error {
 }
 
 func (ss *session) writeOK(ok mysql.OK) error {
+	ok.Status |= ss.more
 	ss.buf = mysql.AppendOK(ss.buf[:0], mysql.OKHeader, ok)
 	return ss.c.WritePacket(ss.buf)
 }
+
+// endStatus is the status for the packet that ends a response: with
+// SERVER_MORE_RESULTS_EXISTS while a split multi-statement text has more.
+func (ss *session) endStatus() uint16 { return ss.status | ss.more }
 
 // writeErr sends an ERR packet with the next sequence number. Errors from
 // writing are ignored: the read loop notices a dead client.
