@@ -54,6 +54,10 @@ type Conn struct {
 	Collation    byte
 	MultiStmts   bool
 	LastInsertID uint64
+	// Vars are the session and user variables set on the connection beyond
+	// a new login's, as SQL assignment targets ("@@SESSION.`x`", "@`u`")
+	// to SQL literals.
+	Vars map[string]string
 
 	node     *Node
 	gen      uint64 // the node's generation when the connection was last known good
@@ -202,6 +206,7 @@ func (c *Conn) ChangeUser(db string) error {
 	c.DB = db
 	c.Collation = c.coll
 	c.LastInsertID = 0
+	c.Vars = nil
 	c.forgetStmts()
 	// Whether the multi-statement option survives a change of user differs
 	// between servers: set it again so the recorded state is the real one.
@@ -396,6 +401,7 @@ func (c *Conn) ResetConnection(handshakeCollation byte) error {
 	}
 	c.Collation = handshakeCollation
 	c.LastInsertID = 0
+	c.Vars = nil
 	c.forgetStmts()
 	return nil
 }

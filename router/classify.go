@@ -3,6 +3,9 @@ package router
 import (
 	"strconv"
 	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // Kind is a statement's class as far as the session layer cares.
@@ -76,7 +79,9 @@ func Classify(sql string) Stmt {
 		return st
 	}
 	up := strings.ToUpper(sql)
-	if hasUserVariable(up) {
+	if hasUserVariable(up) && assignsUserVariable(up) {
+		// Reading user variables is not state: the session carries their
+		// values to every connection. Assigning them outside SET is.
 		st.Sticky = true
 	}
 	for _, w := range statefulWords {
@@ -87,6 +92,26 @@ func Classify(sql string) Stmt {
 	}
 	st.UsesLastInsertID = strings.Contains(up, "LAST_INSERT_ID")
 	return st
+}
+
+// assignsUserVariable reports whether upper-case s may assign a user
+// variable outside SET: @v := expr, or SELECT ... INTO @v.
+func assignsUserVariable(s string) bool {
+	if strings.Contains(s, ":=") {
+		return true
+	}
+	for i := strings.Index(s, "INTO"); i >= 0; {
+		rest := strings.TrimLeft(s[i+4:], " \t\r\n")
+		if strings.HasPrefix(rest, "@") {
+			return true
+		}
+		j := strings.Index(s[i+4:], "INTO")
+		if j < 0 {
+			break
+		}
+		i += 4 + j
+	}
+	return false
 }
 
 // hasUserVariable reports whether s contains @name that is not @@name.
@@ -245,4 +270,58 @@ func ParseUse(sql string) (string, bool) {
 		}
 	}
 	return t, t != ""
+}
+
+// SetVar is one assignment of a SET statement whose effect the session
+// layer tracks: a session system variable, or a user variable (User).
+type SetVar struct {
+	Name string // lower case (MySQL compares both kinds case-insensitively)
+	User bool
+}
+
+// untracked are session variables whose value cannot simply be set again on
+// another connection (one-shot or tied to the connection), or that the
+// session layer tracks otherwise (character sets, transactions).
+var untracked = map[string]bool{
+	"insert_id": true, "last_insert_id": true, "identity": true, "rand_seed1": true, "rand_seed2": true,
+	"pseudo_thread_id": true, "sql_log_bin": true, "character_set_client": true, "character_set_connection": true,
+	"character_set_results": true, "collation_connection": true, "names": true, "character set": true,
+	"tx_isolation": true, "transaction_isolation": true, "tx_read_only": true, "transaction_read_only": true,
+	"session_track_system_variables": true, "session_track_state_change": true,
+}
+
+// ParseSet recognises a SET statement made only of assignments to session
+// system variables and user variables that a session can carry from one
+// pooled connection to another (see untracked). It returns them in order.
+func ParseSet(sql string) ([]SetVar, bool) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil || len(stmts) != 1 {
+		return nil, false
+	}
+	set, ok := stmts[0].(*ast.SetStmt)
+	if !ok || len(set.Variables) == 0 {
+		return nil, false
+	}
+	var out []SetVar
+	for _, v := range set.Variables {
+		name := strings.ToLower(v.Name)
+		switch {
+		case v.IsGlobal || v.IsInstance || v.Name == ast.SetNames || v.Name == ast.SetCharset || untracked[name]:
+			return nil, false
+		case v.IsSystem:
+			out = append(out, SetVar{Name: name})
+		default:
+			out = append(out, SetVar{Name: strings.ToLower(v.Name), User: true}) // case-insensitive in MySQL
+		}
+	}
+	return out, true
 }

@@ -58,6 +58,9 @@ type session struct {
 	// node (temporary tables, locks, user variables outside SET, ...);
 	// statements on a second node are refused while it is set.
 	unreplayable string
+	// vars are the session and user variables the client set, carried to
+	// every connection the session uses (see vars.go).
+	vars []trackedVar
 
 	// txn is the statement that began the open explicit transaction ("" when
 	// none), run on each node the transaction reaches; savepoints are the
@@ -310,6 +313,11 @@ func (ss *session) query(p []byte) error {
 			if err := ss.endAll("COMMIT", true); err != nil {
 				return err
 			}
+		}
+	}
+	if !multi && st.Keyword == "SET" {
+		if vars, ok := router.ParseSet(sql); ok {
+			return ss.setTracked(sql, vars)
 		}
 	}
 	if multi {
@@ -665,6 +673,11 @@ func (ss *session) syncState(bc *backend.Conn, usesLastID bool) error {
 			return err
 		}
 	}
+	if len(ss.vars) > 0 || len(bc.Vars) > 0 {
+		if err := ss.syncVars(bc); err != nil {
+			return err
+		}
+	}
 	if usesLastID && bc.LastInsertID != ss.lastInsertID {
 		if _, err := bc.Exec("DO LAST_INSERT_ID(" + strconv.FormatUint(ss.lastInsertID, 10) + ")"); err != nil {
 			return err
@@ -737,6 +750,7 @@ func (ss *session) reset() error {
 	clear(ss.joined)
 	ss.joined = ss.joined[:0]
 	ss.stmts = nil
+	ss.vars = nil
 	ss.sticky = false
 	ss.replay = nil
 	ss.unreplayable = ""

@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+// TestTrackedSessionVariables: SET of session and user variables costs no
+// pooled connection (the session keeps the values and brings every
+// connection it uses to them), the values reach every node the session
+// touches (a merged read over all subtables sees them on each), and
+// another client that gets the same pooled connections sees none of them.
+func TestTrackedSessionVariables(t *testing.T) {
+	p, _ := txnProxy(t, config.TransactionMulti)
+	p.waitPoolIdle(t, 5*time.Second)
+	db := openDB(t, p.dsn("txn_t", ""))
+	a := conn(t, db)
+	mustExec(t, a, "SET time_zone = '+03:00', @who = 'a', SESSION sql_mode = 'ANSI_QUOTES'", "SET @n = 42")
+	p.waitPoolIdle(t, 5*time.Second) // the SETs left no connection pinned
+	// Every subtable's row sees the session's values, on both nodes.
+	if got := joinRows(queryStrings(t, a, `SELECT DISTINCT @@time_zone, @who, @n + 1, @@sql_mode FROM acct`)); got != "+03:00,a,43,ANSI_QUOTES" {
+		t.Errorf("session values on every subtable: %s", got)
+	}
+	// Another client, one connection per node in the pool, sees defaults.
+	other := openDB(t, p.dsn("txn_t", ""))
+	if got := joinRows(queryStrings(t, other, "SELECT DISTINCT @@time_zone = @@GLOBAL.time_zone, @who IS NULL, @n IS NULL, @@sql_mode = @@GLOBAL.sql_mode FROM acct")); got != "1,1,1,1" {
+		t.Errorf("another client sees %s, want defaults", got)
+	}
+	// Back to a: still its values, after the other client used the same
+	// connections.
+	if got := joinRows(queryStrings(t, a, "SELECT @@time_zone, @who, @n")); got != "+03:00,a,42" {
+		t.Errorf("a after the other client: %s", got)
+	}
+	// Setting a user variable to NULL and a system variable to DEFAULT.
+	mustExec(t, a, "SET @who = NULL, time_zone = DEFAULT")
+	if got := joinRows(queryStrings(t, a, "SELECT @@time_zone = @@GLOBAL.time_zone, @who IS NULL, @n")); got != "1,1,42" {
+		t.Errorf("after SET NULL/DEFAULT: %s", got)
+	}
+	// An expression is evaluated once, where the SET ran.
+	mustExec(t, a, "SET @s = CONCAT(@n, '-', 'x'), sql_mode = CONCAT(@@sql_mode, ',NO_ZERO_DATE')")
+	if got := joinRows(queryStrings(t, a, "SELECT DISTINCT @s, @@sql_mode FROM acct")); got != "42-x,ANSI_QUOTES,NO_ZERO_DATE" {
+		t.Errorf("expression values: %s", got)
+	}
+	// A failing SET changes nothing.
+	_, err := a.ExecContext(t.Context(), "SET time_zone = 'Nowhere/Nothing'")
+	wantSQLError(t, err, 1298, "HY000")
+	if got := queryValue(t, a, "SELECT @@time_zone = @@GLOBAL.time_zone"); got != "1" {
+		t.Errorf("after a failed SET: %s", got)
+	}
+	// COM_RESET_CONNECTION (through a new handshake) forgets them: a new
+	// client on the same pool sees nothing.
+	a.Close()
+	if got := joinRows(queryStrings(t, openDB(t, p.dsn("txn_t", "")), "SELECT DISTINCT @n IS NULL, @s IS NULL, @@sql_mode = @@GLOBAL.sql_mode FROM acct")); got != "1,1,1" {
+		t.Errorf("a new client after a left: %s", got)
+	}
+}
