@@ -77,3 +77,27 @@ func (c Collation) SetNamesSQL() string {
 	}
 	return "SET NAMES " + c.Charset + " COLLATE " + c.Name
 }
+
+// CollationByName returns the id of a character set's collation: the one
+// named, or the character set's default when collation is "". ok is false
+// for names the proxy does not know, or a collation of another character
+// set.
+func CollationByName(charset, collation string) (byte, bool) {
+	cs := strings.ToLower(charset)
+	if cs == "utf8" {
+		cs = "utf8mb3"
+	}
+	if collation == "" {
+		return DefaultCollation(cs)
+	}
+	name := strings.ToLower(collation)
+	if strings.HasPrefix(name, "utf8_") {
+		name = "utf8mb3_" + name[len("utf8_"):]
+	}
+	for _, c := range collations {
+		if c.Name == name && c.Charset == cs {
+			return c.ID, true
+		}
+	}
+	return 0, false
+}

@@ -48,3 +48,25 @@ func TestCollations(t *testing.T) {
 		}
 	}
 }
+
+func TestCollationByName(t *testing.T) {
+	tests := []struct {
+		cs, coll string
+		id       byte
+		ok       bool
+	}{
+		{"utf8mb4", "", 45, true},
+		{"UTF8MB4", "utf8mb4_BIN", 46, true},
+		{"utf8", "", 33, true},
+		{"utf8", "utf8_bin", 83, true},
+		{"latin1", "latin1_bin", 47, true},
+		{"latin1", "utf8mb4_bin", 0, false},
+		{"klingon", "", 0, false},
+	}
+	for _, tc := range tests {
+		id, ok := CollationByName(tc.cs, tc.coll)
+		if id != tc.id || ok != tc.ok {
+			t.Errorf("CollationByName(%q, %q) = %d, %v; want %d, %v", tc.cs, tc.coll, id, ok, tc.id, tc.ok)
+		}
+	}
+}

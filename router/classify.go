@@ -6,6 +6,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
 // Kind is a statement's class as far as the session layer cares.
@@ -324,4 +325,48 @@ func ParseSet(sql string) ([]SetVar, bool) {
 		}
 	}
 	return out, true
+}
+
+// ParseSetNames recognises SET NAMES charset [COLLATE collation] and SET
+// CHARACTER SET charset (which sets the connection's character set to the
+// server's, so only NAMES is reported as such). It returns the names as
+// written; DEFAULT is not recognised.
+func ParseSetNames(sql string) (charset, collation string, ok bool) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil || len(stmts) != 1 {
+		return "", "", false
+	}
+	set, isSet := stmts[0].(*ast.SetStmt)
+	if !isSet || len(set.Variables) != 1 || set.Variables[0].Name != ast.SetNames {
+		return "", "", false
+	}
+	v := set.Variables[0]
+	cs, ok := valueString(v.Value)
+	if !ok || strings.EqualFold(cs, "default") {
+		return "", "", false
+	}
+	if v.ExtendValue != nil {
+		if collation, ok = valueString(v.ExtendValue); !ok {
+			return "", "", false
+		}
+	}
+	return cs, collation, true
+}
+
+// valueString returns a string literal's value.
+func valueString(e ast.Node) (string, bool) {
+	x, ok := e.(*test_driver.ValueExpr)
+	if !ok || x.Kind() != test_driver.KindString {
+		return "", false
+	}
+	return x.GetString(), true
 }

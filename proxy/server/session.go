@@ -319,6 +319,13 @@ func (ss *session) query(p []byte) error {
 		if vars, ok := router.ParseSet(sql); ok {
 			return ss.setTracked(sql, vars)
 		}
+		if cs, coll, ok := router.ParseSetNames(sql); ok {
+			if id, ok := mysql.CollationByName(cs, coll); ok {
+				// The connections the session uses follow on next use.
+				ss.coll = id
+				return ss.writeOK(mysql.OK{Status: ss.status})
+			}
+		}
 	}
 	if multi {
 		st.Sticky = true // later statements were not classified

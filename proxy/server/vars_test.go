@@ -49,6 +49,19 @@ func TestTrackedSessionVariables(t *testing.T) {
 	if got := queryValue(t, a, "SELECT @@time_zone = @@GLOBAL.time_zone"); got != "1" {
 		t.Errorf("after a failed SET: %s", got)
 	}
+	// SET NAMES is the session's too: the result is in latin1 for a, in
+	// the handshake's utf8mb4 for the other client on the same pool.
+	mustExec(t, a, "SET NAMES latin1")
+	if got := joinRows(queryStrings(t, a, "SELECT DISTINCT @@character_set_client, @@character_set_results, HEX('é') FROM acct")); got != "latin1,latin1,C3A9" {
+		t.Errorf("after SET NAMES latin1: %s", got)
+	}
+	if got := joinRows(queryStrings(t, other, "SELECT DISTINCT @@character_set_client, @@character_set_results FROM acct")); got != "utf8mb4,utf8mb4" {
+		t.Errorf("the other client after SET NAMES latin1: %s", got)
+	}
+	mustExec(t, a, "SET NAMES utf8mb4 COLLATE utf8mb4_bin")
+	if got := queryValue(t, a, "SELECT @@collation_connection"); got != "utf8mb4_bin" {
+		t.Errorf("after SET NAMES ... COLLATE: %s", got)
+	}
 	// COM_RESET_CONNECTION (through a new handshake) forgets them: a new
 	// client on the same pool sees nothing.
 	a.Close()
