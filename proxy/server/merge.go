@@ -154,6 +154,7 @@ func (mg *merger) open(plan *router.Plan) error {
 			mg.streams = append(mg.streams, &stream{bc: bc})
 		}
 	}
+	mg.publish()
 	for _, s := range mg.streams {
 		if err := mg.readHeader(s); err != nil {
 			return err
@@ -167,6 +168,7 @@ func (mg *merger) open(plan *router.Plan) error {
 			}
 			s := &stream{bc: bc}
 			mg.streams = append(mg.streams, s)
+			mg.publish()
 			if err := mg.readHeader(s); err != nil {
 				return err
 			}
@@ -185,6 +187,17 @@ func (mg *merger) open(plan *router.Plan) error {
 		mg.kinds[i] = columnCmp(c)
 	}
 	return nil
+}
+
+// publish shows the merge's backend connections to KILL and Shutdown.
+func (mg *merger) publish() {
+	conns := make([]*backend.Conn, 0, len(mg.streams))
+	for _, s := range mg.streams {
+		if !slices.Contains(conns, s.bc) {
+			conns = append(conns, s.bc)
+		}
+	}
+	mg.ss.runningMany.Store(&conns)
 }
 
 // readHeader reads a target's column count and definitions; the first
@@ -261,6 +274,7 @@ func (mg *merger) buffer(s *stream) error {
 // close returns every stream's connection: drained ones to the pool, others
 // closed (a half-read result cannot be reused).
 func (mg *merger) close() {
+	mg.ss.runningMany.Store(nil)
 	for i, s := range mg.streams {
 		if !s.done && !s.drained {
 			s.bc.MarkBroken()

@@ -221,6 +221,11 @@ wait:
 				if bc := ss.running.Load(); bc != nil {
 					bc.Abort()
 				}
+				if many := ss.runningMany.Load(); many != nil {
+					for _, bc := range *many {
+						bc.Abort()
+					}
+				}
 			}
 			s.mu.Unlock()
 			<-done

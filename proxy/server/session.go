@@ -77,6 +77,8 @@ type session struct {
 
 	act     activity                     // for SHOW PROCESSLIST
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
+	// runningMany are the backends of a cross-shard merge under way.
+	runningMany atomic.Pointer[[]*backend.Conn]
 	idle    atomic.Bool                  // waiting for the next command
 
 	stmt string // the text of the COM_QUERY being run
@@ -838,19 +840,13 @@ func (ss *session) kill(k router.Kill) error {
 		return errCloseSession
 	}
 	if bc := target.running.Load(); bc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		kc, err := bc.Node().Dial(ctx)
-		cancel()
-		if err != nil {
+		if err := killOn(bc, func() bool { return target.running.Load() == bc }); err != nil {
 			return err
 		}
-		if target.running.Load() == bc {
-			err = kc.KillQuery(bc.ThreadID, true)
-		}
-		kc.Close()
-		if err != nil {
-			var se *mysql.SQLError
-			if !errors.As(err, &se) || se.Code != mysql.ErUnknownThread {
+	}
+	if many := target.runningMany.Load(); many != nil {
+		for _, bc := range *many {
+			if err := killOn(bc, func() bool { return target.runningMany.Load() == many }); err != nil {
 				return err
 			}
 		}
@@ -859,6 +855,29 @@ func (ss *session) kill(k router.Kill) error {
 		target.nc.Close()
 	}
 	return ss.writeOK(mysql.OK{Status: ss.status})
+}
+
+// killOn stops the statement running on bc with KILL QUERY from a new
+// connection to its node, if still is true once that connection is up (bc
+// may have gone back to the pool meanwhile).
+func killOn(bc *backend.Conn, still func() bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	kc, err := bc.Node().Dial(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	if !still() {
+		return nil
+	}
+	if err := kc.KillQuery(bc.ThreadID, true); err != nil {
+		var se *mysql.SQLError
+		if !errors.As(err, &se) || se.Code != mysql.ErUnknownThread {
+			return err
+		}
+	}
+	return nil
 }
 
 func (ss *session) writeOK(ok mysql.OK) error {

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
@@ -331,4 +333,51 @@ func TestPreparedOnSharded(t *testing.T) {
 	}
 	_, err = db.Exec("PREPARE s FROM 'SELECT balance FROM acct WHERE id = ?'")
 	wantSQLError(t, err, mysql.ErNotSupported, "42000")
+}
+
+// TestKillCrossShardQuery: KILL QUERY reaches every backend of a merged
+// cross-shard statement, which ends at once with 1317 on the client.
+func TestKillCrossShardQuery(t *testing.T) {
+	p, db := txnProxy(t, config.TransactionMulti)
+	victim := conn(t, db)
+	done := make(chan error, 1)
+	go func() {
+		_, err := victim.ExecContext(context.Background(), "SELECT SUM(SLEEP(5)) FROM acct")
+		done <- err
+	}()
+	admin := openDB(t, p.dsn("txn_t", ""))
+	var pid string
+	eventually(t, 5*time.Second, "the merge to show in SHOW PROCESSLIST", func() bool {
+		for _, r := range queryStrings(t, admin, "SHOW FULL PROCESSLIST") {
+			if strings.Contains(r[7], "SLEEP(5)") {
+				pid = r[0]
+				return true
+			}
+		}
+		return false
+	})
+	// Both servers run their subtables' statements.
+	for _, s := range backends(t)[:2] {
+		d := openDB(t, directDSN(s, "", ""))
+		eventually(t, 5*time.Second, "the subtables' statements to run", func() bool {
+			return queryValue(t, d, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SUM(SLEEP(5))%acct_000%'") == "2"
+		})
+	}
+	start := time.Now()
+	mustExec(t, admin, "KILL QUERY "+pid)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the killed merge succeeded")
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("the merge ended %v after KILL QUERY", d)
+		}
+		t.Logf("killed merge: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the merge did not end")
+	}
+	if got := queryValue(t, victim, "SELECT COUNT(*) FROM acct"); got != "8" {
+		t.Errorf("the session after KILL QUERY: %s", got)
+	}
 }
