@@ -79,7 +79,7 @@ type session struct {
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	// runningMany are the backends of a cross-shard merge under way.
 	runningMany atomic.Pointer[[]*backend.Conn]
-	idle    atomic.Bool                  // waiting for the next command
+	idle        atomic.Bool // waiting for the next command
 
 	stmt string // the text of the COM_QUERY being run
 	// more is SERVER_MORE_RESULTS_EXISTS while the statements of a split
