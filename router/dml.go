@@ -442,6 +442,7 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	}
 	rows := map[int][][]ast.ExprNode{}
 	var order []int
+	first := -1 // subtable of the first row
 	for ri, row := range x.Lists {
 		if len(row) != len(x.Columns) {
 			return nil, &mysql.SQLError{Code: ErWrongValueCount, State: "21S01", Message: fmt.Sprintf("Column count doesn't match value count at row %d", ri+1)}
@@ -466,6 +467,9 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 		if _, seen := rows[i]; !seen {
 			order = append(order, i)
 		}
+		if ri == 0 {
+			first = i
+		}
 		rows[i] = append(rows[i], row)
 	}
 	sort.Ints(order)
@@ -476,7 +480,10 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	}
 	all := x.Lists
 	defer func() { x.Lists = all }()
-	for _, i := range order {
+	for k, i := range order {
+		if i == first {
+			p.IDTarget = k
+		}
 		t := tgt{node: r.subs[i].node}
 		T.phys = r.subs[i].name
 		if err := st.checkNode(t); err != nil {

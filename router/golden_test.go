@@ -34,6 +34,7 @@ type goldenPlan struct {
 	Tables  []string       `json:"tables,omitempty"`
 	Copies  bool           `json:"copies,omitempty"`
 	Merge   *Merge         `json:"merge,omitempty"`
+	IDFrom  int            `json:"id_target,omitempty"`
 }
 
 type goldenTarget struct {
@@ -105,7 +106,7 @@ func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
 		}
 		return nil, &goldenError{Code: se.Code, State: se.State, Message: se.Message}
 	}
-	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, Targets: []goldenTarget{}}
+	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{}}
 	for _, t := range p.Targets {
 		gp.Targets = append(gp.Targets, goldenTarget{Node: t.Node, Subtable: t.Subtable, SQL: t.SQL})
 	}

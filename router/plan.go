@@ -16,6 +16,10 @@ type Plan struct {
 	// (a write to a global table on each of its nodes): the client gets one
 	// target's affected rows, not the sum. All targets run the same SQL.
 	Copies bool
+	// IDTarget is the target whose insert id is the statement's
+	// LAST_INSERT_ID() in a SumOK plan: the one that inserts the
+	// statement's first row, as MySQL reports the id generated for it.
+	IDTarget int
 	// Merge says how a Concat plan's rows combine when plain concatenation
 	// is not MySQL's answer (ORDER BY, LIMIT, GROUP BY, aggregates,
 	// DISTINCT); nil means concatenate.

@@ -222,6 +222,7 @@ func (ss *session) execWrites(plan *router.Plan) error {
 	var info infoSum
 	var done, failed []string
 	var firstErr *mysql.SQLError
+	idSet := false // the insert id came from plan.IDTarget
 	for i := range plan.Targets {
 		t := &plan.Targets[i]
 		where := t.Node
@@ -248,7 +249,10 @@ func (ss *session) execWrites(plan *router.Plan) error {
 		}
 		total.AffectedRows += ok.AffectedRows
 		total.Warnings += ok.Warnings
-		if total.LastInsertID == 0 {
+		if i == plan.IDTarget && ok.LastInsertID != 0 {
+			idSet = true
+			total.LastInsertID = ok.LastInsertID
+		} else if !idSet && total.LastInsertID == 0 {
 			total.LastInsertID = ok.LastInsertID
 		}
 		info.add(ok.Info)

@@ -37,3 +37,26 @@ func TestMultiStatementsSharded(t *testing.T) {
 	}
 	mustExec(t, c, "DELETE FROM acct WHERE id >= 20")
 }
+
+// TestLastInsertIDAcrossShards: a multi-row INSERT whose rows go to several
+// subtables reports, in its OK packet and in LAST_INSERT_ID(), the id
+// generated for its first row, as MySQL does.
+func TestLastInsertIDAcrossShards(t *testing.T) {
+	p, _ := txnProxy(t, config.TransactionMulti)
+	c := conn(t, openDB(t, p.dsn("txn_t", "")))
+	mustExec(t, c, "CREATE TABLE ev (id INT NOT NULL PRIMARY KEY, seq INT NOT NULL AUTO_INCREMENT, KEY (seq))",
+		"INSERT INTO ev (id) VALUES (6), (10)") // ev_0002: seq 1, 2
+	res, err := c.ExecContext(t.Context(), "INSERT INTO ev (id) VALUES (2), (1), (5)") // ev_0002 gets 3; ev_0001 1, 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := res.LastInsertId(); id != 3 {
+		t.Errorf("OK packet insert id %d, want 3 (the first row's)", id)
+	}
+	if n, _ := res.RowsAffected(); n != 3 {
+		t.Errorf("affected rows %d, want 3", n)
+	}
+	if got := queryValue(t, c, "SELECT LAST_INSERT_ID()"); got != "3" {
+		t.Errorf("LAST_INSERT_ID() = %s, want 3", got)
+	}
+}
