@@ -370,3 +370,46 @@ func valueString(e ast.Node) (string, bool) {
 	}
 	return x.GetString(), true
 }
+
+// SQLPrepare is a parsed SQL-level PREPARE, EXECUTE or DEALLOCATE PREPARE.
+type SQLPrepare struct {
+	Verb string // "PREPARE", "EXECUTE" or "DEALLOCATE"
+	Name string // lower case: statement names are case-insensitive
+	Text string // PREPARE name FROM 'text' ("" for FROM @variable)
+	// Using are the user variables of EXECUTE ... USING, lower case.
+	Using []string
+}
+
+// ParseSQLPrepare recognises PREPARE, EXECUTE and DEALLOCATE/DROP PREPARE.
+func ParseSQLPrepare(sql string) (SQLPrepare, bool) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil || len(stmts) != 1 {
+		return SQLPrepare{}, false
+	}
+	switch x := stmts[0].(type) {
+	case *ast.PrepareStmt:
+		return SQLPrepare{Verb: "PREPARE", Name: strings.ToLower(x.Name), Text: x.SQLText}, true
+	case *ast.DeallocateStmt:
+		return SQLPrepare{Verb: "DEALLOCATE", Name: strings.ToLower(x.Name)}, true
+	case *ast.ExecuteStmt:
+		sp := SQLPrepare{Verb: "EXECUTE", Name: strings.ToLower(x.Name)}
+		for _, u := range x.UsingVars {
+			v, ok := u.(*ast.VariableExpr)
+			if !ok || v.IsSystem {
+				return SQLPrepare{}, false
+			}
+			sp.Using = append(sp.Using, strings.ToLower(v.Name))
+		}
+		return sp, true
+	}
+	return SQLPrepare{}, false
+}

@@ -61,6 +61,9 @@ type session struct {
 	// vars are the session and user variables the client set, carried to
 	// every connection the session uses (see vars.go).
 	vars []trackedVar
+	// sqlStmts are SQL-level prepared statements on sharded tables, by
+	// lower-case name (see sqlprepare.go).
+	sqlStmts map[string]string
 
 	// txn is the statement that began the open explicit transaction ("" when
 	// none), run on each node the transaction reaches; savepoints are the
@@ -315,6 +318,11 @@ func (ss *session) query(p []byte) error {
 			if err := ss.endAll("COMMIT", true); err != nil {
 				return err
 			}
+		}
+	}
+	if !multi && (st.Keyword == "PREPARE" || st.Keyword == "EXECUTE" || st.Keyword == "DEALLOCATE" || st.Keyword == "DROP") {
+		if handled, err := ss.sqlPrepare(sql); handled {
+			return err
 		}
 	}
 	if !multi && st.Keyword == "SET" {
@@ -760,6 +768,7 @@ func (ss *session) reset() error {
 	ss.joined = ss.joined[:0]
 	ss.stmts = nil
 	ss.vars = nil
+	ss.sqlStmts = nil
 	ss.sticky = false
 	ss.replay = nil
 	ss.unreplayable = ""

@@ -331,8 +331,30 @@ func TestPreparedOnSharded(t *testing.T) {
 	if got := queryValue(t, db, "SELECT COUNT(*) FROM plain WHERE id > ?", 0); got != "0" {
 		t.Errorf("prepared statement on an unsharded table: %s", got)
 	}
-	_, err = db.Exec("PREPARE s FROM 'SELECT balance FROM acct WHERE id = ?'")
-	wantSQLError(t, err, mysql.ErNotSupported, "42000")
+	// SQL-level PREPARE / EXECUTE / DEALLOCATE on the sharded table.
+	c := conn(t, db)
+	mustExec(t, c, "SET @id = 2, @min = 100", "PREPARE s FROM 'SELECT balance FROM acct WHERE id = ?'",
+		"PREPARE agg FROM 'SELECT COUNT(*), SUM(balance) FROM acct WHERE balance >= ? AND id > 0'")
+	if got := queryValue(t, c, "EXECUTE s USING @id"); got != "100" {
+		t.Errorf("EXECUTE s USING @id: %s", got)
+	}
+	if got := joinRows(queryStrings(t, c, "EXECUTE agg USING @min")); got != "10,1030" {
+		t.Errorf("EXECUTE agg USING @min: %s", got)
+	}
+	mustExec(t, c, "SET @id = 10")
+	if got := queryValue(t, c, "EXECUTE s USING @id"); got != "7" {
+		t.Errorf("EXECUTE s after SET @id = 10: %s", got)
+	}
+	_, err = c.ExecContext(t.Context(), "EXECUTE s")
+	wantSQLError(t, err, mysql.ErWrongArguments, "HY000")
+	mustExec(t, c, "DEALLOCATE PREPARE s")
+	_, err = c.ExecContext(t.Context(), "EXECUTE s USING @id")
+	wantSQLError(t, err, mysql.ErUnknownStmtHandler, "HY000")
+	// Without sharded tables, the backend's own.
+	mustExec(t, c, "PREPARE u FROM 'SELECT ? + 1'")
+	if got := queryValue(t, c, "EXECUTE u USING @id"); got != "11" {
+		t.Errorf("unsharded EXECUTE: %s", got)
+	}
 }
 
 // TestKillCrossShardQuery: KILL QUERY reaches every backend of a merged
