@@ -42,12 +42,23 @@ test-short:
 # `go test -list` prints a package's matching names, then "ok <import path> <time>"; go test -fuzz takes one
 # target in one package at a time.
 fuzz:
+	tmp=$$(mktemp); \
 	$(GO) test -list '^Fuzz' ./... \
 	| awk '/^Fuzz/ { names[n++] = $$1; next } /^ok / { for (i = 0; i < n; i++) print $$2, names[i] } { n = 0 }' \
 	| while read -r pkg name; do \
 		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$pkg" </dev/null; \
-	done
+		for try in 1 2; do \
+			if $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$pkg" </dev/null >"$$tmp" 2>&1; then \
+				cat "$$tmp"; break; \
+			fi; \
+			cat "$$tmp"; \
+			if [ $$try = 1 ] && grep -q 'context deadline exceeded' "$$tmp" && ! grep -q 'Failing input' "$$tmp"; then \
+				echo "fuzz: $$name: the fuzzing engine's own deadline error (no failing input), retrying once"; \
+				continue; \
+			fi; \
+			rm -f "$$tmp"; exit 1; \
+		done; \
+	done; rm -f "$$tmp"
 
 bench:
 	bench/run.sh
