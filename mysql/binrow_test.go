@@ -63,8 +63,13 @@ func TestParamLiteral(t *testing.T) {
 		want       string
 	}{
 		{TypeLongLong, 0, []byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "-2"},
-		{TypeVarString, 0, []byte{3, 'a', '\'', '\\'}, "_utf8mb4 X'61275c'"},
-		{TypeBlob, 0, []byte{2, 0, 0xff}, "X'00ff'"},
+		{TypeVarString, 0, []byte{3, 'a', '\'', '\\'}, `'a''\\'`},
+		{TypeString, 0, []byte{4, 0, 'x', 0xc3, 0xa4}, `'\0xä'`},
+		{TypeString, 0, []byte{1, 0xff}, ""}, // not UTF-8
+		{TypeBlob, 0, []byte{4, 0, 0xff, '\'', '\\'}, "_binary'\\0\xff''\\\\'"},
+		{TypeDouble, 0, []byte{0, 0, 0, 0, 0, 0, 0x29, 0x40}, "12.5e0"},
+		{TypeDouble, 0, []byte{0, 0, 0, 0, 0, 0, 0xf0, 0x7f}, ""}, // +Inf
+		{TypeFloat, 0, []byte{0, 0, 0x80, 0x3f}, "1e0"},
 		{TypeNewDecimal, 0, []byte{4, '1', '.', '2', '5'}, "1.25"},
 		{TypeNewDecimal, 0, []byte{3, '1', ';', '2'}, ""},
 		{TypeDatetime, 0, []byte{11, 0xe0, 0x07, 3, 6, 13, 14, 15, 0x20, 0xa1, 0x07, 0x00}, "'2016-03-06 13:14:15.500000'"},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // StmtExecute is a decoded COM_STMT_EXECUTE payload.
@@ -208,26 +210,34 @@ func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
 	return string(s2), false, true
 }
 
-// ParamLiteral renders a binary parameter value as an SQL literal that
-// means the same value whatever the session's sql_mode: numbers as text,
-// temporal values quoted, strings as hex with the connection's character
-// set as introducer (so no escaping is involved), blobs as hex. A nil v is
-// NULL.
+// ParamLiteral renders a binary parameter value as an SQL literal of the
+// same type and value, for the router to parse (with MySQL's default
+// sql_mode, backslash escapes included) and restore into the statements
+// it sends: integers as text, FLOAT and DOUBLE with an exponent (a
+// DOUBLE literal, not a DECIMAL one), DECIMAL as text, temporal values
+// quoted, blobs as _binary strings and other strings as plain quoted
+// literals, which take the connection's character set and collation as a
+// string parameter does. Hex literals are avoided where the router's
+// parser would restore them without their introducer (_utf8mb4 X'..' and
+// _binary X'..' come out as x'..', a number in numeric context): a
+// string that is not valid UTF-8 in a UTF-8 connection is refused, and
+// in other character sets only non-ASCII strings are written in hex with
+// their introducer. A nil v is NULL.
 func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
 	if v == nil || typ == TypeNull {
 		return "NULL", true
 	}
-	hexLit := func(b []byte) string {
-		const digits = "0123456789abcdef"
-		out := make([]byte, 0, 3+2*len(b))
-		out = append(out, "X'"...)
-		for _, c := range b {
-			out = append(out, digits[c>>4], digits[c&15])
-		}
-		return string(append(out, '\''))
-	}
 	switch typ {
-	case TypeTiny, TypeShort, TypeYear, TypeLong, TypeInt24, TypeLongLong, TypeFloat, TypeDouble:
+	case TypeFloat, TypeDouble:
+		s, _, ok := ParamText(typ, flags, v)
+		if !ok || strings.ContainsAny(s, "IN") { // Inf, NaN
+			return "", false
+		}
+		if !strings.Contains(s, "e") {
+			s += "e0"
+		}
+		return s, true
+	case TypeTiny, TypeShort, TypeYear, TypeLong, TypeInt24, TypeLongLong:
 		s, _, ok := ParamText(typ, flags, v)
 		return s, ok
 	case TypeDate, TypeDatetime, TypeTimestamp:
@@ -268,9 +278,50 @@ func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
 		}
 		return string(raw), len(raw) > 0
 	case TypeTinyBlob, TypeMediumBlob, TypeLongBlob, TypeBlob, TypeGeometry:
-		return hexLit(raw), true
+		return "_binary" + quoteString(raw), true
 	}
-	return "_" + charset + " " + hexLit(raw), true
+	if strings.HasPrefix(charset, "utf8") {
+		if !utf8.Valid(raw) {
+			return "", false
+		}
+		return quoteString(raw), true
+	}
+	for _, c := range raw {
+		if c >= utf8.RuneSelf {
+			// Multi-byte character sets may have a backslash as a
+			// trailing byte: no escaping, the bytes in hex.
+			const digits = "0123456789abcdef"
+			out := make([]byte, 0, len(charset)+5+2*len(raw))
+			out = append(out, '_')
+			out = append(out, charset...)
+			out = append(out, " X'"...)
+			for _, c := range raw {
+				out = append(out, digits[c>>4], digits[c&15])
+			}
+			return string(append(out, '\'')), true
+		}
+	}
+	return quoteString(raw), true
+}
+
+// quoteString quotes b as a string literal with backslash escapes for
+// backslash and NUL and a doubled quote for the quote.
+func quoteString(b []byte) string {
+	out := make([]byte, 0, len(b)+2)
+	out = append(out, '\'')
+	for _, c := range b {
+		switch c {
+		case '\'':
+			out = append(out, '\'', '\'')
+		case '\\':
+			out = append(out, '\\', '\\')
+		case 0:
+			out = append(out, '\\', '0')
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(append(out, '\''))
 }
 
 // LongDataValue wraps bytes sent with COM_STMT_SEND_LONG_DATA as the

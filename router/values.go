@@ -2,6 +2,7 @@ package router
 
 import (
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
 	pmysql "github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
@@ -233,6 +235,77 @@ func Inline(sql string, literals []string) (string, error) {
 	}
 	b.WriteString(sql[last:])
 	return b.String(), nil
+}
+
+// markerPrefix starts the stand-in literals PlaceholderOrder restores in
+// place of the placeholders.
+const markerPrefix = "\x00shardgate?"
+
+var markerRe = regexp.MustCompile("\x00shardgate\\?([0-9]+);")
+
+// PlaceholderOrder returns, for each ? placeholder of sql as the router
+// restores it into the targets' statements (in their text order), the
+// text-order index of the client's placeholder it stands for; nil when the
+// order is the client's. Restoring may move placeholders: LIMIT ? OFFSET ?
+// is written LIMIT ?,? with the offset first, so a client's parameter
+// block must be reordered before it is passed on.
+func PlaceholderOrder(sql string) ([]int, error) {
+	if strings.Contains(sql, markerPrefix) {
+		return nil, notSupported("a prepared statement that contains %q", markerPrefix)
+	}
+	p := parsers.Get().(*parser.Parser)
+	stmts, err := parse(p, sql)
+	if err == errParserPanic {
+		p = nil
+	}
+	defer func() {
+		if p != nil {
+			parsers.Put(p)
+		}
+	}()
+	if err != nil {
+		return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
+	}
+	if len(stmts) != 1 {
+		return nil, notSupported("a prepared statement must be one statement")
+	}
+	stmts[0].Accept(markerReplacer{})
+	var b strings.Builder
+	if err := stmts[0].Restore(format.NewRestoreCtx(restoreFlags, &b)); err != nil {
+		return nil, notSupported("cannot restore the statement: %v", err)
+	}
+	var order []int
+	moved := false
+	seen := map[int]bool{}
+	for _, m := range markerRe.FindAllStringSubmatch(b.String(), -1) {
+		i, _ := strconv.Atoi(m[1])
+		if seen[i] {
+			return nil, notSupported("the restored statement repeats placeholder %d", i+1)
+		}
+		seen[i] = true
+		moved = moved || i != len(order)
+		order = append(order, i)
+	}
+	if n := CountPlaceholders(sql); len(order) != n {
+		return nil, notSupported("the restored statement has %d of the %d placeholders", len(order), n)
+	}
+	if !moved {
+		return nil, nil
+	}
+	return order, nil
+}
+
+// markerReplacer replaces each placeholder by a string literal that names
+// its Order.
+type markerReplacer struct{}
+
+func (markerReplacer) Enter(n ast.Node) (ast.Node, bool) { return n, false }
+
+func (markerReplacer) Leave(n ast.Node) (ast.Node, bool) {
+	if m, ok := n.(*test_driver.ParamMarkerExpr); ok {
+		return ast.NewValueExpr(markerPrefix+strconv.Itoa(m.Order)+";", "", ""), true
+	}
+	return n, true
 }
 
 // CountPlaceholders returns the number of ? placeholders of a statement

@@ -148,8 +148,13 @@ func knownRefusal(q string) string {
 // (testdata/differential/corpus.sql) and of a seeded random generator must
 // answer through the proxy exactly as the reference answers: the same
 // column names and types, and the same rows, in order when the query's
-// ORDER BY is a total order and as multisets otherwise. The proxy may
-// refuse with 1235 only what diffKnownRefusals lists.
+// ORDER BY is a total order and as multisets otherwise. Every query also
+// runs as a binary prepared statement, its WHERE, HAVING and LIMIT
+// literals bound as parameters of assorted types, through the proxy and
+// on the reference alike (differential_prepared_test.go); those answers
+// are held to the same comparison. The proxy may refuse with 1235 only
+// what diffKnownRefusals (and, as prepared statements,
+// diffRefusalsPrepared) lists.
 func TestDifferential(t *testing.T) {
 	servers := backends(t)
 	seed := *diffSeed
@@ -218,29 +223,42 @@ func TestDifferential(t *testing.T) {
 		refused:    map[string]int{},
 	}
 	start := time.Now()
-	for _, tbl := range diffTables {
+	for ti, tbl := range diffTables {
 		t.Run(tbl, func(t *testing.T) {
 			ck.proxy.t, ck.ref.t = t, t
-			for _, q := range queries {
+			for i, q := range queries {
 				ck.check(t, q, tbl)
+				// Prepared: the corpus on every table, each random
+				// query on one of them in turn (the default run stays
+				// short; -differential.queries runs more).
+				if i < corpus || (i-corpus)%len(diffTables) == ti {
+					ck.checkPrepared(t, q, tbl)
+				}
 			}
 		})
 	}
 	// Inside a transaction the targets on one node share the session's
-	// connection there and are read one after another (buffered).
+	// connection there and are read one after another (buffered). The
+	// corpus runs prepared here too; the random queries only as text, to
+	// keep the default run short.
 	t.Run(diffTables[0]+"_in_transaction", func(t *testing.T) {
 		ck.proxy.t, ck.ref.t = t, t
 		diffMustRun(t, ck.proxy, "BEGIN")
-		for _, q := range queries {
+		for i, q := range queries {
 			ck.check(t, q, diffTables[0])
+			if i < corpus {
+				// Prepared, the corpus is enough here: the binary
+				// conversion of buffered results is the same for all.
+				ck.checkPrepared(t, q, diffTables[0])
+			}
 		}
 		diffMustRun(t, ck.proxy, "ROLLBACK")
 	})
 	if ck.failures > diffMaxReports {
 		t.Errorf("%d mismatches in all, %d reported above (seed %d)", ck.failures, diffMaxReports, seed)
 	}
-	t.Logf("%d queries (%d from the corpus, %d random) on %d tables and in a transaction: %d compared, %d refused as known (%v), %d with the known issue %q, %d mismatches, in %v",
-		len(queries), corpus, len(queries)-corpus, len(diffTables), ck.compared, ck.nrefused, ck.refused, ck.known, diffRestoredNames,
+	t.Logf("%d queries (%d from the corpus, %d random) on %d tables and in a transaction, as text and as %d prepared statements with %d bound values: %d compared, %d refused as known (%v), %d with the known issue %q, %d mismatches, in %v",
+		len(queries), corpus, len(queries)-corpus, len(diffTables), ck.prepared, ck.bound, ck.compared, ck.nrefused, ck.refused, ck.known, diffRestoredNames,
 		ck.failures, time.Since(start).Round(time.Millisecond))
 }
 
@@ -408,6 +426,9 @@ type diffAnswer struct {
 	cols []*mysql.Column
 	rows [][]string // diffNull for NULL
 	err  *mysql.SQLError
+	// prepared holds COM_STMT_PREPARE's answer of a prepared run: the
+	// parameter count and the column definitions.
+	prepared *diffPrepared
 }
 
 // diffDial opens a raw protocol connection (so that answers are compared
@@ -497,14 +518,48 @@ type diffChecker struct {
 	router                              *router.Router // to tell merged plans from others
 	compared, nrefused, failures, known int
 	refused                             map[string]int
+	prepared, bound                     int // prepared runs, values bound in them
 }
 
+// check runs q on table as a text query through the proxy and on the
+// reference table, and compares the answers.
 func (ck *diffChecker) check(t *testing.T, q diffQuery, table string) {
 	t.Helper()
 	psql := strings.ReplaceAll(q.sql, "{t}", table)
 	rsql := strings.ReplaceAll(q.sql, "{t}", diffRef)
-	got := diffRun(ck.proxy, psql)
-	want := diffRun(ck.ref, rsql)
+	ck.compare(t, diffCase{
+		q: q, mode: "text", psql: psql, rsql: rsql,
+		got:  diffRun(ck.proxy, psql),
+		want: diffRun(ck.ref, rsql),
+		full: func() diffAnswer { return diffRun(ck.ref, diffLimitRe.ReplaceAllString(rsql, "")) },
+	})
+}
+
+// diffCase is one query's answers from the proxy and the reference, run
+// the same way (text, or prepared with the same bound values).
+type diffCase struct {
+	q          diffQuery
+	mode       string // "text" or "prepared"
+	psql, rsql string // what the proxy and the reference ran
+	text       string // the proxy's statement as text, for routing it; psql when ""
+	args       string // the bound values, for messages
+	got, want  diffAnswer
+	// full runs the reference's statement without its LIMIT, the same
+	// way.
+	full func() diffAnswer
+	// refusal returns why the proxy may refuse this case with 1235, or "".
+	refusal func() string
+	// meta returns how the proxy's statement metadata (COM_STMT_PREPARE's
+	// answer) differs from the reference's, or "".
+	meta func() string
+}
+
+// compare checks the proxy's answer of a case against the reference's:
+// the text and prepared runs share it, so both are held to the same
+// standard.
+func (ck *diffChecker) compare(t *testing.T, c diffCase) {
+	t.Helper()
+	q, psql, rsql, got, want := c.q, c.psql, c.rsql, c.got, c.want
 	fail := func(format string, args ...any) {
 		t.Helper()
 		ck.failures++
@@ -512,11 +567,19 @@ func (ck *diffChecker) check(t *testing.T, q diffQuery, table string) {
 			t.Fail()
 			return
 		}
-		t.Errorf("MISMATCH (seed %d, %s)\nquery: %s\nreference ran: %s\n%s", ck.seed, q.origin, psql, rsql, fmt.Sprintf(format, args...))
+		bound := ""
+		if c.mode != "text" {
+			bound = "\nbound values: " + c.args
+		}
+		t.Errorf("MISMATCH (seed %d, %s, %s)\nquery: %s\nreference ran: %s%s\n%s", ck.seed, q.origin, c.mode, psql, rsql, bound, fmt.Sprintf(format, args...))
 	}
 	if got.err != nil {
 		if got.err.Code == mysql.ErNotSupported {
-			if why := knownRefusal(q.sql); why != "" {
+			why := knownRefusal(q.sql)
+			if why == "" && c.refusal != nil {
+				why = c.refusal()
+			}
+			if why != "" {
 				ck.nrefused++
 				ck.refused[why]++
 				return
@@ -534,8 +597,18 @@ func (ck *diffChecker) check(t *testing.T, q diffQuery, table string) {
 		return
 	}
 	ck.compared++
+	if c.meta != nil {
+		if d := c.meta(); d != "" {
+			fail("prepared statement metadata differ: %s", d)
+			return
+		}
+	}
 	if d := diffColumnsDiffer(got.cols, want.cols); d != "" {
-		if ck.knownRestoredNames(t, psql, got.cols, want.cols) {
+		text := c.text
+		if text == "" {
+			text = psql
+		}
+		if ck.knownRestoredNames(t, text, got.cols, want.cols) {
 			ck.known++
 			if ck.known <= 3 {
 				t.Logf("known issue (%s): %s: %s", diffRestoredNames, psql, d)
@@ -555,7 +628,7 @@ func (ck *diffChecker) check(t *testing.T, q diffQuery, table string) {
 		// LIMIT without a total order may return any of the rows: the
 		// proxy's must be as many and all among the unlimited answer.
 		mode = "as a subset of the answer without LIMIT"
-		full = diffRun(ck.ref, diffLimitRe.ReplaceAllString(rsql, ""))
+		full = c.full()
 		if full.err != nil {
 			fail("reference without LIMIT: %v", full.err)
 			return

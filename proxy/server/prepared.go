@@ -18,8 +18,10 @@ import (
 // COM_STMT_EXECUTE routes it with the bound values, and the target's SQL
 // runs as a binary prepared statement of the backend connection that runs
 // it, prepared once per connection and cached there (backend.PrepareCached),
-// with the client's parameter block passed on unchanged. The result is
-// relayed as raw packets, like any single-target result.
+// with the client's parameter block passed on (reordered when the
+// router's restored SQL moved placeholders: LIMIT ? OFFSET ? is restored
+// as LIMIT ?,? with the offset first, see router.PlaceholderOrder). The
+// result is relayed as raw packets, like any single-target result.
 //
 // Executions that need several targets (cross-shard reads and writes) run
 // through the text path with the bound values inlined as literals, so the
@@ -46,6 +48,11 @@ type routedStmt struct {
 	types   []byte   // parameter types bound by the last execution
 	long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
 	hasLong []bool
+	// order maps the placeholders of the targets' restored SQL to the
+	// client's (router.PlaceholderOrder), nil when they are in the
+	// client's order; ordered says it has been computed.
+	order   []int
+	ordered bool
 }
 
 // routedStmt returns the proxy statement a COM_STMT_* packet names, or
@@ -328,6 +335,20 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q) != ps.nparams) {
 		return ss.executeInlined(ps, e)
 	}
+	var order []int
+	if t.SQL != "" {
+		// The restored SQL may have moved placeholders (LIMIT ? OFFSET ?
+		// becomes LIMIT ?,? with the offset first).
+		if !ps.ordered {
+			if ps.order, err = router.PlaceholderOrder(ps.sql); err != nil {
+				return err
+			}
+			ps.ordered = true
+		}
+		if order = ps.order; order != nil {
+			e = reorderParams(e, order)
+		}
+	}
 	ss.srv.queries.Add(1)
 	bc, err := ss.acquire(t.Node, false)
 	if err != nil {
@@ -338,7 +359,7 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 		err = mysql.NewError(mysql.ErNotSupported, "the statement on %s has %d parameters, the prepared one %d", t.Subtable, len(st.Params), ps.nparams)
 	}
 	if err == nil {
-		err = ss.sendLongData(bc, st, ps)
+		err = ss.sendLongData(bc, st, ps, order)
 	}
 	if err != nil {
 		ss.release(bc, false, result{ok: false, status: ss.status})
@@ -353,16 +374,33 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 }
 
 // sendLongData passes the long data a client sent for this execution on to
-// the backend statement; MySQL keeps it only until the execution.
-func (ss *session) sendLongData(bc *backend.Conn, st *backend.Stmt, ps *routedStmt) error {
+// the backend statement, whose parameter i is the client's order[i] (i
+// when order is nil); MySQL keeps it only until the execution.
+func (ss *session) sendLongData(bc *backend.Conn, st *backend.Stmt, ps *routedStmt, order []int) error {
 	defer func() { ps.long, ps.hasLong = nil, nil }()
-	for i, has := range ps.hasLong {
-		if !has {
+	for i := range ps.hasLong {
+		j := i
+		if order != nil {
+			j = order[i]
+		}
+		if !ps.hasLong[j] {
 			continue
 		}
-		if err := bc.SendLongData(st.ID, uint16(i), ps.long[i]); err != nil {
+		if err := bc.SendLongData(st.ID, uint16(i), ps.long[j]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// reorderParams returns e with its parameters in the order of the target's
+// SQL: parameter i is the client's order[i].
+func reorderParams(e *mysql.StmtExecute, order []int) *mysql.StmtExecute {
+	r := &mysql.StmtExecute{ID: e.ID, Flags: e.Flags, Iterations: e.Iterations, NewTypes: e.NewTypes,
+		Types: make([]byte, 0, len(e.Types)), Null: make([]bool, len(order)), Values: make([][]byte, len(order))}
+	for i, j := range order {
+		r.Types = append(r.Types, e.Types[2*j], e.Types[2*j+1])
+		r.Null[i], r.Values[i] = e.Null[j], e.Values[j]
+	}
+	return r
 }

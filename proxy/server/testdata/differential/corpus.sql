@@ -43,6 +43,8 @@ SELECT id, f FROM {t} WHERE f < -1000 ORDER BY f, id
 SELECT id, dt FROM {t} WHERE dt >= '2022-01-01' ORDER BY dt, id
 SELECT id, ts FROM {t} WHERE ts BETWEEN '2021-01-01' AND '2021-12-31 23:59:59' ORDER BY ts DESC, id
 SELECT id, c FROM {t} WHERE c > 8000000000000000000 ORDER BY c, id
+SELECT id, d FROM {t} WHERE d >= '99999.999' ORDER BY id
+SELECT id, a FROM {t} WHERE a = '-7' OR b = '3' ORDER BY id
 SELECT id FROM {t} WHERE NOT (a > 0 OR b < 3) ORDER BY id
 SELECT id FROM {t} WHERE a <=> NULL ORDER BY id
 
@@ -117,6 +119,10 @@ SELECT * FROM {t} WHERE a > 0 ORDER BY a DESC, id LIMIT 3
 SELECT id, c FROM {t} WHERE c IS NOT NULL ORDER BY c DESC, id LIMIT 4
 SELECT id, dt FROM {t} ORDER BY dt DESC, id DESC LIMIT 25
 SELECT a FROM {t} ORDER BY b, id LIMIT 9
+# One subtable of dr (several of dh) with LIMIT n OFFSET m: prepared, the
+# restored statement has LIMIT m,n, placeholders swapped.
+SELECT id, a FROM {t} WHERE id BETWEEN 300 AND 399 ORDER BY a, id LIMIT 5 OFFSET 10
+SELECT id FROM {t} WHERE id IN (301, 302, 303, 304) ORDER BY id LIMIT 2 OFFSET 1
 # LIMIT without a total order: any rows, but the right number.
 SELECT id FROM {t} LIMIT 10
 SELECT id, a FROM {t} LIMIT 3, 4
