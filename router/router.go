@@ -160,6 +160,12 @@ func (r *Router) DefaultNode(user string) (string, bool) {
 	return sc.def, true
 }
 
+// Sharded reports whether the user's schema has shard rules.
+func (r *Router) Sharded(user string) bool {
+	sc := r.schemas[user]
+	return sc != nil && len(sc.rules) > 0
+}
+
 // plan parses sql and plans it.
 func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
 	p := parsers.Get().(*parser.Parser)

@@ -237,7 +237,13 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 			err = ss.prepareLocal(string(p[1:]))
 			break
 		}
-		if ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
+		// In a schema with shard rules the proxy owns every prepared
+		// statement that leaves no state on its connection: each execution
+		// is routed and runs on any pooled connection (statements cached
+		// per connection), so a prepared statement does not tie the session
+		// to backend connections.
+		if st := router.Classify(string(p[1:])); ss.srv.router.Sharded(ss.user) && !st.Sticky && st.Kind != router.KindOther ||
+			ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
 			err = ss.prepareRouted(string(p[1:]))
 			break
 		}
@@ -714,7 +720,11 @@ func (ss *session) release(bc *backend.Conn, sticky bool, res result) {
 		bc.Node().Put(bc)
 		return
 	}
-	if ss.sticky || res.status&mysql.StatusInTrans != 0 || res.status&mysql.StatusAutocommit == 0 && res.ok || res.warnings > 0 {
+	// A connection the open transaction reached stays whatever the last
+	// response said: an ERR carries no status, and the transaction is
+	// still open there.
+	if ss.sticky || ss.inTxn() || slices.Contains(ss.joined, bc) ||
+		res.status&mysql.StatusInTrans != 0 || res.status&mysql.StatusAutocommit == 0 && res.ok || res.warnings > 0 {
 		ss.pin(bc)
 		return
 	}

@@ -122,6 +122,25 @@ func TestTransactionAcrossNodes(t *testing.T) {
 		mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id = 2")
 	})
 
+	// A statement that fails inside the transaction leaves it open on
+	// that node: ROLLBACK must still reach it (an ERR packet carries no
+	// status flags to say so).
+	t.Run("error inside", func(t *testing.T) {
+		c := conn(t, db)
+		mustExec(t, c, "BEGIN", "UPDATE acct SET balance = 31 WHERE id = 2")
+		_, err := c.ExecContext(t.Context(), "INSERT INTO acct (id, balance) VALUES (6, 0)")
+		wantSQLError(t, err, 1062, "23000")
+		mustExec(t, c, "UPDATE acct SET balance = 32 WHERE id = 1", "ROLLBACK")
+		if got := balances(t, db); got != "1,100|2,100|5,100|6,100" {
+			t.Errorf("after ROLLBACK following an error: %s", got)
+		}
+		// The pool holds no connection with a transaction left open.
+		p.waitPoolIdle(t, 5*time.Second)
+		if got := balances(t, openDB(t, p.dsn("txn_t", ""))); got != "1,100|2,100|5,100|6,100" {
+			t.Errorf("a new client sees %s", got)
+		}
+	})
+
 	t.Run("DDL commits", func(t *testing.T) {
 		c := conn(t, db)
 		mustExec(t, c, "BEGIN", "UPDATE acct SET balance = 11 WHERE id = 1", "UPDATE acct SET balance = 12 WHERE id = 2",
