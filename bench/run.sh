@@ -212,8 +212,8 @@ done
 HOST[direct]=$DB_HOST PORT[direct]=$DB_PORT PID[direct]="" WEB[direct]=""
 
 # Variants: more proxies, each with its own config, as paths after the others.
-# make_nodelay_off SRC DST: SRC with its own addr (port 9694), web_addr (port
-# 9794, only if SRC has one), no metrics listener and TCP_NODELAY off on the
+# make_nodelay_off SRC DST: SRC with its own addr (port 9693), web_addr (port
+# 9793, only if SRC has one), no metrics listener and TCP_NODELAY off on the
 # client and the backend sockets. SRC must not define frontend: or backend:
 # (repeated keys are an error in the strict config).
 make_nodelay_off() {
@@ -222,7 +222,7 @@ make_nodelay_off() {
 	addr=${addr:-127.0.0.1:9696}
 	web=$(cfg_get "$src" web_addr)
 	{
-		awk -v addr="${addr%:*}:9694" -v web="${web:+${web%:*}:9794}" '
+		awk -v addr="${addr%:*}:9693" -v web="${web:+${web%:*}:9793}" '
 		/^addr[[:space:]]*:/ { print "addr: \"" addr "\""; seen = 1; next }
 		/^web_addr[[:space:]]*:/ { print "web_addr: \"" web "\""; next }
 		/^prometheus_addr[[:space:]]*:/ { print "prometheus_addr: \"\"  # run.sh: would clash with the main proxy"; next }
