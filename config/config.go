@@ -39,6 +39,7 @@ func Default() *Config {
 		ShutdownTimeout:   10 * time.Second,
 		MaxConnections:    10000,
 		MergeMemoryLimit:  256 << 20,
+		PlanCacheSize:     4096,
 		TransactionMode:   TransactionMulti,
 		Frontend:          tcp,
 		Backend: BackendOptions{
@@ -112,6 +113,11 @@ type Config struct {
 	// hold per statement; past it the client gets error 1038. Default
 	// 256 MiB.
 	MergeMemoryLimit int64 `yaml:"merge_memory_limit"`
+	// PlanCacheSize bounds the statement shapes (text with its literals
+	// stripped) whose single-shard plans each schema keeps, so that
+	// statements seen before are routed without parsing. 0 disables the
+	// cache. Default 4096.
+	PlanCacheSize int `yaml:"plan_cache_size"`
 	// TransactionMode says what a transaction may do across nodes:
 	// TransactionMulti (the default) opens it on every node it reaches and
 	// commits them one after another; TransactionSingle refuses the

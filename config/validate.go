@@ -398,6 +398,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.MergeMemoryLimit <= 0 {
 		v.add("merge_memory_limit", "must be positive, got %d", c.MergeMemoryLimit)
 	}
+	if c.PlanCacheSize < 0 {
+		v.add("plan_cache_size", "must be 0 (no cache) or positive, got %d", c.PlanCacheSize)
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}

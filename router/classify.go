@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
@@ -295,16 +294,8 @@ var untracked = map[string]bool{
 // system variables and user variables that a session can carry from one
 // pooled connection to another (see untracked). It returns them in order.
 func ParseSet(sql string) ([]SetVar, bool) {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil || len(stmts) != 1 {
 		return nil, false
 	}
@@ -332,16 +323,8 @@ func ParseSet(sql string) ([]SetVar, bool) {
 // server's, so only NAMES is reported as such). It returns the names as
 // written; DEFAULT is not recognised.
 func ParseSetNames(sql string) (charset, collation string, ok bool) {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil || len(stmts) != 1 {
 		return "", "", false
 	}
@@ -382,16 +365,8 @@ type SQLPrepare struct {
 
 // ParseSQLPrepare recognises PREPARE, EXECUTE and DEALLOCATE/DROP PREPARE.
 func ParseSQLPrepare(sql string) (SQLPrepare, bool) {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil || len(stmts) != 1 {
 		return SQLPrepare{}, false
 	}

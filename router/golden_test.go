@@ -54,12 +54,20 @@ type goldenError struct {
 	Message string `json:"message"`
 }
 
-func testRouter(tb testing.TB) *Router {
+// testRouter builds the router of testdata/ks.yaml without a plan cache:
+// golden files record what the planner itself produces.
+func testRouter(tb testing.TB) *Router { return newTestRouter(tb, 0) }
+
+// testCachedRouter builds the same router with its plan cache.
+func testCachedRouter(tb testing.TB) *Router { return newTestRouter(tb, 4096) }
+
+func newTestRouter(tb testing.TB, cacheSize int) *Router {
 	tb.Helper()
 	cfg, err := config.Load("testdata/ks.yaml")
 	if err != nil {
 		tb.Fatal(err)
 	}
+	cfg.PlanCacheSize = cacheSize
 	r, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -32,6 +32,7 @@ type schema struct {
 	rules     map[tableKey]*rule
 	ruleNames []string           // distinct table names with rules, for parse-failure checks
 	byDB      map[string][]*rule // rules per database, in config order
+	cache     *planCache         // nil when disabled or without rules
 }
 
 type tableKey struct{ db, table string }
@@ -70,6 +71,9 @@ func New(cfg *config.Config) (*Router, error) {
 			if !contains(sc.ruleNames, sr.Table) {
 				sc.ruleNames = append(sc.ruleNames, sr.Table)
 			}
+		}
+		if len(sc.rules) > 0 {
+			sc.cache = newPlanCache(cfg.PlanCacheSize)
 		}
 		r.schemas[s.User] = sc
 	}
@@ -114,16 +118,18 @@ var parsers = sync.Pool{New: func() any { return parser.New() }}
 // the statement unchanged to that node). A schema without shard rules gets
 // its default plan without parsing and without allocating.
 func (r *Router) Route(sql string, s Session) (*Plan, error) {
-	return r.route(sql, s, nil)
+	return r.route(sql, s, nil, false)
 }
 
-func (r *Router) route(sql string, s Session, bind binder) (*Plan, error) {
+// route plans sql; args are the bound values of a prepared statement's
+// placeholders when prepared is set.
+func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan, error) {
 	sc := r.schemas[s.User]
 	if sc == nil {
 		return nil, mysql.NewError(mysql.ErDBAccessDenied, "no schema is configured for user '%s' in schema_list", s.User)
 	}
 	if inner, ok := explainShard(sql); ok {
-		p, err := r.route(inner, s, bind)
+		p, err := r.route(inner, s, args, prepared)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +141,24 @@ func (r *Router) route(sql string, s Session, bind binder) (*Plan, error) {
 	if len(sc.rules) == 0 {
 		return sc.defPlan, nil
 	}
-	return sc.plan(sql, s, bind)
+	var p *Plan
+	ok := false
+	if prepared {
+		p, ok = sc.cachedArgs(sql, s, args)
+	} else {
+		p, ok = sc.cachedText(sql, s)
+	}
+	if ok {
+		sc.cache.hits.Add(1)
+		return p, nil
+	}
+	if sc.cache != nil {
+		sc.cache.misses.Add(1)
+	}
+	if prepared {
+		return sc.plan(sql, s, argsBinder(args))
+	}
+	return sc.plan(sql, s, nil)
 }
 
 // explainPlan is the plan of EXPLAIN FORMAT='shard': the inner plan's
@@ -168,17 +191,8 @@ func (r *Router) Sharded(user string) bool {
 
 // plan parses sql and plans it.
 func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		// The parser's state is unknown: drop it rather than reuse it.
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil {
 		for _, name := range sc.ruleNames {
 			if mentionsWord(sql, name) {
@@ -202,6 +216,19 @@ func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
 		}
 	}
 	return sc.defPlan, nil
+}
+
+// parsePooled parses sql with a parser from the pool. The syntax tree may
+// point into the parser's memory: release returns the parser to the pool
+// and must be called only once the tree is no longer used. A parser that
+// panicked is dropped, its state unknown.
+func parsePooled(sql string) (stmts []ast.StmtNode, release func(), err error) {
+	p := parsers.Get().(*parser.Parser)
+	stmts, err = parse(p, sql)
+	if err == errParserPanic {
+		return nil, func() {}, err
+	}
+	return stmts, func() { parsers.Put(p) }, err
 }
 
 // errParserPanic reports a panic inside the parser.
@@ -285,16 +312,8 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 	if sc == nil || len(sc.rules) == 0 {
 		return nil, false
 	}
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil || len(stmts) < 2 {
 		return nil, false
 	}

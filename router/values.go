@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pingcap/tidb/pkg/parser"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
@@ -161,13 +160,7 @@ func (a Arg) value() value {
 // bound to its ? placeholders in text order. The targets' SQL keeps the
 // placeholders that remain in it.
 func (r *Router) RouteArgs(sql string, s Session, args []Arg) (*Plan, error) {
-	return r.route(sql, s, func(order int) (value, bool) {
-		if order < 0 || order >= len(args) {
-			return value{}, false
-		}
-		v := args[order].value()
-		return v, v.kind != valNone
-	})
+	return r.route(sql, s, args, true)
 }
 
 // Placeholders counts the ? placeholders of a statement the parser
@@ -199,18 +192,8 @@ func Placeholders(sql string) int {
 // text path (cross-shard executions are merged from text results). The
 // literals must be valid SQL literals.
 func Inline(sql string, literals []string) (string, error) {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	// The parser may reuse memory the syntax tree points into: it goes
-	// back to the pool only once the tree is no longer used.
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil {
 		return "", mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
 	}
@@ -253,16 +236,8 @@ func PlaceholderOrder(sql string) ([]int, error) {
 	if strings.Contains(sql, markerPrefix) {
 		return nil, notSupported("a prepared statement that contains %q", markerPrefix)
 	}
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, err := parsePooled(sql)
+	defer release()
 	if err != nil {
 		return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
 	}
@@ -311,16 +286,8 @@ func (markerReplacer) Leave(n ast.Node) (ast.Node, bool) {
 // CountPlaceholders returns the number of ? placeholders of a statement
 // (0 when it does not parse).
 func CountPlaceholders(sql string) int {
-	p := parsers.Get().(*parser.Parser)
-	stmts, err := parse(p, sql)
-	if err == errParserPanic {
-		p = nil
-	}
-	defer func() {
-		if p != nil {
-			parsers.Put(p)
-		}
-	}()
+	stmts, release, _ := parsePooled(sql)
+	defer release()
 	n := 0
 	for _, st := range stmts {
 		f := &markerFinder{}

@@ -13,13 +13,18 @@ import (
 
 // Stats is a snapshot of the server for operators.
 type Stats struct {
-	Sessions      int         `json:"sessions"`
-	ConnsTotal    uint64      `json:"connections_total"`
-	ConnsRejected uint64      `json:"connections_rejected"`
-	Queries       uint64      `json:"queries_total"`
-	ErrorsSent    uint64      `json:"errors_total"`
-	Goroutines    int         `json:"goroutines"`
-	Nodes         []NodeStats `json:"nodes"`
+	Sessions      int    `json:"sessions"`
+	ConnsTotal    uint64 `json:"connections_total"`
+	ConnsRejected uint64 `json:"connections_rejected"`
+	Queries       uint64 `json:"queries_total"`
+	ErrorsSent    uint64 `json:"errors_total"`
+	Goroutines    int    `json:"goroutines"`
+	// Plan cache of the sharded schemas: statements routed from a cached
+	// template, statements planned, shapes held.
+	PlanCacheHits   uint64      `json:"plan_cache_hits_total"`
+	PlanCacheMisses uint64      `json:"plan_cache_misses_total"`
+	PlanCacheShapes int         `json:"plan_cache_shapes"`
+	Nodes           []NodeStats `json:"nodes"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -42,6 +47,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
+	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {
 		x := nd.Stats()
 		st.Nodes = append(st.Nodes, NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
@@ -135,6 +141,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
 	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
+	metric("shardgate_plan_cache_hits_total", "counter", "Statements on sharded schemas routed from the plan cache without parsing.", st.PlanCacheHits)
+	metric("shardgate_plan_cache_misses_total", "counter", "Statements on sharded schemas the planner parsed and planned.", st.PlanCacheMisses)
+	metric("shardgate_plan_cache_shapes", "gauge", "Statement shapes the plan caches hold.", st.PlanCacheShapes)
 	nodes := st.Nodes
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	per := func(name, typ, help string, f func(NodeStats) any) {

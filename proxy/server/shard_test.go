@@ -335,6 +335,33 @@ func TestShardHash(t *testing.T) {
 		e.affected("INSERT INTO acct (id, v) VALUES (8, 'v8')", 1)
 	})
 
+	e.run("plan cache", func(t *testing.T) {
+		// Point statements repeated with other literals are routed from
+		// the plan cache: rows must land, change and read back exactly
+		// as the planner would place them.
+		before := e.p.srv.Stats().PlanCacheHits
+		want := map[string][]string{}
+		for k := int64(100); k < 140; k++ {
+			e.affected(fmt.Sprintf("INSERT INTO acct (id, v) VALUES (%d, 'c%d')", k, k), 1)
+			e.affected(fmt.Sprintf("UPDATE acct SET n = n + %d WHERE id = %d", k, k), 1)
+			e.wantRows(fmt.Sprintf("SELECT id, v, n FROM acct WHERE id = %d", k), fmt.Sprintf("%d,c%d,%d", k, k, k))
+			e.wantRows(fmt.Sprintf("SELECT v FROM acct WHERE id = '%d'", k), fmt.Sprintf("c%d", k))
+			s := subs[hashIndex(k, 4)].name
+			want[s] = append(want[s], strconv.FormatInt(k, 10))
+		}
+		if got, w := e.layoutWhere("id", "id >= 100 AND id < 140", subs), describeLayout(subs, want); got != w {
+			t.Errorf("rows landed as %s, want %s", got, w)
+		}
+		for k := int64(100); k < 140; k += 2 {
+			e.affected(fmt.Sprintf("DELETE FROM acct WHERE id = %d", k), 1)
+		}
+		e.wantRows("SELECT COUNT(*) FROM acct WHERE id >= 100 AND id < 140", "20")
+		if hits := e.p.srv.Stats().PlanCacheHits - before; hits < 150 {
+			t.Errorf("plan cache answered %d of the 180 statements", hits)
+		}
+		e.exec("DELETE FROM acct WHERE id >= 100 AND id < 140")
+	})
+
 	e.run("in lists", func(t *testing.T) {
 		e.wantRows("SELECT id, v FROM acct WHERE id IN (1, 2, 3, 7, 100)", "1,v1|2,v2|3,v3|7,v7")
 		e.wantRows("SELECT id FROM acct WHERE id IN (4, 5) OR id = 6", "4|5|6")

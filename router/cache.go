@@ -1,0 +1,553 @@
+package router
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// The plan cache routes single-shard statements it has seen before
+// without parsing them. A statement's shape is its text with the literals
+// stripped (normalize); the first time a shape is seen again, the router
+// plans the shape itself, with ? in place of the literals, and keeps a
+// template when the plan provably picks its subtable from one literal
+// alone: one table with a shard rule, no subquery, and "key = literal" as
+// a top-level AND term of the WHERE (or the key's value in a one-row
+// INSERT). Every row such a statement reads or writes has that key value,
+// so it lives in the subtable the rule maps the value to, whatever else
+// the statement says. A hit then maps the literal through the rule and
+// splices the client's literals into the template's text. Everything
+// else (merges, fan-outs, joins, unparsable shapes) is planned as before;
+// the cache only remembers not to try again.
+//
+// Binary prepared statements use the same templates, keyed by their text
+// with its ? placeholders, and take the key value from the bound
+// arguments; their targets keep the placeholders, so a hit allocates
+// nothing.
+
+// templateState says what is known of a shape.
+type templateState uint8
+
+const (
+	seenOnce   templateState = iota // planned normally once; build on the next sighting
+	noTemplate                      // planned normally, always
+	ready                           // routed from the template
+)
+
+// template is the cached plan of one shape.
+type template struct {
+	state  templateState
+	rule   *rule
+	key    int      // order of the ? (literal) holding the shard key
+	pieces []piece  // the target statement, with the subtable's name and the ? left open
+	tables []string // Plan.Tables
+	fixed  int      // bytes of text pieces
+	plans  []*Plan  // prepared statements: the plan of each subtable
+}
+
+// piece is part of a template's statement: text, the subtable's name, or
+// the literal with the given order.
+type piece struct {
+	text  string
+	kind  uint8
+	order int
+}
+
+const (
+	pieceText uint8 = iota
+	pieceTable
+	pieceLiteral
+)
+
+// planCache maps shape keys to templates. It is bounded: when full it is
+// emptied and refills with what is still in use.
+type planCache struct {
+	mu  sync.RWMutex
+	m   map[string]*template
+	max int
+
+	hits, misses atomic.Uint64
+}
+
+func newPlanCache(max int) *planCache {
+	if max <= 0 {
+		return nil
+	}
+	return &planCache{m: make(map[string]*template), max: max}
+}
+
+func (c *planCache) get(key []byte) *template {
+	c.mu.RLock()
+	t := c.m[string(key)]
+	c.mu.RUnlock()
+	return t
+}
+
+func (c *planCache) put(key []byte, t *template) {
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[string(key)] = t
+	c.mu.Unlock()
+}
+
+// CacheStats returns how many statements the plan caches of all schemas
+// answered and how many they left to the planner, and how many shapes
+// they hold.
+func (r *Router) CacheStats() (hits, misses uint64, shapes int) {
+	for _, sc := range r.schemas {
+		if c := sc.cache; c != nil {
+			hits += c.hits.Load()
+			misses += c.misses.Load()
+			c.mu.RLock()
+			shapes += len(c.m)
+			c.mu.RUnlock()
+		}
+	}
+	return hits, misses, shapes
+}
+
+// scratch is a key buffer and literal list for one lookup.
+type scratch struct {
+	key   []byte
+	spans []span
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{key: make([]byte, 0, 256), spans: make([]span, 0, 16)} }}
+
+// Key prefixes keep text shapes and prepared statements apart.
+const (
+	keyText     = 't'
+	keyPrepared = 'p'
+)
+
+// cachedText routes statement text through the cache. ok is false when
+// the statement must be planned normally.
+func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
+	if sc.cache == nil {
+		return nil, false
+	}
+	sb := scratches.Get().(*scratch)
+	defer scratches.Put(sb)
+	key := append(append(append(sb.key[:0], keyText), s.DB...), 0)
+	prefix := len(key)
+	key, spans, ok := normalize(key, sql, sb.spans[:0])
+	sb.key, sb.spans = key, spans
+	if !ok {
+		return nil, false
+	}
+	t := sc.cache.get(key)
+	if t == nil {
+		sc.cache.put(key, &template{state: seenOnce})
+		return nil, false
+	}
+	if t.state == seenOnce {
+		shape := string(key[prefix : len(key)-len(spans)-1])
+		t = sc.buildTemplate(shape, sql, s, textBinder(sql, spans), false)
+		sc.cache.put(key, t)
+	}
+	if t.state != ready {
+		return nil, false
+	}
+	lit := spans[t.key]
+	v, ok := literalValue(sql, lit)
+	if !ok {
+		return nil, false
+	}
+	idx, ok, err := t.rule.index(v)
+	if err != nil || !ok {
+		return nil, false
+	}
+	sub := &t.rule.subs[idx]
+	n := t.fixed
+	for i := range t.pieces {
+		switch pc := &t.pieces[i]; pc.kind {
+		case pieceTable:
+			n += len(sub.name)
+		case pieceLiteral:
+			n += spans[pc.order].end - spans[pc.order].off
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range t.pieces {
+		switch pc := &t.pieces[i]; pc.kind {
+		case pieceText:
+			b.WriteString(pc.text)
+		case pieceTable:
+			b.WriteString(sub.name)
+		case pieceLiteral:
+			b.WriteString(sql[spans[pc.order].off:spans[pc.order].end])
+		}
+	}
+	hp := &hitPlan{}
+	hp.t[0] = Target{Node: sub.node, Subtable: sub.name, SQL: b.String()}
+	hp.p = Plan{Kind: Forward, Targets: hp.t[:], Tables: t.tables}
+	return &hp.p, true
+}
+
+// hitPlan holds a cache hit's plan and its one target in one allocation.
+type hitPlan struct {
+	p Plan
+	t [1]Target
+}
+
+// cachedArgs routes one execution of a binary prepared statement through
+// the cache.
+func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
+	if sc.cache == nil {
+		return nil, false
+	}
+	sb := scratches.Get().(*scratch)
+	defer scratches.Put(sb)
+	key := append(append(append(append(sb.key[:0], keyPrepared), s.DB...), 0), sql...)
+	sb.key = key
+	t := sc.cache.get(key)
+	if t == nil {
+		sc.cache.put(key, &template{state: seenOnce})
+		return nil, false
+	}
+	if t.state == seenOnce {
+		t = sc.buildTemplate(sql, sql, s, argsBinder(args), true)
+		sc.cache.put(key, t)
+	}
+	if t.state != ready || t.key >= len(args) {
+		return nil, false
+	}
+	v := args[t.key].value()
+	if v.kind == valNone {
+		return nil, false
+	}
+	idx, ok, err := t.rule.index(v)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return t.plans[idx], true
+}
+
+// literalValue converts a literal of the client's text as the parser
+// would; only integers and strings without escapes are converted.
+func literalValue(sql string, l span) (value, bool) {
+	switch l.class {
+	case litInt:
+		u, err := strconv.ParseUint(sql[l.off:l.end], 10, 64)
+		if err != nil {
+			return value{}, false
+		}
+		if u <= math.MaxInt64 {
+			return value{kind: valInt, i: int64(u)}, true
+		}
+		return value{kind: valUint, u: u}, true
+	case litString:
+		return value{kind: valString, s: sql[l.off+1 : l.end-1]}, true
+	}
+	return value{}, false
+}
+
+func textBinder(sql string, spans []span) binder {
+	return func(order int) (value, bool) {
+		if order < 0 || order >= len(spans) {
+			return value{}, false
+		}
+		return literalValue(sql, spans[order])
+	}
+}
+
+func argsBinder(args []Arg) binder {
+	return func(order int) (value, bool) {
+		if order < 0 || order >= len(args) {
+			return value{}, false
+		}
+		v := args[order].value()
+		return v, v.kind != valNone
+	}
+}
+
+var noTemplateYet = &template{state: noTemplate}
+
+// buildTemplate plans shape (text whose literals are ? placeholders) with
+// bind supplying the values of client's literals, and returns its template, or noTemplateYet
+// when its plan is not one the cache can reproduce.
+func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, prepared bool) *template {
+	if _, ok := explainShard(shape); ok || hintIn(shape, sc.hints) != nil {
+		return noTemplateYet
+	}
+	if client != shape {
+		// The client's text must parse too: the template stands for
+		// statements the planner accepts.
+		stmts, release, err := parsePooled(client)
+		release()
+		if err != nil || len(stmts) != 1 {
+			return noTemplateYet
+		}
+	}
+	stmts, release, err := parsePooled(shape)
+	defer release()
+	if err != nil || len(stmts) != 1 {
+		return noTemplateYet
+	}
+	n := stmts[0]
+	var sv shapeVisitor
+	n.Accept(&sv)
+	if sv.tables != 1 || sv.subquery {
+		return noTemplateYet
+	}
+	// Which orders the planner asks for: only the key's may decide.
+	var asked []int
+	rec := func(order int) (value, bool) {
+		asked = append(asked, order)
+		return bind(order)
+	}
+	plan, err := sc.planStmt(n, shape, s, rec)
+	if err != nil || plan.Kind != Forward || len(plan.Targets) != 1 || plan.Targets[0].Subtable == "" ||
+		len(plan.Renames) > 0 || plan.Merge != nil || plan.Targets[0].SQL == "" {
+		return noTemplateYet
+	}
+	tg := plan.Targets[0]
+	ru, idx := sc.ruleOfSubtable(tg.Subtable)
+	if ru == nil || !ru.sharded() || ru.subs[idx].node != tg.Node {
+		return noTemplateYet
+	}
+	key, ok := keyMarker(n, ru.key)
+	if !ok {
+		return noTemplateYet
+	}
+	for _, o := range asked {
+		if o != key {
+			return noTemplateYet
+		}
+	}
+	if v, ok := bind(key); !ok {
+		return noTemplateYet
+	} else if i, ok, err := ru.index(v); err != nil || !ok || i != idx {
+		return noTemplateYet
+	}
+	// A column or alias spelled like a subtable would be taken for it.
+	if strings.Contains(strings.ToLower(shape), strings.ToLower(tg.Subtable)) {
+		return noTemplateYet
+	}
+	nmarkers := sv.markers
+	order, err := PlaceholderOrder(shape)
+	if err != nil {
+		return noTemplateYet
+	}
+	t := &template{state: ready, rule: ru, key: key, tables: plan.Tables}
+	if !t.split(tg.SQL, "`"+tg.Subtable+"`", order, nmarkers) {
+		return noTemplateYet
+	}
+	if prepared {
+		t.plans = make([]*Plan, len(ru.subs))
+		for i := range ru.subs {
+			sub := &ru.subs[i]
+			var b strings.Builder
+			for _, pc := range t.pieces {
+				switch pc.kind {
+				case pieceText:
+					b.WriteString(pc.text)
+				case pieceTable:
+					b.WriteString(sub.name)
+				case pieceLiteral:
+					b.WriteByte('?')
+				}
+			}
+			t.plans[i] = &Plan{Kind: Forward, Tables: plan.Tables, Targets: []Target{{Node: sub.node, Subtable: sub.name, SQL: b.String()}}}
+		}
+	}
+	return t
+}
+
+// split cuts a target statement the planner restored into pieces: the
+// quoted subtable name (the backquotes stay in the text pieces) and the ?
+// placeholders, whose orders are given by order (nil: text order). It
+// reports false when the text does not have exactly nmarkers placeholders
+// or does not name the subtable.
+func (t *template) split(sql, quotedSub string, order []int, nmarkers int) bool {
+	last, marks, tables := 0, 0, 0
+	emit := func(end int) {
+		if end > last {
+			t.pieces = append(t.pieces, piece{text: sql[last:end], kind: pieceText})
+			t.fixed += end - last
+		}
+	}
+	for i := 0; i < len(sql); {
+		switch c := sql[i]; {
+		case c == '\'' || c == '"':
+			end, _ := scanString(sql, i)
+			if end < 0 {
+				return false
+			}
+			i = end
+		case c == '`':
+			end := scanQuoted(sql, i, '`')
+			if end < 0 {
+				return false
+			}
+			if strings.IndexByte(sql[i:end], '?') >= 0 {
+				// A column named after its expression's text (the
+				// planner keeps MySQL's names that way): the name holds
+				// the shape's ?, not the client's literal.
+				return false
+			}
+			if strings.EqualFold(sql[i:end], quotedSub) {
+				emit(i + 1)
+				t.pieces = append(t.pieces, piece{kind: pieceTable})
+				last = end - 1
+				tables++
+			}
+			i = end
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			end := strings.Index(sql[i+2:], "*/")
+			if end < 0 {
+				return false
+			}
+			i += end + 4
+		case c == '?':
+			o := marks
+			if order != nil {
+				if marks >= len(order) {
+					return false
+				}
+				o = order[marks]
+			}
+			emit(i)
+			t.pieces = append(t.pieces, piece{kind: pieceLiteral, order: o})
+			marks++
+			i++
+			last = i
+		default:
+			i++
+		}
+	}
+	emit(len(sql))
+	return marks == nmarkers && tables > 0
+}
+
+// ruleOfSubtable finds the rule that owns a subtable and the subtable's index.
+func (sc *schema) ruleOfSubtable(subtable string) (*rule, int) {
+	for _, ru := range sc.rules {
+		for i := range ru.subs {
+			if ru.subs[i].name == subtable {
+				return ru, i
+			}
+		}
+	}
+	return nil, 0
+}
+
+// shapeVisitor counts table references, subqueries and placeholders.
+type shapeVisitor struct {
+	tables   int
+	markers  int
+	subquery bool
+}
+
+func (v *shapeVisitor) Enter(n ast.Node) (ast.Node, bool) {
+	switch n.(type) {
+	case *ast.TableName:
+		v.tables++
+	case *ast.SubqueryExpr, *ast.ExistsSubqueryExpr:
+		v.subquery = true
+	case *test_driver.ParamMarkerExpr:
+		v.markers++
+	}
+	return n, false
+}
+
+func (v *shapeVisitor) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// keyMarker returns the order of the placeholder that fixes the shard key
+// column key for every row the statement touches: "key = ?" (or <=>) as
+// the only top-level AND term of the WHERE on the key, or the key's value
+// in a one-row INSERT or REPLACE (INSERT ... SET is parsed into
+// the same form).
+func keyMarker(n ast.StmtNode, key string) (int, bool) {
+	var where ast.ExprNode
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		if !singleTable(x.From) {
+			return 0, false
+		}
+		where = x.Where
+	case *ast.UpdateStmt:
+		if x.MultipleTable || !singleTable(x.TableRefs) {
+			return 0, false
+		}
+		where = x.Where
+	case *ast.DeleteStmt:
+		if x.IsMultiTable || !singleTable(x.TableRefs) {
+			return 0, false
+		}
+		where = x.Where
+	case *ast.InsertStmt:
+		if x.Select != nil {
+			return 0, false
+		}
+		if len(x.Lists) != 1 {
+			return 0, false
+		}
+		col := -1
+		for i, c := range x.Columns {
+			if c.Name.L == key {
+				if col >= 0 {
+					return 0, false
+				}
+				col = i
+			}
+		}
+		if col < 0 || col >= len(x.Lists[0]) || len(x.Lists[0]) != len(x.Columns) {
+			return 0, false
+		}
+		m, ok := x.Lists[0][col].(*test_driver.ParamMarkerExpr)
+		if !ok {
+			return 0, false
+		}
+		return m.Order, true
+	default:
+		return 0, false
+	}
+	found, order := 0, 0
+	for _, c := range conjuncts(where, nil) {
+		b, ok := unparen(c).(*ast.BinaryOperationExpr)
+		if !ok {
+			continue
+		}
+		l, r := unparen(b.L), unparen(b.R)
+		if isKeyCol(r, key) {
+			l, r = r, l
+		}
+		if !isKeyCol(l, key) {
+			continue
+		}
+		m, ok := r.(*test_driver.ParamMarkerExpr)
+		if (b.Op != opcode.EQ && b.Op != opcode.NullEQ) || !ok {
+			continue
+		}
+		found, order = found+1, m.Order
+	}
+	return order, found == 1
+}
+
+func isKeyCol(e ast.ExprNode, key string) bool {
+	c, ok := e.(*ast.ColumnNameExpr)
+	return ok && c.Name.Name.L == key
+}
+
+// singleTable reports whether a FROM clause is one plain table.
+func singleTable(refs *ast.TableRefsClause) bool {
+	if refs == nil || refs.TableRefs == nil || refs.TableRefs.Right != nil {
+		return false
+	}
+	ts, ok := refs.TableRefs.Left.(*ast.TableSource)
+	if !ok {
+		return false
+	}
+	_, ok = ts.Source.(*ast.TableName)
+	return ok
+}
