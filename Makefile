@@ -6,6 +6,7 @@
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
 #   make bench       the load-test ladder (bench/run.sh)
+#   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -14,7 +15,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short fuzz bench clean
+.PHONY: all build run test test-short fuzz bench bench-conns clean
 
 all: build
 
@@ -62,6 +63,9 @@ fuzz:
 
 bench:
 	bench/run.sh
+
+bench-conns:
+	bench/conns.sh
 
 clean:
 	rm -rf bin

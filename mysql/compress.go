@@ -34,6 +34,10 @@ type compressState struct {
 // after the current point. Call it right after the handshake's final OK
 // packet has been flushed (or read, on the client side).
 func (c *Conn) EnableCompression() {
+	if c.wpool != nil {
+		c.writer() // a compressed connection keeps its buffers
+		c.wpool = nil
+	}
 	z := &compressState{raw: c.rawBR, rawW: c.rawBW}
 	c.z = z
 	c.br = bufio.NewReaderSize(zReader{z}, c.rawBR.Size())

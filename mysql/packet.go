@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -44,6 +45,12 @@ type Conn struct {
 	rawBR *bufio.Reader
 	rawBW *bufio.Writer
 	z     *compressState
+
+	// wpool, when set, lends the write buffer per response: it is taken on
+	// the first write and given back once Flush has emptied it, so an idle
+	// connection holds none (see LendWriteBuffer).
+	wpool *sync.Pool
+	wsize int
 }
 
 // NewConn wraps nc with buffers of the given sizes (defaults when <= 0).
@@ -54,11 +61,42 @@ func NewConn(nc net.Conn, readBuf, writeBuf int) *Conn {
 	if writeBuf <= 0 {
 		writeBuf = 16 << 10
 	}
-	c := &Conn{nc: nc}
+	c := &Conn{nc: nc, wsize: writeBuf}
 	c.rawBR = bufio.NewReaderSize(nc, readBuf)
 	c.rawBW = bufio.NewWriterSize(nc, writeBuf)
 	c.br, c.bw = c.rawBR, c.rawBW
 	return c
+}
+
+// writerPools holds lent write buffers by size.
+var writerPools sync.Map // int -> *sync.Pool
+
+// LendWriteBuffer makes c borrow its write buffer for each response and
+// give it back when Flush empties it, instead of owning one: a server with
+// thousands of idle clients then holds write buffers only for the
+// responses in flight. Call it before the first write.
+func (c *Conn) LendWriteBuffer() {
+	size := c.wsize
+	p, ok := writerPools.Load(size)
+	if !ok {
+		p, _ = writerPools.LoadOrStore(size, &sync.Pool{New: func() any { return bufio.NewWriterSize(nil, size) }})
+	}
+	c.wpool = p.(*sync.Pool)
+	if c.bw != nil && c.bw.Buffered() == 0 {
+		c.bw.Reset(nil)
+		c.wpool.Put(c.bw)
+		c.rawBW, c.bw = nil, nil
+	}
+}
+
+// writer returns the write buffer, borrowing one if c has none.
+func (c *Conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		w := c.wpool.Get().(*bufio.Writer)
+		w.Reset(c.nc)
+		c.bw, c.rawBW = w, w
+	}
+	return c.bw
 }
 
 // NetConn returns the underlying connection.
@@ -154,11 +192,16 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		}
 		c.br.Discard(4)
 	}
-	if cap(buf) <= 1<<20 {
-		c.large = buf // keep moderate buffers for reuse; let huge ones go
+	if cap(buf) <= maxKeptLarge {
+		c.large = buf // keep moderate buffers for reuse; let big ones go
 	}
 	return buf, nil
 }
+
+// maxKeptLarge bounds the buffer a Conn keeps for packets larger than its
+// read buffer: thousands of connections that each once read a big packet
+// must not each keep it.
+const maxKeptLarge = 64 << 10
 
 func grow(b []byte, n int) []byte {
 	if cap(b)-len(b) >= n {
@@ -186,8 +229,8 @@ func (c *Conn) WritePacket(payload []byte) error {
 		}
 		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.seq}
 		c.seq++
-		c.bw.Write(c.hdr[:])
-		if _, err := c.bw.Write(payload[:n]); err != nil {
+		c.writer().Write(c.hdr[:])
+		if _, err := c.writer().Write(payload[:n]); err != nil {
 			return err
 		}
 		payload = payload[n:]
@@ -199,11 +242,20 @@ func (c *Conn) WritePacket(payload []byte) error {
 
 // Flush writes buffered packets to the network.
 func (c *Conn) Flush() error {
+	if c.bw == nil {
+		return nil // nothing written since the last Flush
+	}
 	if err := c.bw.Flush(); err != nil {
 		return err
 	}
 	if c.z != nil {
 		return c.z.flush()
+	}
+	if c.wpool != nil {
+		w := c.bw
+		w.Reset(nil)
+		c.bw, c.rawBW = nil, nil
+		c.wpool.Put(w)
 	}
 	return nil
 }
@@ -261,11 +313,11 @@ func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 			p.First = b[4]
 		}
 		p.Small = b[4:]
-		_, err = dst.bw.Write(b)
+		_, err = dst.writer().Write(b)
 		c.br.Discard(4 + p.Len)
 		return p, dstErr(err)
 	}
-	if _, err := dst.bw.Write(h); err != nil {
+	if _, err := dst.writer().Write(h); err != nil {
 		return p, dstErr(err)
 	}
 	c.br.Discard(4)
@@ -281,7 +333,7 @@ func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 		if len(chunk) == 0 {
 			return p, fmt.Errorf("%w: %w", ErrForwardCut, unexpectedEOF(err))
 		}
-		if _, werr := dst.bw.Write(chunk); werr != nil {
+		if _, werr := dst.writer().Write(chunk); werr != nil {
 			return p, dstErr(werr)
 		}
 		c.br.Discard(len(chunk))
@@ -334,6 +386,6 @@ func dstErr(err error) error {
 // WriteRaw writes bytes that already form whole packets into the write
 // buffer.
 func (c *Conn) WriteRaw(b []byte) error {
-	_, err := c.bw.Write(b)
+	_, err := c.writer().Write(b)
 	return err
 }

@@ -505,3 +505,38 @@ func BenchmarkForwardPacket(b *testing.B) {
 		})
 	}
 }
+
+// TestLendWriteBuffer checks that a Conn lending its write buffer writes
+// the same bytes, holds no buffer between responses, and that two Conns
+// sharing the pool never mix their output.
+func TestLendWriteBuffer(t *testing.T) {
+	var outA, outB, want bytes.Buffer
+	a, b, ref := writerConn(&outA, testBuf), writerConn(&outB, testBuf), writerConn(&want, testBuf)
+	a.LendWriteBuffer()
+	b.LendWriteBuffer()
+	if a.bw != nil || a.Flush() != nil {
+		t.Fatal("a lending Conn holds a write buffer before writing, or fails an empty Flush")
+	}
+	for round, n := range []int{0, 10, testBuf - 4, testBuf + 100, 3 * testBuf} {
+		for _, c := range []*Conn{a, b, ref} {
+			c.ResetSeq()
+			if err := c.WritePacket(pattern(n, byte(round))); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.WriteRaw(rawPacket(1, pattern(5, 9))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []*Conn{a, b, ref} {
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a.bw != nil || b.bw != nil {
+			t.Fatalf("round %d: a flushed Conn still holds its write buffer", round)
+		}
+	}
+	if !bytes.Equal(outA.Bytes(), want.Bytes()) || !bytes.Equal(outB.Bytes(), want.Bytes()) {
+		t.Fatalf("lending Conns wrote %d and %d bytes, want the %d bytes an owning Conn wrote", outA.Len(), outB.Len(), want.Len())
+	}
+}

@@ -253,9 +253,15 @@ func (bc *benchClient) query(q []byte) (int, error) {
 	}
 }
 
-// mergeBenchProxy starts the proxy over one fake backend that plays two
-// nodes, with table bench.t hash-sharded into 8 subtables (4 per node).
+// mergeBenchProxy starts the proxy with table bench.t hash-sharded into 8
+// subtables (4 per node).
 func mergeBenchProxy(b *testing.B, answer func([]byte) *canned) *benchClient {
+	return benchProxy(b, answer, []config.ShardRule{{DB: "bench", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{4, 4}}})
+}
+
+// benchProxy starts the proxy over one fake backend that plays two nodes,
+// with the given shard rules, and returns a client logged in to bench.
+func benchProxy(b *testing.B, answer func([]byte) *canned, rules []config.ShardRule) *benchClient {
 	f := startFakeBackend(b, answer)
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
@@ -264,8 +270,7 @@ func mergeBenchProxy(b *testing.B, answer func([]byte) *canned) *benchClient {
 		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n, Master: f.l.Addr().String(), User: "u", Password: "p",
 			MaxConnsLimit: 16, DownAfterNoalive: 30})
 	}
-	cfg.Schemas = []config.Schema{{User: appUser, Nodes: []string{"node1", "node2"}, Default: "node1",
-		Shard: []config.ShardRule{{DB: "bench", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{4, 4}}}}}
+	cfg.Schemas = []config.Schema{{User: appUser, Nodes: []string{"node1", "node2"}, Default: "node1", Shard: rules}}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}

@@ -128,6 +128,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		buf:    make([]byte, 0, 256),
 	}
 	ss.c.MaxPacket = maxClientPacket
+	ss.c.LendWriteBuffer()
 	defer nc.Close()
 	if !s.allowed(nc.RemoteAddr()) {
 		s.rejected.Add(1)
