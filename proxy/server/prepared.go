@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/shardgate/shardgate/backend"
@@ -53,6 +54,10 @@ type routedStmt struct {
 	// client's order; ordered says it has been computed.
 	order   []int
 	ordered bool
+	// cursor is the connection holding the statement's open cursor, and
+	// cursorID the statement's id there (see executeCursor).
+	cursor   *backend.Conn
+	cursorID uint32
 }
 
 // routedStmt returns the proxy statement a COM_STMT_* packet names, or
@@ -267,9 +272,21 @@ func (ss *session) routedStmtCommand(ps *routedStmt, p []byte) error {
 		return nil
 	case mysql.ComStmtReset:
 		ps.long, ps.hasLong = nil, nil
+		if bc := ss.cursorConn(ps); bc != nil {
+			// Closes the cursor there too.
+			ss.qbuf = binary.LittleEndian.AppendUint32(append(ss.qbuf[:0], mysql.ComStmtReset), ps.cursorID)
+			_, err := ss.runOn(bc, bc.Node().Name, ss.qbuf, true, ss.relayOne)
+			return err
+		}
 		return ss.writeOK(mysql.OK{Status: ss.status})
 	case mysql.ComStmtFetch:
-		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet")
+		bc := ss.cursorConn(ps)
+		if bc == nil || len(p) < 9 {
+			return mysql.NewError(erStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", ps.id)
+		}
+		ss.qbuf = append(binary.LittleEndian.AppendUint32(append(ss.qbuf[:0], mysql.ComStmtFetch), ps.cursorID), p[5:9]...)
+		_, err := ss.runOn(bc, bc.Node().Name, ss.qbuf, true, ss.relayFetch)
+		return err
 	}
 	if ps.local {
 		if len(p) < 10 {
@@ -292,6 +309,17 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 	}
 	if e.NewTypes {
 		ps.types = append(ps.types[:0], e.Types...)
+	}
+	ps.cursor = nil // a new execution closes the statement's cursor
+	sess := router.Session{User: ss.user, DB: ss.db}
+	if !ss.srv.router.Sharded(ss.user) {
+		// Every statement runs unchanged on the default node.
+		node, _ := ss.srv.router.DefaultNode(ss.user)
+		if e.Flags != 0 {
+			return ss.executeCursor(ps, e, node)
+		}
+		ss.act.set("Execute", ps.sql)
+		return ss.executeOn(ps, e, node, ps.sql, nil)
 	}
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
@@ -317,7 +345,7 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 		}
 	}
 	ss.act.set("Execute", ps.sql)
-	plan, err := ss.srv.router.RouteArgs(ps.sql, router.Session{User: ss.user, DB: ss.db}, args)
+	plan, err := ss.srv.router.RouteArgs(ps.sql, sess, args)
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErNotSupported {
@@ -349,14 +377,21 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 			e = reorderParams(e, order)
 		}
 	}
+	return ss.executeOn(ps, e, t.Node, q, order)
+}
+
+// executeOn runs one execution of ps as statement q, prepared on a pooled
+// connection to node (and cached there); order maps q's parameters to the
+// client's (nil: the same order).
+func (ss *session) executeOn(ps *routedStmt, e *mysql.StmtExecute, node, q string, order []int) error {
 	ss.srv.queries.Add(1)
-	bc, err := ss.acquire(t.Node, false)
+	bc, err := ss.acquire(node, false)
 	if err != nil {
 		return err
 	}
 	st, err := bc.PrepareCached(q)
 	if err == nil && len(st.Params) != ps.nparams {
-		err = mysql.NewError(mysql.ErNotSupported, "the statement on %s has %d parameters, the prepared one %d", t.Subtable, len(st.Params), ps.nparams)
+		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.nparams)
 	}
 	if err == nil {
 		err = ss.sendLongData(bc, st, ps, order)
@@ -369,8 +404,52 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 		return err
 	}
 	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
-	_, err = ss.runOn(bc, t.Node, ss.qbuf, false, ss.relayResult)
+	_, err = ss.runOn(bc, node, ss.qbuf, false, ss.relayResult)
 	return err
+}
+
+// erStmtHasNoOpenCursor is ER_STMT_HAS_NO_OPEN_CURSOR.
+const erStmtHasNoOpenCursor = 1421
+
+// executeCursor runs an execution that opens a cursor (schemas without
+// shard rules): the cursor lives on one backend connection, so the session
+// keeps that connection from now on, as it keeps one for any other state,
+// and COM_STMT_FETCH and COM_STMT_RESET go there.
+func (ss *session) executeCursor(ps *routedStmt, e *mysql.StmtExecute, node string) error {
+	ss.act.set("Execute", ps.sql)
+	ss.srv.queries.Add(1)
+	bc, err := ss.acquire(node, false)
+	if err != nil {
+		return err
+	}
+	ss.release(bc, true, result{ok: true, status: ss.status}) // kept: the session holds it
+	st, err := bc.PrepareCached(ps.sql)
+	if err == nil && len(st.Params) != ps.nparams {
+		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.nparams)
+	}
+	if err == nil {
+		err = ss.sendLongData(bc, st, ps, nil)
+	}
+	if err != nil {
+		if bc.Broken() {
+			return ss.backendLost(bc)
+		}
+		return err
+	}
+	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
+	if _, err = ss.runOn(bc, node, ss.qbuf, true, ss.relayResult); err == nil {
+		ps.cursor, ps.cursorID = bc, st.ID
+	}
+	return err
+}
+
+// cursorConn returns the connection holding ps's open cursor, if the
+// session still holds it.
+func (ss *session) cursorConn(ps *routedStmt) *backend.Conn {
+	if ps.cursor == nil || !slices.Contains(ss.pinned, ps.cursor) {
+		return nil
+	}
+	return ps.cursor
 }
 
 // sendLongData passes the long data a client sent for this execution on to

@@ -460,3 +460,128 @@ func TestChangeUser(t *testing.T) {
 	r.expectErr(mysql.ErAccessDenied)
 	r.expectClosed()
 }
+
+// TestRawCursorParity drives a binary prepared statement with a read-only
+// cursor by hand, against MariaDB and through the proxy (a schema without
+// shard rules, where the proxy owns the statement): open, fetch in steps,
+// reset, fetch without a cursor, execute without a cursor. The packets
+// must be MariaDB's, statement ids aside.
+func TestRawCursorParity(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "rawcur")
+	direct := openDB(t, directDSN(s, "rawcur", ""))
+	mustExec(t, direct, "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(10))", "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL), (4, 'd'), (5, 'e')")
+
+	// readN reads a packet, then n more when it is not ERR.
+	readUntil := func(r *rawConn, stop func([]byte) bool) [][]byte {
+		var out [][]byte
+		for {
+			pk := r.read()
+			out = append(out, pk)
+			if len(pk) == 0 || pk[0] == mysql.ErrHeader || stop(pk) {
+				return out
+			}
+		}
+	}
+	isEOF := func(pk []byte) bool { return mysql.IsEOF(pk) }
+	// prepare returns the statement id and the response with the id zeroed.
+	prepare := func(r *rawConn, q string) (uint32, [][]byte) {
+		r.command(append([]byte{mysql.ComStmtPrepare}, q...))
+		ok := r.read()
+		if len(ok) < 12 || ok[0] != mysql.OKHeader {
+			t.Fatalf("prepare %q: %s", q, describe(ok))
+		}
+		id := binary.LittleEndian.Uint32(ok[1:5])
+		out := [][]byte{append(append([]byte{ok[0]}, 0, 0, 0, 0), ok[5:]...)}
+		for _, n := range []uint16{binary.LittleEndian.Uint16(ok[7:9]), binary.LittleEndian.Uint16(ok[5:7])} {
+			for range n {
+				out = append(out, r.read())
+			}
+			if n > 0 && r.caps&mysql.ClientDeprecateEOF == 0 {
+				out = append(out, r.read())
+			}
+		}
+		return id, out
+	}
+	execute := func(id uint32, flags byte, v uint64) []byte {
+		ex := binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id)
+		ex = append(ex, flags)
+		ex = binary.LittleEndian.AppendUint32(ex, 1)
+		ex = append(ex, 0, 1, mysql.TypeLongLong, 0)
+		return binary.LittleEndian.AppendUint64(ex, v)
+	}
+	fetch := func(id, rows uint32) []byte {
+		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtFetch}, id), rows)
+	}
+	// openCursor reads the answer to an execution that opens a cursor:
+	// column count, definitions, one EOF.
+	openCursor := func(r *rawConn) [][]byte {
+		first := r.read()
+		if first[0] == mysql.ErrHeader {
+			return [][]byte{first}
+		}
+		n, _, _ := mysql.ReadLenEncInt(first)
+		out := [][]byte{first}
+		for range n {
+			out = append(out, r.read())
+		}
+		return append(out, r.read())
+	}
+	for _, variant := range []struct {
+		name string
+		caps uint32
+	}{{"DEPRECATE_EOF", rawCaps}, {"classic EOF", rawCaps &^ mysql.ClientDeprecateEOF}} {
+		t.Run(variant.name, func(t *testing.T) {
+			d := dialRaw(t, s.Addr)
+			d.sendHandshakeResponse(s.User, s.Password, "rawcur", variant.caps)
+			d.expectOK()
+			pr := dialRaw(t, p.addr)
+			pr.sendHandshakeResponse(appUser, appPassword, "rawcur", variant.caps)
+			pr.expectOK()
+			const q = "SELECT id, s FROM t WHERE id > ? ORDER BY id"
+			did, dp := prepare(d, q)
+			pid, pp := prepare(pr, q)
+			steps := []struct {
+				name string
+				cmd  func(id uint32) []byte
+				read func(r *rawConn) [][]byte
+			}{
+				{"open cursor", func(id uint32) []byte { return execute(id, 1, 1) }, openCursor},
+				{"fetch 2", func(id uint32) []byte { return fetch(id, 2) }, func(r *rawConn) [][]byte { return readUntil(r, isEOF) }},
+				{"fetch rest", func(id uint32) []byte { return fetch(id, 10) }, func(r *rawConn) [][]byte { return readUntil(r, isEOF) }},
+				{"reopen", func(id uint32) []byte { return execute(id, 1, 3) }, openCursor},
+				{"fetch 1", func(id uint32) []byte { return fetch(id, 1) }, func(r *rawConn) [][]byte { return readUntil(r, isEOF) }},
+				{"reset", func(id uint32) []byte { return binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtReset}, id) }, func(r *rawConn) [][]byte { return [][]byte{r.read()} }},
+				{"execute without cursor", func(id uint32) []byte { return execute(id, 0, 2) }, func(r *rawConn) [][]byte { return r.response(false) }},
+			}
+			compare := func(name string, got, want [][]byte) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d packets through the proxy, %d from MariaDB\nproxy:   %x\nmariadb: %x", name, len(got), len(want), got, want)
+				}
+				for i := range want {
+					if string(got[i]) != string(want[i]) {
+						t.Errorf("%s: packet %d differs\nproxy:   %x (%q)\nmariadb: %x (%q)", name, i, got[i], got[i], want[i], want[i])
+					}
+				}
+			}
+			compare("prepare", pp, dp)
+			for _, st := range steps {
+				d.command(st.cmd(did))
+				want := st.read(d)
+				pr.command(st.cmd(pid))
+				compare(st.name, st.read(pr), want)
+			}
+			// A fetch after the cursor was read to the end or reset: both
+			// answer an error (messages name their own ids).
+			d.command(fetch(did, 1))
+			de := d.read()
+			pr.command(fetch(pid, 1))
+			pe := pr.read()
+			if de[0] != mysql.ErrHeader || pe[0] != mysql.ErrHeader || string(de[1:3]) != string(pe[1:3]) {
+				t.Errorf("fetch without a cursor: proxy %s, MariaDB %s", describe(pe), describe(de))
+			}
+		})
+	}
+}

@@ -238,12 +238,12 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 			err = ss.prepareLocal(string(p[1:]))
 			break
 		}
-		// In a schema with shard rules the proxy owns every prepared
-		// statement that leaves no state on its connection: each execution
-		// is routed and runs on any pooled connection (statements cached
-		// per connection), so a prepared statement does not tie the session
-		// to backend connections.
-		if st := router.Classify(string(p[1:])); ss.srv.router.Sharded(ss.user) && !st.Sticky && st.Kind != router.KindOther ||
+		// The proxy owns every prepared statement that leaves no state on
+		// its connection: each execution is routed and runs on any pooled
+		// connection (statements cached per connection), so a prepared
+		// statement does not tie the session to a backend connection and
+		// many more clients than pooled connections can use them.
+		if st := router.Classify(string(p[1:])); !st.Sticky && st.Kind != router.KindOther ||
 			ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
 			err = ss.prepareRouted(string(p[1:]))
 			break
