@@ -56,6 +56,27 @@ func main() {
 	m := &meter{pid: *pid, admin: *admin}
 	opts := backend.DialOptions{User: *user, Password: *password, DB: *db, DialTimeout: 10 * time.Second, NoDelay: true}
 
+	// Warm up (the proxy's backend pool, its buffers) so that the
+	// baseline is the proxy at work, not the proxy just started.
+	var firstErr atomic.Value
+	var cycleFailed atomic.Int64
+	cycle := func(int) {
+		c, err := backend.Dial(context.Background(), *addr, opts)
+		if err == nil {
+			_, err = c.Exec(*query)
+			c.ResetSeq()
+			if c.WritePacket([]byte{mysql.ComQuit}) == nil {
+				c.Flush()
+			}
+			c.Close()
+		}
+		if err != nil {
+			cycleFailed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+		}
+	}
+	parallel(1000, *workers, cycle)
+	time.Sleep(*settle)
 	base := m.sample()
 	fmt.Printf("## Client connections\n\n")
 	fmt.Printf("Proxy pid %d, %s; client: %d workers, GOMAXPROCS %d.\n\n", *pid, *addr, *workers, runtime.GOMAXPROCS(0))
@@ -63,13 +84,18 @@ func main() {
 	row := func(phase string, s sample, note string) {
 		fmt.Printf("| %s | %.1f | %d | %d | %d | %s |\n", phase, float64(s.RSSKiB)/1024, s.FDs, s.Goroutines, s.Sessions, note)
 	}
-	row("baseline", base, "")
+	row("baseline", base, "after 1000 warm-up cycles")
 
-	// Idle connections: dial them all, run one query on each, hold them.
+	// Short-lived sessions.
 	start := time.Now()
+	parallel(*cycles, *workers, cycle)
+	took := time.Since(start)
+	after, waited := m.settled(*settle, time.Minute)
+	row(fmt.Sprintf("%d cycles", *cycles), after, fmt.Sprintf("%.0f cycles/s, %d failed; measured %.0f s after the last one, when RSS had settled", float64(*cycles)/took.Seconds(), cycleFailed.Load(), waited.Seconds()))
+	// Idle connections: dial them all, run one query on each, hold them.
 	conns := make([]*backend.Conn, *idle)
+	start = time.Now()
 	var failed atomic.Int64
-	var firstErr atomic.Value
 	parallel(*idle, *workers, func(i int) {
 		c, err := backend.Dial(context.Background(), *addr, opts)
 		if err == nil {
@@ -85,7 +111,7 @@ func main() {
 		}
 		conns[i] = c
 	})
-	took := time.Since(start)
+	took = time.Since(start)
 	time.Sleep(*settle)
 	peak := m.sample()
 	per := float64(peak.RSSKiB-base.RSSKiB) / float64(*idle)
@@ -98,28 +124,6 @@ func main() {
 	time.Sleep(*settle)
 	row("idle closed", m.sample(), "")
 
-	// Short-lived sessions.
-	start = time.Now()
-	var cycleFailed atomic.Int64
-	parallel(*cycles, *workers, func(int) {
-		c, err := backend.Dial(context.Background(), *addr, opts)
-		if err == nil {
-			_, err = c.Exec(*query)
-			c.ResetSeq()
-			if c.WritePacket([]byte{mysql.ComQuit}) == nil {
-				c.Flush()
-			}
-			c.Close()
-		}
-		if err != nil {
-			cycleFailed.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
-		}
-	})
-	took = time.Since(start)
-	time.Sleep(*settle)
-	after := m.sample()
-	row(fmt.Sprintf("%d cycles", *cycles), after, fmt.Sprintf("%.0f cycles/s, %d failed", float64(*cycles)/took.Seconds(), cycleFailed.Load()))
 	fmt.Println()
 	fmt.Printf("After the cycles against the baseline: goroutines %+d, fds %+d, RSS %+.1f MiB.\n",
 		after.Goroutines-base.Goroutines, after.FDs-base.FDs, float64(after.RSSKiB-base.RSSKiB)/1024)
@@ -154,6 +158,28 @@ func parallel(n, w int, f func(i int)) {
 type meter struct {
 	pid   int
 	admin string
+}
+
+// settled waits at least min, then samples every 2 s until RSS changes by
+// less than 1% between samples or max has passed (the Go runtime returns
+// freed memory to the OS gradually).
+func (m *meter) settled(min, max time.Duration) (sample, time.Duration) {
+	start := time.Now()
+	time.Sleep(min)
+	s := m.sample()
+	for time.Since(start) < max {
+		time.Sleep(2 * time.Second)
+		n := m.sample()
+		d := n.RSSKiB - s.RSSKiB
+		s = n
+		if d < 0 {
+			d = -d
+		}
+		if d*100 < s.RSSKiB {
+			break
+		}
+	}
+	return s, time.Since(start)
 }
 
 func (m *meter) sample() sample {
