@@ -43,39 +43,50 @@ func StmtExecuteID(p []byte) (uint32, bool) {
 // execution (nil if none); longData marks parameters whose value was sent
 // with COM_STMT_SEND_LONG_DATA.
 func ParseStmtExecute(p []byte, nparams int, prevTypes []byte, longData []bool) (*StmtExecute, error) {
-	if len(p) < 10 || p[0] != ComStmtExecute {
-		return nil, ErrMalformedPacket
+	e := &StmtExecute{}
+	if err := e.Parse(p, nparams, prevTypes, longData); err != nil {
+		return nil, err
 	}
-	e := &StmtExecute{
+	return e, nil
+}
+
+// Parse is ParseStmtExecute into e, reusing e's slices: a session that
+// parses every execution into the same StmtExecute allocates nothing.
+func (e *StmtExecute) Parse(p []byte, nparams int, prevTypes []byte, longData []bool) error {
+	if len(p) < 10 || p[0] != ComStmtExecute {
+		return ErrMalformedPacket
+	}
+	null, values := e.Null[:0], e.Values[:0]
+	*e = StmtExecute{
 		ID:         binary.LittleEndian.Uint32(p[1:5]),
 		Flags:      p[5],
 		Iterations: binary.LittleEndian.Uint32(p[6:10]),
 	}
 	if nparams == 0 {
-		return e, nil
+		return nil
 	}
 	r := p[10:]
 	nb := (nparams + 7) / 8
 	if len(r) < nb+1 {
-		return nil, ErrMalformedPacket
+		return ErrMalformedPacket
 	}
 	bitmap := r[:nb]
 	e.NewTypes = r[nb] == 1
 	r = r[nb+1:]
 	if e.NewTypes {
 		if len(r) < 2*nparams {
-			return nil, ErrMalformedPacket
+			return ErrMalformedPacket
 		}
 		e.Types = r[:2*nparams]
 		r = r[2*nparams:]
 	} else {
 		if len(prevTypes) != 2*nparams {
-			return nil, NewError(ErMalformedPacket, "COM_STMT_EXECUTE without parameter types before any were bound")
+			return NewError(ErMalformedPacket, "COM_STMT_EXECUTE without parameter types before any were bound")
 		}
 		e.Types = prevTypes
 	}
-	e.Null = make([]bool, nparams)
-	e.Values = make([][]byte, nparams)
+	e.Null = append(null, make([]bool, nparams)...)
+	e.Values = append(values, make([][]byte, nparams)...)
 	for i := range nparams {
 		if bitmap[i/8]&(1<<(i%8)) != 0 {
 			e.Null[i] = true
@@ -86,12 +97,12 @@ func ParseStmtExecute(p []byte, nparams int, prevTypes []byte, longData []bool) 
 		}
 		n, err := paramLen(e.Types[2*i], r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.Values[i] = r[:n]
 		r = r[n:]
 	}
-	return e, nil
+	return nil
 }
 
 // paramLen returns the length of the binary value of type typ at the start

@@ -303,8 +303,8 @@ func (ss *session) routedStmtCommand(ps *routedStmt, p []byte) error {
 
 // executeRouted runs COM_STMT_EXECUTE on one of the proxy's statements.
 func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
-	e, err := mysql.ParseStmtExecute(p, ps.nparams, ps.types, ps.hasLong)
-	if err != nil {
+	e := &ss.exec
+	if err := e.Parse(p, ps.nparams, ps.types, ps.hasLong); err != nil {
 		return err
 	}
 	if e.NewTypes {
@@ -324,7 +324,9 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
 	}
-	args := make([]router.Arg, ps.nparams)
+	args := slices.Grow(ss.args[:0], ps.nparams)[:ps.nparams]
+	clear(args)
+	ss.args = args
 	for i := range args {
 		switch {
 		case e.Null[i]:

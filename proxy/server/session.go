@@ -98,6 +98,10 @@ type session struct {
 
 	buf  []byte // scratch for packets the proxy builds
 	qbuf []byte // scratch for rewritten COM_QUERY packets
+	// exec and args are scratch for one COM_STMT_EXECUTE: its parameters
+	// and their values as the router takes them.
+	exec mysql.StmtExecute
+	args []router.Arg
 }
 
 // maxClientPacket bounds one client command, as MySQL's largest
