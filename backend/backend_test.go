@@ -205,3 +205,41 @@ func TestNodeDownAtStart(t *testing.T) {
 		t.Fatalf("Get on a down node: %v, want 1429", err)
 	}
 }
+
+// BenchmarkPoolGetPut is the pool stage of the funnel in BENCH.md: check a
+// connection out and back in, from as many goroutines as GOMAXPROCS, with
+// connections already dialed (the steady state under load).
+func BenchmarkPoolGetPut(b *testing.B) {
+	if cluster == nil {
+		b.Skip("needs MariaDB (skipped under -short)")
+	}
+	s := cluster.Servers[0]
+	nc, opts := nodeConfig(s, 8)
+	n := backend.NewNode(nc, opts, nil)
+	n.Start()
+	defer n.Close()
+	ctx := context.Background()
+	var conns []*backend.Conn
+	for range 8 {
+		c, err := n.Get(ctx, mysql.ClientDeprecateEOF, "", 45)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		n.Put(c)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c, err := n.Get(ctx, mysql.ClientDeprecateEOF, "", 45)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			n.Put(c)
+		}
+	})
+}
