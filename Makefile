@@ -2,7 +2,7 @@
 #
 #   make build       bin/proxy and bin/relay
 #   make run         local MariaDB on 127.0.0.1:3307/3308 (bench/cluster.sh), then the proxy in the foreground
-#   make test        deps, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke
+#   make test        deps, gofmt, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
 #   make bench       the load-test ladder (bench/run.sh)
@@ -32,6 +32,8 @@ run:
 
 test:
 	scripts/deps.sh mariadb sysbench
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz

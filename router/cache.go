@@ -1,6 +1,7 @@
 package router
 
 import (
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -65,8 +66,10 @@ const (
 	pieceLiteral
 )
 
-// planCache maps shape keys to templates. It is bounded: when full it is
-// emptied and refills with what is still in use.
+// planCache maps shape keys to templates. It is bounded: when full, it
+// first forgets the shapes seen only once, so that a stream of one-off
+// statements does not evict the templates in use, and starts over only
+// when those were not the bulk of it.
 type planCache struct {
 	mu  sync.RWMutex
 	m   map[string]*template
@@ -82,20 +85,70 @@ func newPlanCache(max int) *planCache {
 	return &planCache{m: make(map[string]*template), max: max}
 }
 
-func (c *planCache) get(key []byte) *template {
+// pending marks a shape seen once.
+var pending = &template{state: seenOnce}
+
+// noTemplateEntry marks a shape the cache cannot answer.
+var noTemplateEntry = &template{state: noTemplate}
+
+// maxShapeLen bounds the statements the cache considers: single-shard
+// statements are short, and a key holds a copy of the text (a bulk INSERT
+// must not be kept thousands of times over).
+const maxShapeLen = 4096
+
+// lookup returns the template of key: nil on its first sighting (it is
+// then remembered), built by build on the second.
+func (c *planCache) lookup(key []byte, build func() *template) *template {
 	c.mu.RLock()
 	t := c.m[string(key)]
 	c.mu.RUnlock()
+	switch {
+	case t == nil:
+		c.put(key, pending)
+	case t.state == seenOnce:
+		t = build()
+		c.put(key, t)
+	}
 	return t
 }
 
 func (c *planCache) put(key []byte, t *template) {
 	c.mu.Lock()
-	if len(c.m) >= c.max {
-		clear(c.m)
+	if _, ok := c.m[string(key)]; !ok && len(c.m) >= c.max {
+		maps.DeleteFunc(c.m, func(_ string, t *template) bool { return t.state == seenOnce })
+		if len(c.m) > c.max/2 {
+			clear(c.m)
+		}
 	}
 	c.m[string(key)] = t
 	c.mu.Unlock()
+}
+
+// render returns the template's statement on subtable sub with each
+// literal written as lit returns it.
+func (t *template) render(sub string, lit func(order int) string) string {
+	n := t.fixed
+	for i := range t.pieces {
+		switch pc := &t.pieces[i]; pc.kind {
+		case pieceTable:
+			n += len(sub)
+		case pieceLiteral:
+			n += len(lit(pc.order))
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range t.pieces {
+		switch pc := &t.pieces[i]; pc.kind {
+		case pieceText:
+			b.WriteString(pc.text)
+		case pieceTable:
+			b.WriteString(sub)
+		case pieceLiteral:
+			b.WriteString(lit(pc.order))
+		}
+	}
+	return b.String()
 }
 
 // CacheStats returns how many statements the plan caches of all schemas
@@ -131,7 +184,7 @@ const (
 // cachedText routes statement text through the cache. ok is false when
 // the statement must be planned normally.
 func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
-	if sc.cache == nil {
+	if sc.cache == nil || len(sql) > maxShapeLen {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
@@ -143,21 +196,14 @@ func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
 	if !ok {
 		return nil, false
 	}
-	t := sc.cache.get(key)
-	if t == nil {
-		sc.cache.put(key, &template{state: seenOnce})
-		return nil, false
-	}
-	if t.state == seenOnce {
+	t := sc.cache.lookup(key, func() *template {
 		shape := string(key[prefix : len(key)-len(spans)-1])
-		t = sc.buildTemplate(shape, sql, s, textBinder(sql, spans), false)
-		sc.cache.put(key, t)
-	}
-	if t.state != ready {
+		return sc.buildTemplate(shape, sql, s, textBinder(sql, spans), false)
+	})
+	if t == nil || t.state != ready {
 		return nil, false
 	}
-	lit := spans[t.key]
-	v, ok := literalValue(sql, lit)
+	v, ok := literalValue(sql, spans[t.key])
 	if !ok {
 		return nil, false
 	}
@@ -166,29 +212,10 @@ func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
 		return nil, false
 	}
 	sub := &t.rule.subs[idx]
-	n := t.fixed
-	for i := range t.pieces {
-		switch pc := &t.pieces[i]; pc.kind {
-		case pieceTable:
-			n += len(sub.name)
-		case pieceLiteral:
-			n += spans[pc.order].end - spans[pc.order].off
-		}
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for i := range t.pieces {
-		switch pc := &t.pieces[i]; pc.kind {
-		case pieceText:
-			b.WriteString(pc.text)
-		case pieceTable:
-			b.WriteString(sub.name)
-		case pieceLiteral:
-			b.WriteString(sql[spans[pc.order].off:spans[pc.order].end])
-		}
-	}
 	hp := &hitPlan{}
-	hp.t[0] = Target{Node: sub.node, Subtable: sub.name, SQL: b.String()}
+	hp.t[0] = Target{Node: sub.node, Subtable: sub.name, SQL: t.render(sub.name, func(order int) string {
+		return sql[spans[order].off:spans[order].end]
+	})}
 	hp.p = Plan{Kind: Forward, Targets: hp.t[:], Tables: t.tables}
 	return &hp.p, true
 }
@@ -202,23 +229,15 @@ type hitPlan struct {
 // cachedArgs routes one execution of a binary prepared statement through
 // the cache.
 func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
-	if sc.cache == nil {
+	if sc.cache == nil || len(sql) > maxShapeLen {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
 	defer scratches.Put(sb)
 	key := append(append(append(append(sb.key[:0], keyPrepared), s.DB...), 0), sql...)
 	sb.key = key
-	t := sc.cache.get(key)
-	if t == nil {
-		sc.cache.put(key, &template{state: seenOnce})
-		return nil, false
-	}
-	if t.state == seenOnce {
-		t = sc.buildTemplate(sql, sql, s, argsBinder(args), true)
-		sc.cache.put(key, t)
-	}
-	if t.state != ready || t.key >= len(args) {
+	t := sc.cache.lookup(key, func() *template { return sc.buildTemplate(sql, sql, s, argsBinder(args), true) })
+	if t == nil || t.state != ready || t.key >= len(args) {
 		return nil, false
 	}
 	v := args[t.key].value()
@@ -270,14 +289,13 @@ func argsBinder(args []Arg) binder {
 	}
 }
 
-var noTemplateYet = &template{state: noTemplate}
-
 // buildTemplate plans shape (text whose literals are ? placeholders) with
-// bind supplying the values of client's literals, and returns its template, or noTemplateYet
-// when its plan is not one the cache can reproduce.
+// bind supplying the values of client's literals, and returns its
+// template, or noTemplateEntry when its plan is not one the cache can
+// reproduce.
 func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, prepared bool) *template {
 	if _, ok := explainShard(shape); ok || hintIn(shape, sc.hints) != nil {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	if client != shape {
 		// The client's text must parse too: the template stands for
@@ -285,19 +303,19 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 		stmts, release, err := parsePooled(client)
 		release()
 		if err != nil || len(stmts) != 1 {
-			return noTemplateYet
+			return noTemplateEntry
 		}
 	}
 	stmts, release, err := parsePooled(shape)
 	defer release()
 	if err != nil || len(stmts) != 1 {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	n := stmts[0]
 	var sv shapeVisitor
 	n.Accept(&sv)
 	if sv.tables != 1 || sv.subquery {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	// Which orders the planner asks for: only the key's may decide.
 	var asked []int
@@ -308,56 +326,46 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 	plan, err := sc.planStmt(n, shape, s, rec)
 	if err != nil || plan.Kind != Forward || len(plan.Targets) != 1 || plan.Targets[0].Subtable == "" ||
 		len(plan.Renames) > 0 || plan.Merge != nil || plan.Targets[0].SQL == "" {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	tg := plan.Targets[0]
 	ru, idx := sc.ruleOfSubtable(tg.Subtable)
 	if ru == nil || !ru.sharded() || ru.subs[idx].node != tg.Node {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	key, ok := keyMarker(n, ru.key)
 	if !ok {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	for _, o := range asked {
 		if o != key {
-			return noTemplateYet
+			return noTemplateEntry
 		}
 	}
 	if v, ok := bind(key); !ok {
-		return noTemplateYet
+		return noTemplateEntry
 	} else if i, ok, err := ru.index(v); err != nil || !ok || i != idx {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	// A column or alias spelled like a subtable would be taken for it.
 	if strings.Contains(strings.ToLower(shape), strings.ToLower(tg.Subtable)) {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	nmarkers := sv.markers
 	order, err := PlaceholderOrder(shape)
 	if err != nil {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	t := &template{state: ready, rule: ru, key: key, tables: plan.Tables}
 	if !t.split(tg.SQL, "`"+tg.Subtable+"`", order, nmarkers) {
-		return noTemplateYet
+		return noTemplateEntry
 	}
 	if prepared {
 		t.plans = make([]*Plan, len(ru.subs))
 		for i := range ru.subs {
 			sub := &ru.subs[i]
-			var b strings.Builder
-			for _, pc := range t.pieces {
-				switch pc.kind {
-				case pieceText:
-					b.WriteString(pc.text)
-				case pieceTable:
-					b.WriteString(sub.name)
-				case pieceLiteral:
-					b.WriteByte('?')
-				}
-			}
-			t.plans[i] = &Plan{Kind: Forward, Tables: plan.Tables, Targets: []Target{{Node: sub.node, Subtable: sub.name, SQL: b.String()}}}
+			sql := t.render(sub.name, func(int) string { return "?" })
+			t.plans[i] = &Plan{Kind: Forward, Tables: plan.Tables, Targets: []Target{{Node: sub.node, Subtable: sub.name, SQL: sql}}}
 		}
 	}
 	return t

@@ -191,7 +191,9 @@ func TestPlanCacheTemplates(t *testing.T) {
 		}
 		sc := r.schemas["shard"]
 		key, _, ok := normalize(append([]byte{keyText}, append([]byte(s.DB), 0)...), sql, nil)
-		tp := sc.cache.get(key)
+		sc.cache.mu.RLock()
+		tp := sc.cache.m[string(key)]
+		sc.cache.mu.RUnlock()
 		if got := ok && tp != nil && tp.state == ready; got != tc.cached {
 			t.Errorf("%s: template %v, want %v", sql, got, tc.cached)
 		}
@@ -244,17 +246,39 @@ func TestPlanCachePrepared(t *testing.T) {
 }
 
 // TestPlanCacheBounded checks that the cache never holds more shapes than
-// configured.
+// configured, that a stream of shapes seen once does not evict the
+// templates in use, and that long statements are not kept at all.
 func TestPlanCacheBounded(t *testing.T) {
 	r := newTestRouter(t, 8)
 	s := Session{User: "shard", DB: "sbtest"}
+	hot := func(i int) string { return fmt.Sprintf("SELECT c FROM sbtest1 WHERE id=%d", i) }
+	r.Route(hot(1), s)
+	r.Route(hot(2), s)
 	for i := 0; i < 100; i++ {
-		sql := fmt.Sprintf("SELECT c%d FROM sbtest1 WHERE id=1", i)
-		r.Route(sql, s)
-		r.Route(sql, s)
+		r.Route(fmt.Sprintf("SELECT c%d FROM sbtest1 WHERE id=1", i), s) // each shape once
 		if _, _, n := r.CacheStats(); n > 8 {
 			t.Fatalf("%d shapes cached, limit 8", n)
 		}
+	}
+	before, _, _ := r.CacheStats()
+	r.Route(hot(3), s)
+	if hits, _, _ := r.CacheStats(); hits != before+1 {
+		t.Fatal("one-off shapes evicted the template in use")
+	}
+	for i := 0; i < 100; i++ {
+		sql := fmt.Sprintf("SELECT c%d FROM sbtest1 WHERE id=1", i)
+		r.Route(sql, s)
+		r.Route(sql, s) // built: fills the cache with templates
+		if _, _, n := r.CacheStats(); n > 8 {
+			t.Fatalf("%d shapes cached, limit 8", n)
+		}
+	}
+	r = newTestRouter(t, 8)
+	long := "SELECT c FROM sbtest1 WHERE id=1 AND c <> '" + strings.Repeat("x", maxShapeLen) + "'"
+	r.Route(long, s)
+	r.Route(long, s)
+	if _, _, n := r.CacheStats(); n != 0 {
+		t.Fatalf("a statement of %d bytes was cached", len(long))
 	}
 }
 
