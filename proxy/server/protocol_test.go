@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -333,33 +334,50 @@ func TestRawParity(t *testing.T) {
 		{"after reset", query("SELECT @@in_transaction, DATABASE()"), false},
 		{"temporary table gone", query("SELECT * FROM w"), false},
 	}
-	for _, variant := range []struct {
-		name string
-		caps uint32
-	}{{"DEPRECATE_EOF", rawCaps}, {"classic EOF", rawCaps &^ mysql.ClientDeprecateEOF}} {
+	for _, variant := range rawEOFVariants {
 		t.Run(variant.name, func(t *testing.T) {
-			d := dialRaw(t, s.Addr)
-			d.sendHandshakeResponse(s.User, s.Password, "rawpar", variant.caps)
-			d.expectOK()
-			pr := dialRaw(t, p.addr)
-			pr.sendHandshakeResponse(appUser, appPassword, "rawpar", variant.caps)
-			pr.expectOK()
+			d, pr := rawPair(t, s, p, "rawpar", variant.caps)
 			for _, c := range commands {
 				d.command(c.cmd)
 				want := d.response(c.fieldList)
 				pr.command(c.cmd)
-				got := pr.response(c.fieldList)
-				if len(got) != len(want) {
-					t.Errorf("%s: %d packets through the proxy, %d from MariaDB\nproxy:   %x\nmariadb: %x", c.name, len(got), len(want), got, want)
-					continue
-				}
-				for i := range want {
-					if string(got[i]) != string(want[i]) {
-						t.Errorf("%s: packet %d differs\nproxy:   %x (%q)\nmariadb: %x (%q)", c.name, i, got[i], got[i], want[i], want[i])
-					}
-				}
+				samePackets(t, c.name, pr.response(c.fieldList), want)
 			}
 		})
+	}
+}
+
+// rawEOFVariants are the two framings of result sets a client may ask for.
+var rawEOFVariants = []struct {
+	name string
+	caps uint32
+}{{"DEPRECATE_EOF", rawCaps}, {"classic EOF", rawCaps &^ mysql.ClientDeprecateEOF}}
+
+// rawPair logs in to MariaDB directly and through the proxy, with the same
+// capabilities and database.
+func rawPair(t *testing.T, s *mariadbtest.Server, p *proxy, db string, caps uint32) (direct, proxied *rawConn) {
+	t.Helper()
+	direct = dialRaw(t, s.Addr)
+	direct.sendHandshakeResponse(s.User, s.Password, db, caps)
+	direct.expectOK()
+	proxied = dialRaw(t, p.addr)
+	proxied.sendHandshakeResponse(appUser, appPassword, db, caps)
+	proxied.expectOK()
+	return direct, proxied
+}
+
+// samePackets reports every packet of a response through the proxy that
+// differs from MariaDB's.
+func samePackets(t *testing.T, what string, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		// The two streams no longer line up: stop here.
+		t.Fatalf("%s: %d packets through the proxy, %d from MariaDB\nproxy:   %x\nmariadb: %x", what, len(got), len(want), got, want)
+	}
+	for i := range want {
+		if string(got[i]) != string(want[i]) {
+			t.Errorf("%s: packet %d differs\nproxy:   %x (%q)\nmariadb: %x (%q)", what, i, got[i], got[i], want[i], want[i])
+		}
 	}
 }
 
@@ -473,7 +491,7 @@ func TestRawCursorParity(t *testing.T) {
 	direct := openDB(t, directDSN(s, "rawcur", ""))
 	mustExec(t, direct, "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(10))", "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL), (4, 'd'), (5, 'e')")
 
-	// readN reads a packet, then n more when it is not ERR.
+	// readUntil reads packets up to ERR or the first one stop accepts.
 	readUntil := func(r *rawConn, stop func([]byte) bool) [][]byte {
 		var out [][]byte
 		for {
@@ -528,17 +546,9 @@ func TestRawCursorParity(t *testing.T) {
 		}
 		return append(out, r.read())
 	}
-	for _, variant := range []struct {
-		name string
-		caps uint32
-	}{{"DEPRECATE_EOF", rawCaps}, {"classic EOF", rawCaps &^ mysql.ClientDeprecateEOF}} {
+	for _, variant := range rawEOFVariants {
 		t.Run(variant.name, func(t *testing.T) {
-			d := dialRaw(t, s.Addr)
-			d.sendHandshakeResponse(s.User, s.Password, "rawcur", variant.caps)
-			d.expectOK()
-			pr := dialRaw(t, p.addr)
-			pr.sendHandshakeResponse(appUser, appPassword, "rawcur", variant.caps)
-			pr.expectOK()
+			d, pr := rawPair(t, s, p, "rawcur", variant.caps)
 			const q = "SELECT id, s FROM t WHERE id > ? ORDER BY id"
 			did, dp := prepare(d, q)
 			pid, pp := prepare(pr, q)
@@ -555,23 +565,12 @@ func TestRawCursorParity(t *testing.T) {
 				{"reset", func(id uint32) []byte { return binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtReset}, id) }, func(r *rawConn) [][]byte { return [][]byte{r.read()} }},
 				{"execute without cursor", func(id uint32) []byte { return execute(id, 0, 2) }, func(r *rawConn) [][]byte { return r.response(false) }},
 			}
-			compare := func(name string, got, want [][]byte) {
-				t.Helper()
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d packets through the proxy, %d from MariaDB\nproxy:   %x\nmariadb: %x", name, len(got), len(want), got, want)
-				}
-				for i := range want {
-					if string(got[i]) != string(want[i]) {
-						t.Errorf("%s: packet %d differs\nproxy:   %x (%q)\nmariadb: %x (%q)", name, i, got[i], got[i], want[i], want[i])
-					}
-				}
-			}
-			compare("prepare", pp, dp)
+			samePackets(t, "prepare", pp, dp)
 			for _, st := range steps {
 				d.command(st.cmd(did))
 				want := st.read(d)
 				pr.command(st.cmd(pid))
-				compare(st.name, st.read(pr), want)
+				samePackets(t, st.name, st.read(pr), want)
 			}
 			// A fetch after the cursor was read to the end or reset: both
 			// answer an error (messages name their own ids).

@@ -236,10 +236,12 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComFieldList, mysql.ComStatistics:
 		err = ss.passthrough(p, false)
 	case mysql.ComStmtPrepare:
-		if st := router.Classify(string(p[1:])); st.Kind == router.KindTxn || st.Keyword == "SAVEPOINT" || st.Keyword == "RELEASE" {
+		sql := string(p[1:])
+		st := router.Classify(sql)
+		if st.Kind == router.KindTxn || st.Keyword == "SAVEPOINT" || st.Keyword == "RELEASE" {
 			// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
 			// proxy's transaction statements, like their text forms.
-			err = ss.prepareLocal(string(p[1:]))
+			err = ss.prepareLocal(sql)
 			break
 		}
 		// The proxy owns every prepared statement that leaves no state on
@@ -247,9 +249,8 @@ func (ss *session) dispatch(p []byte) (quit bool, err error) {
 		// connection (statements cached per connection), so a prepared
 		// statement does not tie the session to a backend connection and
 		// many more clients than pooled connections can use them.
-		if st := router.Classify(string(p[1:])); !st.Sticky && st.Kind != router.KindOther ||
-			ss.srv.router.Prepared(string(p[1:]), router.Session{User: ss.user, DB: ss.db}) != nil {
-			err = ss.prepareRouted(string(p[1:]))
+		if !st.Sticky && st.Kind != router.KindOther || ss.srv.router.Prepared(sql, router.Session{User: ss.user, DB: ss.db}) != nil {
+			err = ss.prepareRouted(sql)
 			break
 		}
 		// The statement id lives on this backend connection. Other nodes
