@@ -55,7 +55,7 @@ type routedStmt struct {
 	order   []int
 	ordered bool
 	// cursor is the connection holding the statement's open cursor, and
-	// cursorID the statement's id there (see executeCursor).
+	// cursorID the statement's id there (see executeOn).
 	cursor   *backend.Conn
 	cursorID uint32
 }
@@ -315,11 +315,8 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 	if !ss.srv.router.Sharded(ss.user) {
 		// Every statement runs unchanged on the default node.
 		node, _ := ss.srv.router.DefaultNode(ss.user)
-		if e.Flags != 0 {
-			return ss.executeCursor(ps, e, node)
-		}
 		ss.act.set("Execute", ps.sql)
-		return ss.executeOn(ps, e, node, ps.sql, nil)
+		return ss.executeOn(ps, e, node, ps.sql, nil, e.Flags != 0)
 	}
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
@@ -379,17 +376,23 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 			e = reorderParams(e, order)
 		}
 	}
-	return ss.executeOn(ps, e, t.Node, q, order)
+	return ss.executeOn(ps, e, t.Node, q, order, false)
 }
 
 // executeOn runs one execution of ps as statement q, prepared on a pooled
 // connection to node (and cached there); order maps q's parameters to the
-// client's (nil: the same order).
-func (ss *session) executeOn(ps *routedStmt, e *mysql.StmtExecute, node, q string, order []int) error {
+// client's (nil: the same order). An execution that opens a cursor
+// (schemas without shard rules) leaves the cursor on that connection, so
+// the session keeps the connection from then on, as it keeps one for any
+// other state, and COM_STMT_FETCH and COM_STMT_RESET go there.
+func (ss *session) executeOn(ps *routedStmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
 	ss.srv.queries.Add(1)
 	bc, err := ss.acquire(node, false)
 	if err != nil {
 		return err
+	}
+	if cursor {
+		ss.release(bc, true, result{ok: true, status: ss.status}) // kept by the session
 	}
 	st, err := bc.PrepareCached(q)
 	if err == nil && len(st.Params) != ps.nparams {
@@ -399,51 +402,23 @@ func (ss *session) executeOn(ps *routedStmt, e *mysql.StmtExecute, node, q strin
 		err = ss.sendLongData(bc, st, ps, order)
 	}
 	if err != nil {
-		ss.release(bc, false, result{ok: false, status: ss.status})
+		if !cursor {
+			ss.release(bc, false, result{ok: false, status: ss.status})
+		}
 		if bc.Broken() {
 			return ss.backendLost(bc)
 		}
 		return err
 	}
 	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
-	_, err = ss.runOn(bc, node, ss.qbuf, false, ss.relayResult)
+	if _, err = ss.runOn(bc, node, ss.qbuf, cursor, ss.relayResult); err == nil && cursor {
+		ps.cursor, ps.cursorID = bc, st.ID
+	}
 	return err
 }
 
 // erStmtHasNoOpenCursor is ER_STMT_HAS_NO_OPEN_CURSOR.
 const erStmtHasNoOpenCursor = 1421
-
-// executeCursor runs an execution that opens a cursor (schemas without
-// shard rules): the cursor lives on one backend connection, so the session
-// keeps that connection from now on, as it keeps one for any other state,
-// and COM_STMT_FETCH and COM_STMT_RESET go there.
-func (ss *session) executeCursor(ps *routedStmt, e *mysql.StmtExecute, node string) error {
-	ss.act.set("Execute", ps.sql)
-	ss.srv.queries.Add(1)
-	bc, err := ss.acquire(node, false)
-	if err != nil {
-		return err
-	}
-	ss.release(bc, true, result{ok: true, status: ss.status}) // kept: the session holds it
-	st, err := bc.PrepareCached(ps.sql)
-	if err == nil && len(st.Params) != ps.nparams {
-		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.nparams)
-	}
-	if err == nil {
-		err = ss.sendLongData(bc, st, ps, nil)
-	}
-	if err != nil {
-		if bc.Broken() {
-			return ss.backendLost(bc)
-		}
-		return err
-	}
-	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
-	if _, err = ss.runOn(bc, node, ss.qbuf, true, ss.relayResult); err == nil {
-		ps.cursor, ps.cursorID = bc, st.ID
-	}
-	return err
-}
 
 // cursorConn returns the connection holding ps's open cursor, if the
 // session still holds it.
