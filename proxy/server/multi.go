@@ -13,15 +13,16 @@ import (
 // sequence, as in MySQL.
 
 // queryMulti runs the statements of a split multi-statement text.
-func (ss *session) queryMulti(texts []string) error {
-	defer func() { ss.more = 0 }()
+func (h *handler) queryMulti(texts []string) error {
+	c := h.c
+	defer func() { c.more = 0 }()
 	for i, q := range texts {
-		ss.more = 0
+		c.more = 0
 		if i < len(texts)-1 {
-			ss.more = mysql.StatusMoreResultsExists
+			c.more = mysql.StatusMoreResultsExists
 		}
-		if err := ss.queryOne(q); err != nil {
-			ss.more = 0 // the ERR ends the sequence
+		if err := h.queryOne(q); err != nil {
+			c.more = 0 // the ERR ends the sequence
 			return err
 		}
 	}
@@ -31,47 +32,46 @@ func (ss *session) queryMulti(texts []string) error {
 // queryOne runs one statement of a split text. Every response is built
 // by the proxy (never relayed raw), so that its final status can say
 // whether more results follow.
-func (ss *session) queryOne(sql string) error {
-	ss.stmt = sql
-	st := router.Classify(sql)
-	ss.act.set("Query", sql)
+func (h *handler) queryOne(sql string) error {
+	c, st := h.c, h.c.st
+	stmt := router.Classify(sql)
+	c.act.set("Query", sql)
 	switch {
-	case st.Kind == router.KindEmpty:
+	case stmt.Kind == router.KindEmpty:
 		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
-	case st.Kind == router.KindTxn || st.Keyword == "SAVEPOINT" || st.Keyword == "RELEASE":
-		if handled, err := ss.txnStatement(sql); handled {
+	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
+		if handled, err := h.txnStatement(sql); handled {
 			return err
 		}
-	case st.Keyword == "USE":
+	case stmt.Keyword == "USE":
 		if db, ok := router.ParseUse(sql); ok {
-			if err := ss.useDB(db); err != nil {
+			if err := h.useDB(db); err != nil {
 				return err
 			}
-			return ss.writeOK(mysql.OK{Status: ss.status})
+			return c.okStatus()
 		}
-	case st.Sticky:
-		return mysql.NewError(mysql.ErNotSupported, "%s in a multi-statement text with sharded tables is not supported yet: send statements that change the session on their own", st.Keyword)
-	case st.Kind == router.KindDDL && len(ss.pinned) > 0 && ss.inTxn():
-		if err := ss.endAll("COMMIT", true); err != nil {
-			return err
+	case stmt.Sticky:
+		return mysql.NewError(mysql.ErNotSupported, "%s in a multi-statement text with sharded tables is not supported yet: send statements that change the session on their own", stmt.Keyword)
+	case stmt.Kind == router.KindDDL:
+		if err := st.CommitImplicitly(); err != nil {
+			return h.settle(err)
 		}
 	}
-	plan, err := ss.srv.router.Route(sql, router.Session{User: ss.user, DB: ss.db})
+	plan, err := c.srv.router.Route(sql, h.routerSession())
 	if err != nil {
 		return err
 	}
-	ss.srv.queries.Add(1)
-	if plan.Kind != router.Forward {
-		return ss.execPlan(plan)
+	c.srv.queries.Add(1)
+	if plan.Kind == router.Forward {
+		// One target: a result set is relayed through the concatenation
+		// path (one target), anything else through the writes path, both
+		// of which write their own final packet.
+		one := *plan
+		one.Kind, one.Merge = router.SumOK, nil
+		if stmt.Kind == router.KindRead && stmt.Keyword != "DO" {
+			one.Kind = router.Concat
+		}
+		plan = &one
 	}
-	// One target: a result set is relayed through the concatenation path
-	// (one target), anything else through the writes path, both of which
-	// write their own final packet.
-	one := *plan
-	if st.Kind == router.KindRead && st.Keyword != "DO" {
-		one.Kind = router.Concat
-		return ss.execConcat(&one)
-	}
-	one.Kind = router.SumOK
-	return ss.execWrites(&one)
+	return h.settle(h.x.Execute(plan, sql))
 }

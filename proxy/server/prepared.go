@@ -8,81 +8,88 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
 )
 
-// Binary prepared statements on sharded tables.
+// Binary prepared statements (COM_STMT_*).
 //
-// A statement that touches no sharded table is forwarded to the default
-// node as is (see dispatch): its id is the backend's. A statement on a
-// sharded table is the proxy's own (ids from routedStmtBase up): each
+// The proxy owns every prepared statement that leaves no state on its
+// connection (session.Stmts, ids from session.StmtBase up): each
 // COM_STMT_EXECUTE routes it with the bound values, and the target's SQL
 // runs as a binary prepared statement of the backend connection that runs
-// it, prepared once per connection and cached there (backend.PrepareCached),
-// with the client's parameter block passed on (reordered when the
-// router's restored SQL moved placeholders: LIMIT ? OFFSET ? is restored
-// as LIMIT ?,? with the offset first, see router.PlaceholderOrder). The
-// result is relayed as raw packets, like any single-target result.
+// it, prepared once per connection and cached there
+// (backend.PrepareCached), with the client's parameter block passed on
+// (reordered when the router's restored SQL moved placeholders: LIMIT ?
+// OFFSET ? is restored as LIMIT ?,? with the offset first, see
+// router.PlaceholderOrder). The result is relayed as raw packets, like any
+// single-target result. So a prepared statement does not tie the session
+// to a backend connection, and many more clients than pooled connections
+// can use them.
 //
 // Executions that need several targets (cross-shard reads and writes) run
-// through the text path with the bound values inlined as literals, so the
+// through the engine with the bound values inlined as literals, so the
 // merges are the text queries' merges; their rows are converted to the
-// binary protocol. Cursors are refused.
+// binary protocol. Cursors are refused on sharded tables; in schemas
+// without shard rules an execution that opens a cursor keeps the
+// connection holding it. Statements that leave state (KindOther, sticky)
+// are forwarded to the default node, whose ids they keep.
 
-// routedStmtBase is the first id of the proxy's own statements; backend ids
-// of forwarded statements are small per-connection counters.
-const routedStmtBase = 1 << 31
-
-// maxRoutedStmts is MySQL's default max_prepared_stmt_count.
-const maxRoutedStmts = 16382
-
-// erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
-const erMaxPreparedStmtCount = 1461
-
-// routedStmt is one of the session's statements on sharded tables, or a
-// transaction statement the proxy runs itself (local).
-type routedStmt struct {
-	id      uint32
-	sql     string
-	local   bool
-	nparams int
-	types   []byte   // parameter types bound by the last execution
-	long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
-	hasLong []bool
-	// order maps the placeholders of the targets' restored SQL to the
-	// client's (router.PlaceholderOrder), nil when they are in the
-	// client's order; ordered says it has been computed.
-	order   []int
-	ordered bool
-	// cursor is the connection holding the statement's open cursor, and
-	// cursorID the statement's id there (see executeOn).
-	cursor   *backend.Conn
-	cursorID uint32
+// stmtHandler runs one session's binary prepared statement commands. It is
+// owned by the conn's goroutine.
+type stmtHandler struct {
+	h *handler
+	// exec and args are scratch for one COM_STMT_EXECUTE: its parameters
+	// and their values as the router takes them.
+	exec mysql.StmtExecute
+	args []router.Arg
+	pbuf []byte // scratch for packets sent to backends
 }
 
-// routedStmt returns the proxy statement a COM_STMT_* packet names, or
-// nil when the id is not one of the proxy's.
-func (ss *session) routedStmt(p []byte) *routedStmt {
+// prepare answers COM_STMT_PREPARE.
+func (s *stmtHandler) prepare(p []byte) error {
+	h := s.h
+	sql := string(p[1:])
+	stmt := router.Classify(sql)
+	switch {
+	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
+		// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
+		// proxy's transaction statements, like their text forms.
+		return s.prepareLocal(sql)
+	case !stmt.Sticky && stmt.Kind != router.KindOther || h.c.srv.router.Prepared(sql, h.routerSession()) != nil:
+		return s.prepareRouted(sql)
+	}
+	// The statement id lives on this backend connection. Other nodes do not
+	// need it, so this state needs no replay.
+	h.c.st.MarkSticky()
+	return h.passthrough(p, false)
+}
+
+// lookup returns the proxy statement a COM_STMT_* packet names, or nil
+// when the id is not one of the proxy's.
+func (s *stmtHandler) lookup(p []byte) *session.Stmt {
 	id, ok := mysql.StmtExecuteID(p)
-	if !ok || id < routedStmtBase {
+	if !ok {
 		return nil
 	}
-	return ss.stmts[id]
+	return s.h.c.st.Stmts.Get(id)
 }
 
-// prepareRouted answers COM_STMT_PREPARE for a statement on sharded tables.
+// prepareRouted answers COM_STMT_PREPARE for a statement the proxy owns.
 // The metadata comes from preparing the statement as the backend will run
 // it, on the subtable a placeholder value of 0 routes to.
-func (ss *session) prepareRouted(sql string) error {
-	if len(ss.stmts) >= maxRoutedStmts {
-		return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", maxRoutedStmts)
+func (s *stmtHandler) prepareRouted(sql string) error {
+	h, c := s.h, s.h.c
+	if err := c.st.Stmts.Room(); err != nil {
+		return err
 	}
 	probe := make([]router.Arg, strings.Count(sql, "?"))
 	for i := range probe {
 		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
 	}
-	sess := router.Session{User: ss.user, DB: ss.db}
-	plan, err := ss.srv.router.RouteArgs(sql, sess, probe)
+	sess := h.routerSession()
+	plan, err := c.srv.router.RouteArgs(sql, sess, probe)
 	nparams := -1 // from the backend's answer
 	if err != nil {
 		// Placeholders where the merge needs constants (HAVING, LIMIT):
@@ -95,7 +102,7 @@ func (ss *session) prepareRouted(sql string) error {
 		if ierr != nil {
 			return err
 		}
-		if plan, ierr = ss.srv.router.Route(text, sess); ierr != nil {
+		if plan, ierr = c.srv.router.Route(text, sess); ierr != nil {
 			return err
 		}
 		nparams = len(lits)
@@ -105,15 +112,15 @@ func (ss *session) prepareRouted(sql string) error {
 	if q == "" {
 		q = sql
 	}
-	bc, err := ss.acquire(t.Node, false)
+	bc, err := c.st.Acquire(t.Node, false)
 	if err != nil {
 		return err
 	}
 	st, err := bc.PrepareCached(q)
-	ss.release(bc, false, result{ok: err == nil, status: ss.status})
+	c.st.Release(bc, false, backend.Outcome{})
 	if err != nil {
 		if bc.Broken() {
-			return ss.backendLost(bc)
+			return h.backendLost(bc)
 		}
 		return err
 	}
@@ -124,8 +131,10 @@ func (ss *session) prepareRouted(sql string) error {
 			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
 		}
 	}
-	ps := ss.newRoutedStmt(sql, len(params))
-
+	ps, err := c.st.Stmts.Add(sql, len(params))
+	if err != nil {
+		return err
+	}
 	cols := st.Cols
 	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
 		// Helper columns the merge strips are not the client's.
@@ -133,22 +142,22 @@ func (ss *session) prepareRouted(sql string) error {
 	}
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
-	ok = binary.LittleEndian.AppendUint32(ok, ps.id)
+	ok = binary.LittleEndian.AppendUint32(ok, ps.ID)
 	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(cols)))
 	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(params)))
 	ok = append(ok, 0)
 	ok = binary.LittleEndian.AppendUint16(ok, st.Warnings)
-	if err := ss.c.WritePacket(ok); err != nil {
+	if err := c.c.WritePacket(ok); err != nil {
 		return err
 	}
 	for _, defs := range [][][]byte{params, cols} {
 		for _, d := range defs {
-			if err := ss.c.WritePacket(ss.logicalColumn(d, t.Subtable, plan)); err != nil {
+			if err := c.c.WritePacket(logicalColumn(d, t.Subtable, plan)); err != nil {
 				return err
 			}
 		}
-		if len(defs) > 0 && ss.caps&mysql.ClientDeprecateEOF == 0 {
-			if err := ss.c.WritePacket(mysql.AppendEOF(ss.buf[:0], 0, ss.status)); err != nil {
+		if len(defs) > 0 && c.caps&mysql.ClientDeprecateEOF == 0 {
+			if err := c.c.WritePacket(mysql.AppendEOF(c.buf[:0], 0, c.st.Status)); err != nil {
 				return err
 			}
 		}
@@ -159,37 +168,29 @@ func (ss *session) prepareRouted(sql string) error {
 // prepareLocal answers COM_STMT_PREPARE for a transaction statement
 // (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, ...), which takes no parameters
 // and returns no rows: executing it runs it as the text statement would.
-func (ss *session) prepareLocal(sql string) error {
-	if len(ss.stmts) >= maxRoutedStmts {
-		return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", maxRoutedStmts)
+func (s *stmtHandler) prepareLocal(sql string) error {
+	c := s.h.c
+	if err := c.st.Stmts.Room(); err != nil {
+		return err
 	}
 	if n := router.CountPlaceholders(sql); n != 0 {
 		return mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax near '?': %s takes no parameters", router.Classify(sql).Keyword)
 	}
-	ps := ss.newRoutedStmt(sql, 0)
-	ps.local = true
+	ps, err := c.st.Stmts.Add(sql, 0)
+	if err != nil {
+		return err
+	}
+	ps.Local = true
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
-	ok = binary.LittleEndian.AppendUint32(ok, ps.id)
+	ok = binary.LittleEndian.AppendUint32(ok, ps.ID)
 	ok = append(ok, 0, 0, 0, 0, 0, 0, 0)
-	return ss.c.WritePacket(ok)
-}
-
-// newRoutedStmt registers a statement of the proxy's own.
-func (ss *session) newRoutedStmt(sql string, nparams int) *routedStmt {
-	if ss.stmts == nil {
-		ss.stmts = make(map[uint32]*routedStmt)
-		ss.nextStmtID = routedStmtBase
-	}
-	ps := &routedStmt{id: ss.nextStmtID, sql: sql, nparams: nparams}
-	ss.nextStmtID++
-	ss.stmts[ps.id] = ps
-	return ps
+	return c.c.WritePacket(ok)
 }
 
 // logicalColumn renames the subtable in a column definition to its logical
 // table, so the metadata describes the statement the client prepared.
-func (ss *session) logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
+func logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
 	if subtable == "" || len(plan.Tables) != 1 {
 		return d
 	}
@@ -206,124 +207,82 @@ func (ss *session) logicalColumn(d []byte, subtable string, plan *router.Plan) [
 	return mysql.AppendColumn(nil, col)
 }
 
-// executeInlined runs an execution that needs several targets: the bound
-// values become literals in the statement's text, which is planned and
-// merged like a text query, and the rows are sent in the binary protocol.
-func (ss *session) executeInlined(ps *routedStmt, e *mysql.StmtExecute) error {
-	coll, _ := mysql.CollationByID(ss.coll)
-	charset := coll.Charset
-	if charset == "" {
-		charset = "utf8mb4"
-	}
-	lits := make([]string, ps.nparams)
-	for i := range lits {
-		v := e.Values[i]
-		if e.Null[i] {
-			v = nil
-		} else if i < len(ps.hasLong) && ps.hasLong[i] {
-			v = mysql.LongDataValue(ps.long[i])
-		}
-		lit, ok := mysql.ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, charset)
-		if !ok {
-			return mysql.NewError(mysql.ErWrongArguments, "Incorrect arguments to mysqld_stmt_execute: parameter %d (type %#x) cannot be used in a cross-shard execution", i+1, e.Types[2*i])
-		}
-		lits[i] = lit
-	}
-	ps.long, ps.hasLong = nil, nil
-	text, err := router.Inline(ps.sql, lits)
-	if err != nil {
-		return err
-	}
-	plan, err := ss.srv.router.Route(text, router.Session{User: ss.user, DB: ss.db})
-	if err != nil {
-		return err
-	}
-	switch plan.Kind {
-	case router.Concat, router.SumOK, router.Fanout:
-	default:
-		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
-	}
-	ss.srv.queries.Add(1)
-	ss.stmt, ss.binary = text, true
-	defer func() { ss.binary = false }()
-	return ss.execPlan(plan)
-}
-
-// routedStmtCommand runs COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE and
-// FETCH on one of the proxy's statements.
-func (ss *session) routedStmtCommand(ps *routedStmt, p []byte) error {
+// command runs COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE and FETCH on
+// one of the proxy's statements.
+func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
+	h, c := s.h, s.h.c
 	switch p[0] {
 	case mysql.ComStmtClose:
-		delete(ss.stmts, ps.id)
+		c.st.Stmts.Close(ps.ID)
 		return nil
 	case mysql.ComStmtSendLongData:
 		if len(p) < 7 {
 			return nil // no reply is due, even for a malformed packet
 		}
 		i := int(binary.LittleEndian.Uint16(p[5:7]))
-		if i >= ps.nparams {
+		if i >= ps.NParams {
 			return nil
 		}
-		if ps.long == nil {
-			ps.long, ps.hasLong = make([][]byte, ps.nparams), make([]bool, ps.nparams)
+		if ps.Long == nil {
+			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
 		}
-		ps.long[i] = append(ps.long[i], p[7:]...)
-		ps.hasLong[i] = true
+		ps.Long[i] = append(ps.Long[i], p[7:]...)
+		ps.HasLong[i] = true
 		return nil
 	case mysql.ComStmtReset:
-		ps.long, ps.hasLong = nil, nil
-		if bc := ss.cursorConn(ps); bc != nil {
+		ps.Long, ps.HasLong = nil, nil
+		if bc := s.cursorConn(ps); bc != nil {
 			// Closes the cursor there too.
-			ss.qbuf = binary.LittleEndian.AppendUint32(append(ss.qbuf[:0], mysql.ComStmtReset), ps.cursorID)
-			_, err := ss.runOn(bc, bc.Node().Name, ss.qbuf, true, ss.relayOne)
-			return err
+			s.pbuf = binary.LittleEndian.AppendUint32(append(s.pbuf[:0], mysql.ComStmtReset), ps.CursorID)
+			_, err := h.x.RunOn(bc, s.pbuf, true, engine.RelayOne)
+			return h.settle(err)
 		}
-		return ss.writeOK(mysql.OK{Status: ss.status})
+		return c.okStatus()
 	case mysql.ComStmtFetch:
-		bc := ss.cursorConn(ps)
+		bc := s.cursorConn(ps)
 		if bc == nil || len(p) < 9 {
-			return mysql.NewError(erStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", ps.id)
+			return mysql.NewError(erStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", ps.ID)
 		}
-		ss.qbuf = append(binary.LittleEndian.AppendUint32(append(ss.qbuf[:0], mysql.ComStmtFetch), ps.cursorID), p[5:9]...)
-		_, err := ss.runOn(bc, bc.Node().Name, ss.qbuf, true, ss.relayFetch)
-		return err
+		s.pbuf = append(binary.LittleEndian.AppendUint32(append(s.pbuf[:0], mysql.ComStmtFetch), ps.CursorID), p[5:9]...)
+		_, err := h.x.RunOn(bc, s.pbuf, true, engine.RelayFetch)
+		return h.settle(err)
 	}
-	if ps.local {
+	if ps.Local {
 		if len(p) < 10 {
 			return mysql.ErrMalformedPacket
 		}
-		ss.act.set("Execute", ps.sql)
-		if handled, err := ss.txnStatement(ps.sql); handled {
+		c.act.set("Execute", ps.SQL)
+		if handled, err := h.txnStatement(ps.SQL); handled {
 			return err
 		}
-		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", router.Classify(ps.sql).Keyword)
+		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", router.Classify(ps.SQL).Keyword)
 	}
-	return ss.executeRouted(ps, p)
+	return s.execute(ps, p)
 }
 
-// executeRouted runs COM_STMT_EXECUTE on one of the proxy's statements.
-func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
-	e := &ss.exec
-	if err := e.Parse(p, ps.nparams, ps.types, ps.hasLong); err != nil {
+// execute runs COM_STMT_EXECUTE on one of the proxy's statements.
+func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
+	h, c := s.h, s.h.c
+	e := &s.exec
+	if err := e.Parse(p, ps.NParams, ps.Types, ps.HasLong); err != nil {
 		return err
 	}
 	if e.NewTypes {
-		ps.types = append(ps.types[:0], e.Types...)
+		ps.Types = append(ps.Types[:0], e.Types...)
 	}
-	ps.cursor = nil // a new execution closes the statement's cursor
-	sess := router.Session{User: ss.user, DB: ss.db}
-	if !ss.srv.router.Sharded(ss.user) {
+	ps.Cursor = nil // a new execution closes the statement's cursor
+	if !c.srv.router.Sharded(c.user) {
 		// Every statement runs unchanged on the default node.
-		node, _ := ss.srv.router.DefaultNode(ss.user)
-		ss.act.set("Execute", ps.sql)
-		return ss.executeOn(ps, e, node, ps.sql, nil, e.Flags != 0)
+		node, _ := c.srv.router.DefaultNode(c.user)
+		c.act.set("Execute", ps.SQL)
+		return s.executeOn(ps, e, node, ps.SQL, nil, e.Flags != 0)
 	}
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
 	}
-	args := slices.Grow(ss.args[:0], ps.nparams)[:ps.nparams]
+	args := slices.Grow(s.args[:0], ps.NParams)[:ps.NParams]
 	clear(args)
-	ss.args = args
+	s.args = args
 	for i := range args {
 		switch {
 		case e.Null[i]:
@@ -343,40 +302,84 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 			}
 		}
 	}
-	ss.act.set("Execute", ps.sql)
-	plan, err := ss.srv.router.RouteArgs(ps.sql, sess, args)
+	c.act.set("Execute", ps.SQL)
+	plan, err := c.srv.router.RouteArgs(ps.SQL, h.routerSession(), args)
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErNotSupported {
 			// Placeholders where a merge needs constants (HAVING, LIMIT):
 			// the inlined text may plan.
-			return ss.executeInlined(ps, e)
+			return s.executeInlined(ps, e)
 		}
 		return err
 	}
 	t := &plan.Targets[0]
 	q := t.SQL
 	if q == "" {
-		q = ps.sql
+		q = ps.SQL
 	}
-	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q) != ps.nparams) {
-		return ss.executeInlined(ps, e)
+	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q) != ps.NParams) {
+		return s.executeInlined(ps, e)
 	}
 	var order []int
 	if t.SQL != "" {
 		// The restored SQL may have moved placeholders (LIMIT ? OFFSET ?
 		// becomes LIMIT ?,? with the offset first).
-		if !ps.ordered {
-			if ps.order, err = router.PlaceholderOrder(ps.sql); err != nil {
+		if !ps.Ordered {
+			if ps.Order, err = router.PlaceholderOrder(ps.SQL); err != nil {
 				return err
 			}
-			ps.ordered = true
+			ps.Ordered = true
 		}
-		if order = ps.order; order != nil {
+		if order = ps.Order; order != nil {
 			e = reorderParams(e, order)
 		}
 	}
-	return ss.executeOn(ps, e, t.Node, q, order, false)
+	return s.executeOn(ps, e, t.Node, q, order, false)
+}
+
+// executeInlined runs an execution that needs several targets: the bound
+// values become literals in the statement's text, which is planned and
+// merged like a text query, and the rows are sent in the binary protocol.
+func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) error {
+	h, c := s.h, s.h.c
+	coll, _ := mysql.CollationByID(c.st.Coll)
+	charset := coll.Charset
+	if charset == "" {
+		charset = "utf8mb4"
+	}
+	lits := make([]string, ps.NParams)
+	for i := range lits {
+		v := e.Values[i]
+		if e.Null[i] {
+			v = nil
+		} else if i < len(ps.HasLong) && ps.HasLong[i] {
+			v = mysql.LongDataValue(ps.Long[i])
+		}
+		lit, ok := mysql.ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, charset)
+		if !ok {
+			return mysql.NewError(mysql.ErWrongArguments, "Incorrect arguments to mysqld_stmt_execute: parameter %d (type %#x) cannot be used in a cross-shard execution", i+1, e.Types[2*i])
+		}
+		lits[i] = lit
+	}
+	ps.Long, ps.HasLong = nil, nil
+	text, err := router.Inline(ps.SQL, lits)
+	if err != nil {
+		return err
+	}
+	plan, err := c.srv.router.Route(text, h.routerSession())
+	if err != nil {
+		return err
+	}
+	switch plan.Kind {
+	case router.Concat, router.SumOK, router.Fanout:
+	default:
+		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
+	}
+	c.srv.queries.Add(1)
+	c.binary = true
+	defer func() { c.binary = false }()
+	return h.settle(h.x.Execute(plan, text))
 }
 
 // executeOn runs one execution of ps as statement q, prepared on a pooled
@@ -385,36 +388,37 @@ func (ss *session) executeRouted(ps *routedStmt, p []byte) error {
 // (schemas without shard rules) leaves the cursor on that connection, so
 // the session keeps the connection from then on, as it keeps one for any
 // other state, and COM_STMT_FETCH and COM_STMT_RESET go there.
-func (ss *session) executeOn(ps *routedStmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
-	ss.srv.queries.Add(1)
-	bc, err := ss.acquire(node, false)
+func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
+	h, c := s.h, s.h.c
+	c.srv.queries.Add(1)
+	bc, err := c.st.Acquire(node, false)
 	if err != nil {
 		return err
 	}
 	if cursor {
-		ss.release(bc, true, result{ok: true, status: ss.status}) // kept by the session
+		c.st.Release(bc, true, backend.Outcome{}) // kept by the session
 	}
 	st, err := bc.PrepareCached(q)
-	if err == nil && len(st.Params) != ps.nparams {
-		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.nparams)
+	if err == nil && len(st.Params) != ps.NParams {
+		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.NParams)
 	}
 	if err == nil {
-		err = ss.sendLongData(bc, st, ps, order)
+		err = sendLongData(bc, st, ps, order)
 	}
 	if err != nil {
 		if !cursor {
-			ss.release(bc, false, result{ok: false, status: ss.status})
+			c.st.Release(bc, false, backend.Outcome{})
 		}
 		if bc.Broken() {
-			return ss.backendLost(bc)
+			return h.backendLost(bc)
 		}
 		return err
 	}
-	ss.qbuf = mysql.AppendStmtExecute(ss.qbuf[:0], st.ID, e)
-	if _, err = ss.runOn(bc, node, ss.qbuf, cursor, ss.relayResult); err == nil && cursor {
-		ps.cursor, ps.cursorID = bc, st.ID
+	s.pbuf = mysql.AppendStmtExecute(s.pbuf[:0], st.ID, e)
+	if _, err = h.x.RunOn(bc, s.pbuf, cursor, engine.RelayResult); err == nil && cursor {
+		ps.Cursor, ps.CursorID = bc, st.ID
 	}
-	return err
+	return h.settle(err)
 }
 
 // erStmtHasNoOpenCursor is ER_STMT_HAS_NO_OPEN_CURSOR.
@@ -422,27 +426,27 @@ const erStmtHasNoOpenCursor = 1421
 
 // cursorConn returns the connection holding ps's open cursor, if the
 // session still holds it.
-func (ss *session) cursorConn(ps *routedStmt) *backend.Conn {
-	if ps.cursor == nil || !slices.Contains(ss.pinned, ps.cursor) {
+func (s *stmtHandler) cursorConn(ps *session.Stmt) *backend.Conn {
+	if ps.Cursor == nil || !s.h.c.st.Holds(ps.Cursor) {
 		return nil
 	}
-	return ps.cursor
+	return ps.Cursor
 }
 
 // sendLongData passes the long data a client sent for this execution on to
 // the backend statement, whose parameter i is the client's order[i] (i
 // when order is nil); MySQL keeps it only until the execution.
-func (ss *session) sendLongData(bc *backend.Conn, st *backend.Stmt, ps *routedStmt, order []int) error {
-	defer func() { ps.long, ps.hasLong = nil, nil }()
-	for i := range ps.hasLong {
+func sendLongData(bc *backend.Conn, st *backend.Stmt, ps *session.Stmt, order []int) error {
+	defer func() { ps.Long, ps.HasLong = nil, nil }()
+	for i := range ps.HasLong {
 		j := i
 		if order != nil {
 			j = order[i]
 		}
-		if !ps.hasLong[j] {
+		if !ps.HasLong[j] {
 			continue
 		}
-		if err := bc.SendLongData(st.ID, uint16(i), ps.long[j]); err != nil {
+		if err := bc.SendLongData(st.ID, uint16(i), ps.Long[j]); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -40,6 +41,7 @@ type Server struct {
 	sqlLog *zap.Logger // nil when log_sql is off
 	slow   time.Duration
 	router *router.Router
+	engine *engine.Engine
 	nodes  map[string]*backend.Node
 	order  []*backend.Node // nodes in config order
 	users  map[string]string
@@ -51,7 +53,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
-	sessions  map[uint32]*session
+	sessions  map[uint32]*conn
 	listeners map[net.Listener]struct{}
 
 	keyOnce sync.Once
@@ -96,7 +98,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		users:     make(map[string]string, len(cfg.Users)),
 		allow:     cfg.AllowList(),
 		coll:      coll,
-		sessions:  make(map[uint32]*session),
+		sessions:  make(map[uint32]*conn),
 		listeners: make(map[net.Listener]struct{}),
 		sha2Cache: make(map[string]string),
 	}
@@ -108,6 +110,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.nodes[nc.Name] = n
 		s.order = append(s.order, n)
 	}
+	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit)
 	var wg sync.WaitGroup
 	for _, n := range s.order {
 		wg.Add(1)
@@ -249,23 +252,23 @@ func (s *Server) closeIdle() {
 	}
 }
 
-func (s *Server) register(ss *session) bool {
+func (s *Server) register(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.sessions) >= s.cfg.MaxConnections {
 		return false
 	}
-	s.sessions[ss.id] = ss
+	s.sessions[c.id] = c
 	return true
 }
 
-func (s *Server) unregister(ss *session) {
+func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
-	delete(s.sessions, ss.id)
+	delete(s.sessions, c.id)
 	s.mu.Unlock()
 }
 
-func (s *Server) session(id uint32) *session {
+func (s *Server) session(id uint32) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessions[id]

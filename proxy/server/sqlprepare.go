@@ -1,49 +1,43 @@
 package server
 
 import (
-	"strings"
-
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
 
 // SQL-level PREPARE / EXECUTE / DEALLOCATE PREPARE of statements on sharded
 // tables are the proxy's: PREPARE keeps the text under its name, EXECUTE
-// puts the values of its USING user variables (which the session carries,
-// see vars.go) in place of the placeholders and runs the result like any
-// text query, routed and merged. Statements without sharded tables are
-// prepared on the default node as before.
+// puts the values of its USING user variables (which the session carries)
+// in place of the placeholders and runs the result like any text query,
+// routed and merged. Statements without sharded tables are prepared on the
+// default node as before.
 
 // sqlPrepare handles a PREPARE, EXECUTE or DEALLOCATE statement; handled is
 // false when it is not one the proxy runs itself.
-func (ss *session) sqlPrepare(sql string) (handled bool, err error) {
+func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
+	c, stmts := h.c, &h.c.st.Stmts
 	sp, ok := router.ParseSQLPrepare(sql)
 	if !ok {
 		return false, nil
 	}
 	switch sp.Verb {
 	case "PREPARE":
-		if sp.Text == "" || ss.srv.router.Prepared(sp.Text, router.Session{User: ss.user, DB: ss.db}) == nil {
+		if sp.Text == "" || c.srv.router.Prepared(sp.Text, h.routerSession()) == nil {
 			// No sharded table (or FROM @variable): the backend's.
-			delete(ss.sqlStmts, sp.Name)
+			stmts.DropNamed(sp.Name)
 			return false, nil
 		}
-		if ss.sqlStmts == nil {
-			ss.sqlStmts = make(map[string]string)
+		if err := stmts.SetNamed(sp.Name, sp.Text); err != nil {
+			return true, err
 		}
-		if len(ss.sqlStmts) >= maxRoutedStmts {
-			return true, mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", maxRoutedStmts)
-		}
-		ss.sqlStmts[sp.Name] = sp.Text
-		return true, ss.writeOK(mysql.OK{Status: ss.status, Info: "Statement prepared"})
+		return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
 	case "DEALLOCATE":
-		if _, ok := ss.sqlStmts[sp.Name]; !ok {
+		if !stmts.DropNamed(sp.Name) {
 			return false, nil
 		}
-		delete(ss.sqlStmts, sp.Name)
-		return true, ss.writeOK(mysql.OK{Status: ss.status})
+		return true, c.okStatus()
 	}
-	text, ok := ss.sqlStmts[sp.Name]
+	text, ok := stmts.Named(sp.Name)
 	if !ok {
 		return false, nil
 	}
@@ -53,17 +47,11 @@ func (ss *session) sqlPrepare(sql string) (handled bool, err error) {
 	}
 	lits := make([]string, n)
 	for i, u := range sp.Using {
-		lits[i] = "NULL"
-		target := "@`" + strings.ReplaceAll(u, "`", "``") + "`"
-		for _, v := range ss.vars {
-			if v.target == target {
-				lits[i] = v.literal
-			}
-		}
+		lits[i] = c.st.UserVar(u)
 	}
 	inlined, err := router.Inline(text, lits)
 	if err != nil {
 		return true, err
 	}
-	return true, ss.query(append([]byte{mysql.ComQuery}, inlined...))
+	return true, h.query(append([]byte{mysql.ComQuery}, inlined...))
 }

@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"math/big"
@@ -104,14 +104,14 @@ func textNumber(s []byte) *big.Rat {
 }
 
 // eval evaluates e over a merged row with MySQL's three-valued logic.
-func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
+func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	switch e.Op {
 	case router.OpCol:
 		v := row[e.Col]
 		if v == nil {
 			return exprNull
 		}
-		return exprValue{text: v, kind: mg.kinds[e.Col]}
+		return exprValue{text: v, kind: c.kinds[e.Col]}
 	case router.OpConst:
 		if e.Value == nil {
 			return exprNull
@@ -126,7 +126,7 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
 	case router.OpAnd:
-		a, b := mg.eval(e.Args[0], row), mg.eval(e.Args[1], row)
+		a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
 		if (!a.null && !truthy(a)) || (!b.null && !truthy(b)) {
 			return exprFalse
 		}
@@ -135,7 +135,7 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprTrue
 	case router.OpOr:
-		a, b := mg.eval(e.Args[0], row), mg.eval(e.Args[1], row)
+		a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
 		if (!a.null && truthy(a)) || (!b.null && truthy(b)) {
 			return exprTrue
 		}
@@ -144,17 +144,17 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprFalse
 	case router.OpNot:
-		a := mg.eval(e.Args[0], row)
+		a := c.eval(e.Args[0], row)
 		if a.null {
 			return exprNull
 		}
 		return boolValue(!truthy(a))
 	case router.OpIsNull:
-		return boolValue(mg.eval(e.Args[0], row).null)
+		return boolValue(c.eval(e.Args[0], row).null)
 	case router.OpIsNotNull:
-		return boolValue(!mg.eval(e.Args[0], row).null)
+		return boolValue(!c.eval(e.Args[0], row).null)
 	}
-	a, b := mg.eval(e.Args[0], row), mg.eval(e.Args[1], row)
+	a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
 	switch e.Op {
 	case router.OpAdd, router.OpSub, router.OpMul, router.OpDiv:
 		if a.null || b.null {
@@ -185,20 +185,20 @@ func (mg *merger) eval(e *router.Expr, row [][]byte) exprValue {
 	if a.null || b.null {
 		return exprNull
 	}
-	c := compareExpr(a, b)
+	r := compareExpr(a, b)
 	switch e.Op {
 	case router.OpEQ:
-		return boolValue(c == 0)
+		return boolValue(r == 0)
 	case router.OpNE:
-		return boolValue(c != 0)
+		return boolValue(r != 0)
 	case router.OpLT:
-		return boolValue(c < 0)
+		return boolValue(r < 0)
 	case router.OpLE:
-		return boolValue(c <= 0)
+		return boolValue(r <= 0)
 	case router.OpGT:
-		return boolValue(c > 0)
+		return boolValue(r > 0)
 	case router.OpGE:
-		return boolValue(c >= 0)
+		return boolValue(r >= 0)
 	}
 	return exprNull
 }

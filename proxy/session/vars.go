@@ -1,13 +1,10 @@
-package server
+package session
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -16,13 +13,13 @@ import (
 
 // Session variables travel with the session, not with a connection. A
 // SET of session system variables and user variables runs on a pooled
-// connection; the proxy then reads the resulting values back and keeps
-// them as literals. Before any connection runs a statement for the
-// session, syncState brings its variables to the session's with one SET:
-// the session's values, DEFAULT for system variables only the connection
-// has, NULL for such user variables (MySQL cannot unset a user variable;
-// an unset one reads as NULL). So SET costs no pooled connection, and
-// nothing one client sets reaches another.
+// connection; the proxy then reads the resulting values back (ReadBack)
+// and keeps them as literals. Before any connection runs a statement for
+// the session, Acquire brings its variables to the session's with one
+// SET: the session's values, DEFAULT for system variables only the
+// connection has, NULL for such user variables (MySQL cannot unset a user
+// variable; an unset one reads as NULL). So SET costs no pooled
+// connection, and nothing one client sets reaches another.
 
 // trackedVar is one variable the session set: its assignment target and
 // its value as an SQL literal.
@@ -30,38 +27,9 @@ type trackedVar struct {
 	target, literal string
 }
 
-// setTracked runs a SET statement whose assignments the session tracks.
-func (ss *session) setTracked(sql string, vars []router.SetVar) error {
-	node, _ := ss.srv.router.DefaultNode(ss.user)
-	bc, err := ss.acquire(node, false)
-	if err != nil {
-		return err
-	}
-	ss.running.Store(bc)
-	res, err := bc.Exec(sql)
-	if err == nil {
-		err = ss.readBack(bc, vars)
-	}
-	ss.running.Store(nil)
-	if err != nil {
-		var se *mysql.SQLError
-		if !bc.Broken() && errors.As(err, &se) {
-			ss.release(bc, false, result{ok: false, status: ss.status})
-			return err
-		}
-		bc.MarkBroken()
-		ss.release(bc, false, result{})
-		ss.log.Warn("backend failed during SET", zap.String("node", node), zap.Error(err))
-		return ss.backendLost(bc)
-	}
-	ss.status = res.OK.Status
-	ss.release(bc, false, result{ok: true, status: res.OK.Status, warnings: res.OK.Warnings})
-	return ss.writeOK(mysql.OK{Status: ss.status, Warnings: res.OK.Warnings})
-}
-
-// readBack reads the values a SET left on bc into the session's and the
-// connection's variables.
-func (ss *session) readBack(bc *backend.Conn, vars []router.SetVar) error {
+// ReadBack reads the values a SET of vars left on bc into the session's
+// and the connection's variables.
+func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 	targets := make([]string, 0, len(vars))
 	for _, v := range vars {
 		t := varTarget(v)
@@ -81,15 +49,27 @@ func (ss *session) readBack(bc *backend.Conn, vars []router.SetVar) error {
 	}
 	for i, t := range targets {
 		lit := literalOf(res.Columns[i], res.Rows[0][i])
-		ss.vars = slices.DeleteFunc(ss.vars, func(v trackedVar) bool { return v.target == t })
+		s.vars = slices.DeleteFunc(s.vars, func(v trackedVar) bool { return v.target == t })
 		if lit == "NULL" && strings.HasPrefix(t, "@`") {
 			delete(bc.Vars, t) // a NULL user variable is an unset one
 			continue
 		}
-		ss.vars = append(ss.vars, trackedVar{target: t, literal: lit})
+		s.vars = append(s.vars, trackedVar{target: t, literal: lit})
 		bc.Vars[t] = lit
 	}
 	return nil
+}
+
+// UserVar returns user variable name's value as an SQL literal (NULL when
+// the session has not set it).
+func (s *State) UserVar(name string) string {
+	target := "@`" + strings.ReplaceAll(name, "`", "``") + "`"
+	for _, v := range s.vars {
+		if v.target == target {
+			return v.literal
+		}
+	}
+	return "NULL"
 }
 
 // varTarget is the SQL that names a variable in SET and SELECT.
@@ -124,15 +104,15 @@ func literalOf(c *mysql.Column, v []byte) string {
 }
 
 // syncVars brings bc's variables to the session's with one SET.
-func (ss *session) syncVars(bc *backend.Conn) error {
+func (s *State) syncVars(bc *backend.Conn) error {
 	var assign []string
-	for _, v := range ss.vars {
+	for _, v := range s.vars {
 		if bc.Vars[v.target] != v.literal {
 			assign = append(assign, v.target+" = "+v.literal)
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(bc.Vars)) {
-		if slices.ContainsFunc(ss.vars, func(v trackedVar) bool { return v.target == t }) {
+		if slices.ContainsFunc(s.vars, func(v trackedVar) bool { return v.target == t }) {
 			continue
 		}
 		if strings.HasPrefix(t, "@`") {
@@ -147,8 +127,8 @@ func (ss *session) syncVars(bc *backend.Conn) error {
 	if _, err := bc.Exec("SET " + strings.Join(assign, ", ")); err != nil {
 		return fmt.Errorf("bringing session variables to node %s: %w", bc.Node().Name, err)
 	}
-	bc.Vars = make(map[string]string, len(ss.vars))
-	for _, v := range ss.vars {
+	bc.Vars = make(map[string]string, len(s.vars))
+	for _, v := range s.vars {
 		bc.Vars[v.target] = v.literal
 	}
 	return nil

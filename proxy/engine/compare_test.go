@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"testing"
@@ -139,13 +139,13 @@ func TestHavingCompare(t *testing.T) {
 		}
 	}
 	// MIN/MAX keep an empty string, which is not NULL.
-	mg := &merger{m: &resolved{Merge: router.Merge{Aggs: []router.Agg{{Col: 0, Func: router.AggMin}}}}, kinds: []cmpKind{cmpGeneralCI},
-		cols: []*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}}}
-	g := mg.newGroup([][]byte{nil})
-	if err := mg.fold(g, [][]byte{{}}); err != nil {
+	g := &grouper{m: &resolved{Merge: router.Merge{Aggs: []router.Agg{{Col: 0, Func: router.AggMin}}}},
+		cols: newColumns([]*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}})}
+	gs := g.newGroup([][]byte{nil})
+	if err := g.fold(gs, [][]byte{{}}); err != nil {
 		t.Fatal(err)
 	}
-	if g.row[0] == nil {
+	if gs.row[0] == nil {
 		t.Errorf("MIN over '' is NULL, want ''")
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 )
 
 // cmpKind is how values of one result column compare, decided once per
@@ -313,4 +314,99 @@ func unicodeKey(v []byte) []byte {
 	k := append([]byte(nil), c.Key(&buf, bytes.TrimRight(v, " "))...)
 	unicodeCollators.Put(c)
 	return k
+}
+
+// columns is what a merge knows of the targets' result: each column's
+// definition and how its values compare.
+type columns struct {
+	defs  []*mysql.Column
+	kinds []cmpKind
+}
+
+func newColumns(defs []*mysql.Column) *columns {
+	c := &columns{defs: defs, kinds: make([]cmpKind, len(defs))}
+	for i, d := range defs {
+		c.kinds[i] = columnCmp(d)
+	}
+	return c
+}
+
+// compareRows orders two rows by keys, NULLs first ascending as in MySQL.
+func (c *columns) compareRows(keys []router.SortKey, a, b [][]byte) int {
+	for _, k := range keys {
+		x, y := a[k.Col], b[k.Col]
+		var r int
+		switch {
+		case x == nil && y == nil:
+			r = 0
+		case x == nil:
+			r = -1
+		case y == nil:
+			r = 1
+		default:
+			r = compareValues(c.kinds[k.Col], x, y)
+		}
+		if k.Desc {
+			r = -r
+		}
+		if r != 0 {
+			return r
+		}
+	}
+	return 0
+}
+
+// sortKey appends a key for v under which values equal in the column's
+// collation are identical bytes.
+func sortKey(dst []byte, k cmpKind, v []byte) []byte {
+	if v == nil {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	var body []byte
+	switch k {
+	case cmpGeneralCI:
+		body = generalCIKey(v)
+	case cmpUnicodeCI:
+		body = unicodeKey(v)
+	case cmpBinPad:
+		body = trimSpaces(v)
+	case cmpDecimal, cmpSigned, cmpUnsigned:
+		body = normDecimal(v)
+	default:
+		body = v
+	}
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, ':')
+	return append(dst, body...)
+}
+
+func trimSpaces(v []byte) []byte {
+	for len(v) > 0 && v[len(v)-1] == ' ' {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+// normDecimal writes a decimal number in one canonical form ("-0.50" and
+// "-.5" both become "-.5").
+func normDecimal(v []byte) []byte {
+	neg := len(v) > 0 && v[0] == '-'
+	if neg {
+		v = v[1:]
+	}
+	ip, fp := splitDecimal(v)
+	for len(fp) > 0 && fp[len(fp)-1] == '0' {
+		fp = fp[:len(fp)-1]
+	}
+	out := make([]byte, 0, len(v)+2)
+	if neg && (len(ip) > 0 || len(fp) > 0) {
+		out = append(out, '-')
+	}
+	out = append(out, ip...)
+	if len(fp) > 0 {
+		out = append(out, '.')
+		out = append(out, fp...)
+	}
+	return out
 }

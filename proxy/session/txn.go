@@ -1,16 +1,12 @@
-package server
+package session
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/shardgate/shardgate/backend"
-	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
-	"github.com/shardgate/shardgate/router"
 )
 
 // Transactions span nodes lazily. BEGIN and START TRANSACTION are answered
@@ -27,26 +23,27 @@ import (
 // earlier ones have committed. The client gets ERROR 1180 naming the nodes
 // that committed and those rolled back.
 
-// txnVerb is what a transaction statement does.
-type txnVerb uint8
+// TxnVerb is what a transaction statement does.
+type TxnVerb uint8
 
 const (
-	txnNone txnVerb = iota
-	txnBegin
-	txnCommit
-	txnRollback
-	txnSavepoint
-	txnRollbackTo
-	txnRelease
+	TxnNone TxnVerb = iota
+	TxnBegin
+	TxnCommit
+	TxnRollback
+	TxnSavepoint
+	TxnRollbackTo
+	TxnRelease
 )
 
-// parseTxn recognises transaction control statements and returns the
-// savepoint name for the savepoint forms.
-func parseTxn(sql string) (txnVerb, string) {
+// ParseTxn recognises transaction control statements and returns the
+// savepoint name for the savepoint forms. COMMIT and ROLLBACK with AND
+// CHAIN or RELEASE are TxnNone.
+func ParseTxn(sql string) (TxnVerb, string) {
 	w := strings.Fields(strings.ToUpper(strings.TrimRight(stripComments(sql), "; \t\r\n")))
 	orig := strings.Fields(strings.TrimRight(stripComments(sql), "; \t\r\n"))
 	if len(w) == 0 {
-		return txnNone, ""
+		return TxnNone, ""
 	}
 	name := func(i int) string {
 		if i >= len(orig) {
@@ -57,11 +54,11 @@ func parseTxn(sql string) (txnVerb, string) {
 	switch w[0] {
 	case "BEGIN":
 		if len(w) == 1 || (len(w) == 2 && w[1] == "WORK") {
-			return txnBegin, ""
+			return TxnBegin, ""
 		}
 	case "START":
 		if len(w) >= 2 && w[1] == "TRANSACTION" {
-			return txnBegin, ""
+			return TxnBegin, ""
 		}
 	case "COMMIT", "ROLLBACK":
 		i := 1
@@ -73,26 +70,25 @@ func parseTxn(sql string) (txnVerb, string) {
 			if i < len(w) && w[i] == "SAVEPOINT" {
 				i++
 			}
-			return txnRollbackTo, name(i)
+			return TxnRollbackTo, name(i)
 		}
-		// AND [NO] CHAIN and [NO] RELEASE are refused by the caller.
 		if i != len(w) {
-			return txnNone, ""
+			return TxnNone, ""
 		}
 		if w[0] == "COMMIT" {
-			return txnCommit, ""
+			return TxnCommit, ""
 		}
-		return txnRollback, ""
+		return TxnRollback, ""
 	case "SAVEPOINT":
 		if len(w) == 2 {
-			return txnSavepoint, name(1)
+			return TxnSavepoint, name(1)
 		}
 	case "RELEASE":
 		if len(w) == 3 && w[1] == "SAVEPOINT" {
-			return txnRelease, name(2)
+			return TxnRelease, name(2)
 		}
 	}
-	return txnNone, ""
+	return TxnNone, ""
 }
 
 // stripComments removes leading /* */ and -- comments (a client may put a
@@ -119,84 +115,76 @@ func stripComments(sql string) string {
 	}
 }
 
-// inTxn reports whether statements run inside a transaction: an explicit
+// InTxn reports whether statements run inside a transaction: an explicit
 // one the proxy is tracking, or autocommit is off, or a backend says one is
 // open (e.g. begun inside a multi-statement text).
-func (ss *session) inTxn() bool {
-	return ss.txn != "" || ss.status&mysql.StatusAutocommit == 0 || ss.status&mysql.StatusInTrans != 0
+func (s *State) InTxn() bool {
+	return s.txn != "" || s.Status&mysql.StatusAutocommit == 0 || s.Status&mysql.StatusInTrans != 0
 }
 
-// txnStatement runs a transaction control statement. handled is false when
-// the statement is not one the proxy manages (it then runs as usual).
-func (ss *session) txnStatement(sql string) (handled bool, err error) {
-	verb, name := parseTxn(sql)
-	switch verb {
-	case txnNone:
-		if st := router.Classify(sql); st.Kind == router.KindTxn && st.Keyword != "START" && st.Keyword != "BEGIN" {
-			// COMMIT/ROLLBACK with AND CHAIN or RELEASE.
-			return true, mysql.NewError(mysql.ErNotSupported, "%s with AND CHAIN or RELEASE is not supported by shardgate; use COMMIT or ROLLBACK and start a new transaction", st.Keyword)
+// Begin opens an explicit transaction with the statement sql (BEGIN, START
+// TRANSACTION ...), committing the open one first, as MySQL does. No node
+// sees it until a statement of the transaction reaches that node.
+func (s *State) Begin(sql string) error {
+	if len(s.pinned) > 0 && s.InTxn() {
+		if err := s.End(true); err != nil {
+			return err
 		}
-		return false, nil
-	case txnBegin:
-		// BEGIN inside a transaction commits it first, as in MySQL.
-		if len(ss.pinned) > 0 && ss.inTxn() {
-			if err := ss.endAll("COMMIT", true); err != nil {
-				return true, err
-			}
-		}
-		ss.txn = sql
-		ss.savepoints = ss.savepoints[:0]
-		ss.status |= mysql.StatusInTrans
-		return true, ss.writeOK(mysql.OK{Status: ss.status})
-	case txnCommit, txnRollback:
-		word := "COMMIT"
-		if verb == txnRollback {
-			word = "ROLLBACK"
-		}
-		if err := ss.endAll(word, verb == txnCommit); err != nil {
-			return true, err
-		}
-		return true, ss.writeOK(mysql.OK{Status: ss.status})
-	case txnSavepoint, txnRollbackTo, txnRelease:
-		if verb != txnSavepoint && len(ss.pinned) == 0 && !slices.ContainsFunc(ss.savepoints, func(sp savepoint) bool { return sp.name == name }) {
-			return true, mysql.NewError(mysql.ErSPDoesNotExist, "SAVEPOINT %s does not exist", name)
-		}
-		for _, bc := range ss.pinned {
-			if _, err := bc.Exec(sql); err != nil {
-				return true, ss.txnBackendErr(bc, err)
-			}
-		}
-		ss.noteSavepoint(verb, name, sql)
-		return true, ss.writeOK(mysql.OK{Status: ss.status})
 	}
-	return false, nil
+	s.txn = sql
+	s.savepoints = s.savepoints[:0]
+	s.Status |= mysql.StatusInTrans
+	return nil
+}
+
+// CommitImplicitly ends the open transaction with COMMIT when one is open
+// on a node, as DDL does in MySQL.
+func (s *State) CommitImplicitly() error {
+	if len(s.pinned) > 0 && s.InTxn() {
+		return s.End(true)
+	}
+	return nil
+}
+
+// Savepoint runs SAVEPOINT, ROLLBACK TO or RELEASE SAVEPOINT (sql) on every
+// node the transaction reached and keeps the list of savepoints a node
+// joining later must set.
+func (s *State) Savepoint(verb TxnVerb, name, sql string) error {
+	if verb != TxnSavepoint && len(s.pinned) == 0 && !slices.ContainsFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name }) {
+		return mysql.NewError(mysql.ErSPDoesNotExist, "SAVEPOINT %s does not exist", name)
+	}
+	for _, bc := range s.pinned {
+		if _, err := bc.Exec(sql); err != nil {
+			if bc.Broken() {
+				return &backend.LostError{Conn: bc, Cause: err}
+			}
+			return err
+		}
+	}
+	s.noteSavepoint(verb, name, sql)
+	return nil
 }
 
 // noteSavepoint keeps the list of savepoints that a node joining the
 // transaction later must also set.
-func (ss *session) noteSavepoint(verb txnVerb, name, sql string) {
-	if ss.txn == "" {
+func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
+	if s.txn == "" {
 		return
 	}
-	idx := -1
-	for i, sp := range ss.savepoints {
-		if sp.name == name {
-			idx = i
-		}
-	}
+	idx := slices.IndexFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name })
 	switch verb {
-	case txnSavepoint:
+	case TxnSavepoint:
 		if idx >= 0 { // setting an existing name moves it
-			ss.savepoints = append(ss.savepoints[:idx], ss.savepoints[idx+1:]...)
+			s.savepoints = slices.Delete(s.savepoints, idx, idx+1)
 		}
-		ss.savepoints = append(ss.savepoints, savepoint{name: name, sql: sql})
-	case txnRollbackTo:
+		s.savepoints = append(s.savepoints, savepoint{name: name, sql: sql})
+	case TxnRollbackTo:
 		if idx >= 0 {
-			ss.savepoints = ss.savepoints[:idx+1]
+			s.savepoints = s.savepoints[:idx+1]
 		}
-	case txnRelease:
+	case TxnRelease:
 		if idx >= 0 {
-			ss.savepoints = ss.savepoints[:idx]
+			s.savepoints = s.savepoints[:idx]
 		}
 	}
 }
@@ -204,19 +192,23 @@ func (ss *session) noteSavepoint(verb txnVerb, name, sql string) {
 // savepoint is one SAVEPOINT of the open transaction.
 type savepoint struct{ name, sql string }
 
-// endAll sends COMMIT or ROLLBACK to every connection the session holds,
-// in the order the transaction reached them, and ends the transaction.
-// When a commit fails part way, the remaining nodes are rolled back and the
-// error says which nodes committed.
-func (ss *session) endAll(word string, commit bool) error {
-	ss.txn = ""
-	ss.savepoints = ss.savepoints[:0]
-	clear(ss.joined)
-	ss.joined = ss.joined[:0]
-	ss.status &^= mysql.StatusInTrans
+// End sends COMMIT (commit) or ROLLBACK to every connection the session
+// holds, in the order the transaction reached them, and ends the
+// transaction. When a commit fails part way, the remaining nodes are
+// rolled back and the error (1180) says which nodes committed.
+func (s *State) End(commit bool) error {
+	word := "ROLLBACK"
+	if commit {
+		word = "COMMIT"
+	}
+	s.txn = ""
+	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
+	s.Status &^= mysql.StatusInTrans
 	var done, failed, rolledBack []string
 	var firstErr error
-	for _, bc := range ss.pinned {
+	for _, bc := range s.pinned {
 		w := word
 		if firstErr != nil {
 			w = "ROLLBACK"
@@ -238,7 +230,7 @@ func (ss *session) endAll(word string, commit bool) error {
 			}
 		}
 	}
-	ss.releaseAfterTxn()
+	s.releaseAfterTxn()
 	if firstErr == nil {
 		return nil
 	}
@@ -246,8 +238,6 @@ func (ss *session) endAll(word string, commit bool) error {
 		// Nothing is half committed: report the backend's own error.
 		return firstErr
 	}
-	ss.log.Error("transaction committed on some nodes only", zap.Strings("committed", done),
-		zap.Strings("failed", failed), zap.Strings("rolled_back", rolledBack), zap.Error(firstErr))
 	return mysql.NewError(mysql.ErErrorDuringCommit, "Got error during COMMIT: the transaction committed on %s; COMMIT failed on %s (%v)%s",
 		strings.Join(done, ", "), strings.Join(failed, ", "), firstErr, listSuffix("; rolled back on ", rolledBack))
 }
@@ -262,47 +252,38 @@ func listSuffix(prefix string, names []string) string {
 // releaseAfterTxn returns the connections a finished transaction held,
 // unless the session keeps them for another reason (session state, or
 // autocommit off, which starts the next transaction at once).
-func (ss *session) releaseAfterTxn() {
-	if ss.sticky || ss.status&mysql.StatusAutocommit == 0 {
+func (s *State) releaseAfterTxn() {
+	if s.sticky || s.Status&mysql.StatusAutocommit == 0 {
 		// Broken ones still go back (and are closed).
-		keep := ss.pinned[:0]
-		for _, bc := range ss.pinned {
+		keep := s.pinned[:0]
+		for _, bc := range s.pinned {
 			if bc.Broken() {
 				bc.Node().Put(bc)
 				continue
 			}
 			keep = append(keep, bc)
 		}
-		clear(ss.pinned[len(keep):])
-		ss.pinned = keep
+		clear(s.pinned[len(keep):])
+		s.pinned = keep
 		return
 	}
-	for _, bc := range ss.pinned {
+	for _, bc := range s.pinned {
 		bc.Node().Put(bc)
 	}
-	clear(ss.pinned)
-	ss.pinned = ss.pinned[:0]
-}
-
-// txnBackendErr turns a failure of a statement the proxy sent on a pinned
-// connection into the client's error.
-func (ss *session) txnBackendErr(bc *backend.Conn, err error) error {
-	if bc.Broken() {
-		return ss.backendLost(bc)
-	}
-	return err
+	clear(s.pinned)
+	s.pinned = s.pinned[:0]
 }
 
 // joinTxn opens the session's transaction on a connection to a node it
 // has not reached yet.
-func (ss *session) joinTxn(bc *backend.Conn) error {
-	if ss.txn == "" {
+func (s *State) joinTxn(bc *backend.Conn) error {
+	if s.txn == "" {
 		return nil
 	}
-	if _, err := bc.Exec(ss.txn); err != nil {
+	if _, err := bc.Exec(s.txn); err != nil {
 		return fmt.Errorf("starting the transaction on node %s: %w", bc.Node().Name, err)
 	}
-	for _, sp := range ss.savepoints {
+	for _, sp := range s.savepoints {
 		if _, err := bc.Exec(sp.sql); err != nil {
 			return fmt.Errorf("setting savepoint %s on node %s: %w", sp.name, bc.Node().Name, err)
 		}
@@ -312,11 +293,11 @@ func (ss *session) joinTxn(bc *backend.Conn) error {
 
 // txnNodeCheck refuses, in transaction_mode single, a statement that would
 // take a transaction to a second node.
-func (ss *session) txnNodeCheck(n *backend.Node) error {
-	if ss.srv.cfg.TransactionMode != config.TransactionSingle || len(ss.pinned) == 0 {
+func (s *State) txnNodeCheck(n *backend.Node) error {
+	if !s.singleNodeTxn || len(s.pinned) == 0 {
 		return nil
 	}
 	return mysql.NewError(mysql.ErNotSupported,
 		"this statement runs on node %s but the open transaction is on node %s, and transaction_mode is single; commit first, or set transaction_mode: multi",
-		n.Name, ss.pinned[0].Node().Name)
+		n.Name, s.pinned[0].Node().Name)
 }

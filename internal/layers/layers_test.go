@@ -1,0 +1,86 @@
+package layers
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shardgate/shardgate/"
+
+// allowed lists, for each package of the proxy, the module packages it may
+// import directly, and whether it may import anything outside the standard
+// library and the module. A package missing from the table fails the test.
+var allowed = map[string]struct {
+	imports    []string
+	thirdParty []string // import path prefixes outside the standard library
+}{
+	"mysql":         {nil, nil},
+	"config":        {nil, []string{"gopkg.in/yaml."}},
+	"router":        {[]string{"config", "mysql"}, []string{"github.com/pingcap/tidb/pkg/parser"}},
+	"backend":       {[]string{"config", "mysql"}, nil},
+	"proxy/session": {[]string{"backend", "mysql", "router"}, nil},
+	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
+	"proxy/server": {[]string{"backend", "config", "mysql", "proxy/engine", "proxy/session", "router"},
+		[]string{"go.uber.org/zap"}},
+	"cmd/proxy":            {[]string{"config", "proxy/server"}, []string{"go.uber.org/zap"}},
+	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
+	"internal/layers":      {nil, nil},
+	"bench/conns":          {[]string{"backend", "mysql"}, nil},
+	"bench/relay":          {nil, nil},
+	"bench/report":         {nil, nil},
+}
+
+// TestImportGraph reads every package's direct imports (tests excluded)
+// with go list and checks them against allowed.
+func TestImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	std := stdlib(t)
+	seen := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(fields[0], module)
+		rule, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layering table (internal/layers/layers_test.go): add it with the imports it may use", pkg)
+			continue
+		}
+		seen++
+		for _, imp := range fields[1:] {
+			switch {
+			case strings.HasPrefix(imp, module):
+				if dep := strings.TrimPrefix(imp, module); !slices.Contains(rule.imports, dep) {
+					t.Errorf("%s imports %s: not allowed (may import %v)", pkg, dep, rule.imports)
+				}
+			case std[imp]:
+			default:
+				if !slices.ContainsFunc(rule.thirdParty, func(p string) bool { return strings.HasPrefix(imp, p) }) {
+					t.Errorf("%s imports %s: not allowed (third-party imports allowed: %v)", pkg, imp, rule.thirdParty)
+				}
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("go list found only %d packages", seen)
+	}
+}
+
+// stdlib returns the standard library's import paths.
+func stdlib(t *testing.T) map[string]bool {
+	out, err := exec.Command("go", "list", "std").Output()
+	if err != nil {
+		t.Fatalf("go list std: %v", err)
+	}
+	std := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		std[p] = true
+	}
+	return std
+}

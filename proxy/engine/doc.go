@@ -1,0 +1,37 @@
+// Package engine runs the plans the router makes. It owns the plan kinds
+// (a forwarded single-target statement, the concatenation of several
+// targets' rows, the summed OK of a write on several targets, a DDL fanned
+// out, SHOW TABLES over subtables, EXPLAIN) and the operators a merged
+// SELECT is built from: a k-way ordered merge, LIMIT/OFFSET, grouping
+// with aggregates, HAVING, DISTINCT and in-memory sorting, all over row
+// streams, with values compared as the column's type and collation say.
+//
+// What it is given, and nothing more:
+//   - a router.Plan (plain data) and the statement's text;
+//   - Conns, a narrow view of the session: a backend connection per node in
+//     the session's state, and where to give it back. The session decides
+//     whether a connection is shared, pinned or reset; the engine only
+//     reports how each response ended (backend.Outcome);
+//   - Writer, a narrow view of the client: column definitions, rows and
+//     the packet that ends a result. How those are framed for this client
+//     (CLIENT_DEPRECATE_EOF, the binary protocol of a prepared statement's
+//     execution, the session's status flags) is the Writer's business.
+//     Responses a single backend answers pass through unchanged, packet by
+//     packet, to Writer.Client (the relay functions), so the point-select
+//     path decodes nothing it does not need.
+//
+// The engine knows nothing of sessions, authentication or commands: it
+// never imports proxy/server, and it never decides what a failure means to
+// the session. Failures come back as errors the caller maps: a
+// *mysql.SQLError for the client, ErrAnswered when the client already has
+// the backend's ERR packet, *backend.LostError for a connection that died
+// before the client saw anything, *mysql.DstError when the client went
+// away, and mysql.ErrForwardCut when a packet was cut half-way.
+//
+// Lifecycle and concurrency: an Engine is built once per server and is
+// safe for concurrent use (it holds only the nodes and limits). An
+// Executor belongs to one client session and is used only by the
+// goroutine that owns that session; it keeps scratch buffers between
+// statements. Every backend connection the engine takes is given back
+// through Conns.Release before the call that took it returns.
+package engine

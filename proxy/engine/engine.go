@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// Conns lends the engine backend connections in the session's state.
+type Conns interface {
+	// Acquire returns a connection to node brought to the session's state
+	// (database, character set, variables, open transaction); usesLastID
+	// asks for LAST_INSERT_ID() to be the session's too.
+	Acquire(node string, usesLastID bool) (*backend.Conn, error)
+	// Release gives back a connection with what its last response said;
+	// sticky says the statement left state on the connection that the
+	// session must keep. A broken connection is closed.
+	Release(bc *backend.Conn, sticky bool, o backend.Outcome)
+	// Shared reports whether every target on node must run on the one
+	// connection the session holds there (an open transaction, session
+	// state), one after another.
+	Shared(node string) bool
+	// Running shows the connection running the statement now (nil when
+	// done) and RunningAll those of a merge under way, to KILL and
+	// Shutdown.
+	Running(bc *backend.Conn)
+	RunningAll(conns []*backend.Conn)
+}
+
+// Writer sends what the engine builds to the client, framed for it. A
+// failure to write to the client comes back as a *mysql.DstError.
+type Writer interface {
+	// Fields starts a result set. raw[i] is column i's definition packet
+	// as a backend sent it, or nil to encode cols[i]; cols may be nil when
+	// every raw packet is given.
+	Fields(cols []*mysql.Column, raw [][]byte) error
+	// Row sends one row of values (NULL is nil); raw is the row's text
+	// packet when it can be sent unchanged, else nil. Values and raw are
+	// only read during the call.
+	Row(vals [][]byte, raw []byte) error
+	// End ends a result set with the session's status.
+	End(warnings uint16) error
+	// OK answers a statement that returns no rows, with the session's
+	// status; the session takes a non-zero LastInsertID as its own.
+	OK(ok mysql.OK) error
+	// TextRows reports whether rows go to the client in the text protocol
+	// (false during a prepared statement's execution: Row converts them).
+	TextRows() bool
+	// Client is the client's packet stream, for responses passed on
+	// unchanged from one backend.
+	Client() *mysql.Conn
+}
+
+// ErrAnswered reports a statement whose ERR packet already reached the
+// client (relayed from a backend): it failed, and nothing more is to be
+// sent for it.
+var ErrAnswered = errors.New("error already sent to the client")
+
+// Engine holds what every execution needs: the backend nodes and the
+// merge memory limit. It is safe for concurrent use.
+type Engine struct {
+	nodes      map[string]*backend.Node
+	mergeLimit int64
+}
+
+// New returns an engine over nodes; mergeLimit bounds the bytes of rows
+// one merge that cannot stream may hold (merge_memory_limit).
+func New(nodes map[string]*backend.Node, mergeLimit int64) *Engine {
+	return &Engine{nodes: nodes, mergeLimit: mergeLimit}
+}
+
+// Executor runs plans for one client session. It is owned by the
+// session's goroutine.
+type Executor struct {
+	eng   *Engine
+	conns Conns
+	w     Writer
+	sql   string // the statement being run, for targets without SQL of their own
+	qbuf  []byte // scratch for COM_QUERY packets
+}
+
+// NewExecutor returns an executor that takes connections from conns and
+// answers through w.
+func (e *Engine) NewExecutor(conns Conns, w Writer) *Executor {
+	return &Executor{eng: e, conns: conns, w: w}
+}
+
+// Execute runs a plan whose answer the proxy builds (several targets, or
+// one answered by the proxy itself: SHOW TABLES, EXPLAIN) and answers the
+// client. sql is the client's statement, sent to targets that carry no SQL
+// of their own. Forward plans go through Forward, which relays the
+// backend's answer as it is.
+func (x *Executor) Execute(plan *router.Plan, sql string) error {
+	x.sql = sql
+	switch plan.Kind {
+	case router.Concat:
+		if plan.Merge != nil {
+			return x.merge(plan)
+		}
+		return x.concat(plan)
+	case router.SumOK, router.Fanout:
+		return x.writes(plan)
+	case router.ShowTables:
+		return x.showTables(plan)
+	case router.Explain:
+		return x.explain(plan)
+	}
+	return fmt.Errorf("plan kind %d not implemented", plan.Kind)
+}
+
+// queryPacket builds a COM_QUERY packet for sql in a buffer that is valid
+// until the next call.
+func (x *Executor) queryPacket(sql string) []byte {
+	x.qbuf = append(append(x.qbuf[:0], mysql.ComQuery), sql...)
+	return x.qbuf
+}
+
+// send borrows a connection to t's node and sends t's statement on it.
+func (x *Executor) send(t *router.Target) (*backend.Conn, error) {
+	bc, err := x.conns.Acquire(t.Node, false)
+	if err != nil {
+		return nil, err
+	}
+	q := t.SQL
+	if q == "" {
+		q = x.sql // the plan sends the client's text unchanged
+	}
+	bc.ResetSeq()
+	if err := bc.WritePacket(x.queryPacket(q)); err == nil {
+		err = bc.Flush()
+	}
+	if err != nil {
+		bc.MarkBroken()
+		x.conns.Release(bc, false, backend.Outcome{})
+		return nil, backend.ErrLost(bc)
+	}
+	return bc, nil
+}

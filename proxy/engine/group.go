@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/big"
+	"strconv"
+
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// grouper combines rows by the GROUP BY keys, folding each target's
+// partial aggregates (COUNT and SUM add up, AVG from its SUM and COUNT,
+// MIN and MAX compare as the column does), then keeps the groups HAVING
+// accepts. Groups are held in memory, charged to mem.
+type grouper struct {
+	cols *columns
+	m    *resolved
+	mem  *budget
+}
+
+// groupState is one group: its first row, with MIN/MAX updated in place,
+// and the running sums of its other aggregates.
+type groupState struct {
+	row  [][]byte   // first row, updated in place for MIN/MAX
+	sums []*big.Rat // per aggregate: running SUM/COUNT
+	flts []float64
+	cnts []uint64 // AVG counts
+	null []bool   // SUM/AVG still NULL
+}
+
+// run reads every row of in and returns the groups in the order they were
+// first seen.
+func (g *grouper) run(in rowIter) ([][][]byte, error) {
+	groups := map[string]*groupState{}
+	var order []*groupState
+	var key []byte
+	for {
+		row, _, err := in.next()
+		if err != nil {
+			return nil, err
+		}
+		if row == nil {
+			break
+		}
+		key = key[:0]
+		for _, c := range g.m.GroupBy {
+			key = sortKey(key, g.cols.kinds[c], row[c])
+		}
+		gs := groups[string(key)]
+		if gs == nil {
+			if err := g.mem.chargeRow(row); err != nil {
+				return nil, err
+			}
+			gs = g.newGroup(copyRow(row))
+			groups[string(key)] = gs
+			order = append(order, gs)
+		}
+		if err := g.fold(gs, row); err != nil {
+			return nil, err
+		}
+	}
+	if len(order) == 0 && len(g.m.GroupBy) == 0 {
+		// Every target returns one row for aggregates without GROUP BY,
+		// so this only happens without targets; answer like MySQL.
+		return nil, nil
+	}
+	rows := make([][][]byte, 0, len(order))
+	for _, gs := range order {
+		r := g.finish(gs)
+		if g.m.Having != nil && !truthy(g.cols.eval(g.m.Having, r)) {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func (g *grouper) newGroup(row [][]byte) *groupState {
+	n := len(g.m.Aggs)
+	gs := &groupState{row: row, sums: make([]*big.Rat, n), flts: make([]float64, n), cnts: make([]uint64, n), null: make([]bool, n)}
+	for i := range gs.null {
+		gs.null[i] = true
+	}
+	return gs
+}
+
+func isFloatCol(c *mysql.Column) bool {
+	return c.Type == mysql.TypeDouble || c.Type == mysql.TypeFloat
+}
+
+// fold adds one target row's partial aggregates to a group.
+func (g *grouper) fold(gs *groupState, r [][]byte) error {
+	for i, a := range g.m.Aggs {
+		v := r[a.Col]
+		switch a.Func {
+		case router.AggCount:
+			n, _ := strconv.ParseUint(string(v), 10, 64)
+			gs.cnts[i] += n
+		case router.AggSum, router.AggAvg:
+			if a.Func == router.AggAvg {
+				n, _ := strconv.ParseUint(string(r[a.CountCol]), 10, 64)
+				gs.cnts[i] += n
+			}
+			if v == nil {
+				continue
+			}
+			gs.null[i] = false
+			if isFloatCol(g.cols.defs[a.Col]) {
+				f, _ := strconv.ParseFloat(string(v), 64)
+				gs.flts[i] += f
+				continue
+			}
+			x, ok := new(big.Rat).SetString(string(v))
+			if !ok {
+				return fmt.Errorf("aggregate value %q is not a number", v)
+			}
+			if gs.sums[i] == nil {
+				gs.sums[i] = x
+			} else {
+				gs.sums[i].Add(gs.sums[i], x)
+			}
+		case router.AggMin, router.AggMax:
+			cur := gs.row[a.Col]
+			if v == nil {
+				continue
+			}
+			if cur == nil {
+				gs.row[a.Col] = cloneValue(v)
+				continue
+			}
+			c := compareValues(g.cols.kinds[a.Col], v, cur)
+			if (a.Func == router.AggMin && c < 0) || (a.Func == router.AggMax && c > 0) {
+				gs.row[a.Col] = cloneValue(v)
+			}
+		}
+	}
+	return nil
+}
+
+// cloneValue copies a non-NULL value; an empty string stays non-nil, since
+// nil is NULL.
+func cloneValue(v []byte) []byte {
+	return append(make([]byte, 0, len(v)), v...)
+}
+
+// finish writes a group's aggregates into its row.
+func (g *grouper) finish(gs *groupState) [][]byte {
+	r := gs.row
+	for i, a := range g.m.Aggs {
+		col := g.cols.defs[a.Col]
+		switch a.Func {
+		case router.AggCount:
+			r[a.Col] = strconv.AppendUint(nil, gs.cnts[i], 10)
+		case router.AggSum:
+			switch {
+			case gs.null[i]:
+				r[a.Col] = nil
+			case isFloatCol(col):
+				r[a.Col] = formatDouble(gs.flts[i])
+			default:
+				r[a.Col] = []byte(gs.sums[i].FloatString(int(col.Decimals)))
+			}
+		case router.AggAvg:
+			switch {
+			case gs.null[i] || gs.cnts[i] == 0:
+				r[a.Col] = nil
+			case isFloatCol(col):
+				r[a.Col] = formatDouble(gs.flts[i] / float64(gs.cnts[i]))
+			default:
+				q := new(big.Rat).Quo(gs.sums[i], new(big.Rat).SetUint64(gs.cnts[i]))
+				r[a.Col] = []byte(q.FloatString(avgDecimals(col)))
+			}
+		}
+	}
+	return r
+}
+
+// avgColumn is the definition MySQL gives AVG of a column whose SUM has
+// the column's decimals: DECIMAL with avgDecimals.
+func avgColumn(c *mysql.Column) *mysql.Column {
+	col := *c
+	col.Type = mysql.TypeNewDecimal
+	col.Length += uint32(avgDecimals(&col) - int(col.Decimals))
+	col.Decimals = byte(avgDecimals(&col))
+	return &col
+}
+
+// avgDecimals is the scale MySQL gives AVG of a column whose SUM has the
+// column's decimals: four more (div_precision_increment), at most 30.
+func avgDecimals(c *mysql.Column) int {
+	return min(int(c.Decimals)+4, 30)
+}
+
+// formatDouble prints a DOUBLE as MariaDB's text protocol does: the
+// shortest digits that read back as the same value, in positional notation
+// for decimal exponents -15 to 14 and in scientific notation without '+'
+// otherwise (1e15, 1.5e-16).
+func formatDouble(f float64) []byte {
+	if f == 0 {
+		return []byte("0") // also -0
+	}
+	e := strconv.AppendFloat(nil, f, 'e', -1, 64) // [-]d[.ddd]e±XX
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
+	}
+	i := bytes.IndexByte(e, 'e')
+	exp, _ := strconv.Atoi(string(e[i+1:]))
+	digits := make([]byte, 0, i)
+	for _, c := range e[:i] {
+		if c != '.' {
+			digits = append(digits, c)
+		}
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	switch {
+	case exp < -15 || exp >= 15:
+		b = append(b, e[:i]...)
+		b = append(b, 'e')
+		b = strconv.AppendInt(b, int64(exp), 10)
+	case exp < 0:
+		b = append(b, "0."...)
+		for range -exp - 1 {
+			b = append(b, '0')
+		}
+		b = append(b, digits...)
+	case exp+1 >= len(digits):
+		b = append(b, digits...)
+		for range exp + 1 - len(digits) {
+			b = append(b, '0')
+		}
+	default:
+		b = append(b, digits[:exp+1]...)
+		b = append(b, '.')
+		b = append(b, digits[exp+1:]...)
+	}
+	return b
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"errors"
+	"sort"
+	"strings"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// collect runs a target whose result is small and returns it whole.
+func (x *Executor) collect(t *router.Target) (*backend.Result, error) {
+	bc, err := x.send(t)
+	if err != nil {
+		return nil, err
+	}
+	res, more, err := bc.ReadResult()
+	for err == nil && more {
+		_, more, err = bc.ReadResult()
+	}
+	var o backend.Outcome
+	if err == nil && res != nil {
+		o = backend.Outcome{OK: true, Status: res.OK.Status}
+	}
+	x.conns.Release(bc, false, o)
+	return res, err
+}
+
+// showTables answers SHOW TABLES with the union over the targets, subtable
+// names replaced by their logical table, without duplicates, in name
+// order.
+func (x *Executor) showTables(plan *router.Plan) error {
+	names := NewRenames(plan.Renames)
+	var cols []mysql.Column
+	seen := map[string]bool{}
+	var rows [][][]byte
+	for i := range plan.Targets {
+		res, err := x.collect(&plan.Targets[i])
+		if err != nil {
+			return err
+		}
+		if cols == nil {
+			for _, c := range res.Columns {
+				cols = append(cols, *c)
+			}
+		}
+		for _, row := range res.Rows {
+			if len(row) == 0 || row[0] == nil {
+				continue
+			}
+			row[0] = []byte(names.Name(string(row[0])))
+			var key strings.Builder
+			for _, v := range row {
+				key.Write(v)
+				key.WriteByte(0)
+			}
+			if seen[key.String()] {
+				continue
+			}
+			seen[key.String()] = true
+			rows = append(rows, row)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return string(rows[i][0]) < string(rows[j][0]) })
+	return WriteResultSet(x.w, cols, rows)
+}
+
+// explain answers EXPLAIN FORMAT='shard' with the plan's targets.
+func (x *Executor) explain(plan *router.Plan) error {
+	cols := []mysql.Column{
+		{Name: "node", Type: mysql.TypeVarString, Length: 256, Charset: 45},
+		{Name: "backend", Type: mysql.TypeVarString, Length: 256, Charset: 45},
+		{Name: "subtable", Type: mysql.TypeVarString, Length: 256, Charset: 45},
+		{Name: "sql", Type: mysql.TypeVarString, Length: 65535, Charset: 45},
+	}
+	rows := make([][][]byte, 0, len(plan.Targets))
+	for _, t := range plan.Targets {
+		addr := ""
+		if n := x.eng.nodes[t.Node]; n != nil {
+			addr = n.Addr
+		}
+		rows = append(rows, [][]byte{[]byte(t.Node), []byte(addr), Nullable(t.Subtable), []byte(t.SQL)})
+	}
+	return WriteResultSet(x.w, cols, rows)
+}
+
+// WriteResultSet sends a complete result set built by the proxy.
+func WriteResultSet(w Writer, cols []mysql.Column, rows [][][]byte) error {
+	ptrs := make([]*mysql.Column, len(cols))
+	for i := range cols {
+		ptrs[i] = &cols[i]
+	}
+	if err := w.Fields(ptrs, nil); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := w.Row(r, nil); err != nil {
+			return err
+		}
+	}
+	return w.End(0)
+}
+
+// Nullable is s as a column value, NULL when empty.
+func Nullable(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
+}
+
+// Renames maps physical table names to logical ones in results.
+type Renames map[string]string
+
+// NewRenames builds the map of a plan's renames.
+func NewRenames(rs []router.Rename) Renames {
+	m := make(Renames, len(rs))
+	for _, r := range rs {
+		m[r.Physical] = r.Logical
+	}
+	return m
+}
+
+// Name is the logical name of table s (s itself when it is not a subtable).
+func (m Renames) Name(s string) string {
+	if l, ok := m[s]; ok {
+		return l
+	}
+	return s
+}
+
+// Text replaces quoted occurrences (`t_0000`, 't_0000') of physical names.
+func (m Renames) Text(s string) string {
+	for p, l := range m {
+		if strings.Contains(s, p) {
+			s = strings.ReplaceAll(s, "`"+p+"`", "`"+l+"`")
+			s = strings.ReplaceAll(s, "'"+p+"'", "'"+l+"'")
+		}
+	}
+	return s
+}
+
+// RelayRenamed returns a relay for metadata statements on a sharded table
+// (SHOW CREATE TABLE, SHOW INDEX, DESCRIBE): the small result is decoded,
+// physical names are replaced by the logical name, and it is re-sent.
+func RelayRenamed(rs []router.Rename) Relay {
+	return func(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+		m := NewRenames(rs)
+		res, more, err := bc.ReadResult()
+		for err == nil && more {
+			_, more, err = bc.ReadResult()
+		}
+		if err != nil {
+			var se *mysql.SQLError
+			if errors.As(err, &se) && !bc.Broken() {
+				return backend.Outcome{}, &mysql.SQLError{Code: se.Code, State: se.State, Message: m.Text(se.Message)}
+			}
+			return backend.Outcome{}, err
+		}
+		done := backend.Outcome{OK: true, Status: res.OK.Status, Sent: true}
+		if res.Columns == nil {
+			return done, x.w.OK(res.OK)
+		}
+		cols := make([]mysql.Column, len(res.Columns))
+		for i, c := range res.Columns {
+			cols[i] = *c
+			cols[i].Table = m.Name(c.Table)
+			cols[i].OrgTable = m.Name(c.OrgTable)
+		}
+		for _, row := range res.Rows {
+			for i, v := range row {
+				if v == nil {
+					continue
+				}
+				if l, ok := m[string(v)]; ok {
+					row[i] = []byte(l)
+				} else {
+					row[i] = []byte(m.Text(string(v)))
+				}
+			}
+		}
+		return done, WriteResultSet(x.w, cols, res.Rows)
+	}
+}

@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// rowsOf builds in-memory rows from "a,b|c,d" (the value NULL is nil).
+func rowsOf(s string) [][][]byte {
+	if s == "" {
+		return nil
+	}
+	var rows [][][]byte
+	for _, r := range strings.Split(s, "|") {
+		var row [][]byte
+		for _, v := range strings.Split(r, ",") {
+			if v == "NULL" {
+				row = append(row, nil)
+			} else {
+				row = append(row, []byte(v))
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// inputs makes one in-memory stream per target.
+func inputs(targets ...string) []rowIter {
+	in := make([]rowIter, len(targets))
+	for i, t := range targets {
+		in[i] = &sliceRows{rows: rowsOf(t)}
+	}
+	return in
+}
+
+// drainAll reads a pipeline to its end and renders its rows as rowsOf's
+// text.
+func drainAll(t *testing.T, it rowIter) string {
+	t.Helper()
+	var out []string
+	for {
+		row, _, err := it.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row == nil {
+			return strings.Join(out, "|")
+		}
+		vals := make([]string, len(row))
+		for i, v := range row {
+			if v == nil {
+				vals[i] = "NULL"
+			} else {
+				vals[i] = string(v)
+			}
+		}
+		out = append(out, strings.Join(vals, ","))
+	}
+}
+
+func intCols(n int) *columns {
+	defs := make([]*mysql.Column, n)
+	for i := range defs {
+		defs[i] = &mysql.Column{Type: mysql.TypeLongLong, Charset: 63}
+	}
+	return newColumns(defs)
+}
+
+func TestOrderedMergeAndLimit(t *testing.T) {
+	cols := newColumns([]*mysql.Column{{Type: mysql.TypeLongLong, Charset: 63}, {Type: mysql.TypeVarString, Charset: 45}})
+	asc := func(a, b [][]byte) int { return cols.compareRows([]router.SortKey{{Col: 0}}, a, b) }
+	desc := func(a, b [][]byte) int { return cols.compareRows([]router.SortKey{{Col: 0, Desc: true}}, a, b) }
+	tests := []struct {
+		name    string
+		targets []string
+		cmp     func(a, b [][]byte) int
+		limit   *limitRows
+		want    string
+	}{
+		{"asc, numbers not text", []string{"1,a|10,b|30,c", "2,d|9,e", ""}, asc, nil, "1,a|2,d|9,e|10,b|30,c"},
+		{"NULL first ascending", []string{"NULL,x|5,a", "1,b"}, asc, nil, "NULL,x|1,b|5,a"},
+		{"desc", []string{"30,c|10,b", "20,d|5,e"}, desc, nil, "30,c|20,d|10,b|5,e"},
+		{"ties keep target order", []string{"1,first|2,x", "1,second"}, asc, nil, "1,first|1,second|2,x"},
+		{"offset and count", []string{"1,a|3,c|5,e", "2,b|4,d|6,f"}, asc, &limitRows{offset: 2, count: 3}, "3,c|4,d|5,e"},
+		{"count zero", []string{"1,a"}, asc, &limitRows{count: 0}, ""},
+		{"offset past the end", []string{"1,a", "2,b"}, asc, &limitRows{offset: 5, count: 5}, ""},
+	}
+	for _, tt := range tests {
+		var it rowIter = newOrderedMerge(inputs(tt.targets...), tt.cmp)
+		if tt.limit != nil {
+			tt.limit.in = it
+			it = tt.limit
+		}
+		if got := drainAll(t, it); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// countingRows counts the rows read from it.
+type countingRows struct {
+	rowIter
+	n int
+}
+
+func (c *countingRows) next() ([][]byte, []byte, error) {
+	row, raw, err := c.rowIter.next()
+	if row != nil {
+		c.n++
+	}
+	return row, raw, err
+}
+
+// TestLimitStopsReading: a satisfied LIMIT reads no further (the rest of
+// each target is bounded by the LIMIT pushed down to it).
+func TestLimitStopsReading(t *testing.T) {
+	a := &countingRows{rowIter: &sliceRows{rows: rowsOf("1|2|3|4|5")}}
+	b := &countingRows{rowIter: &sliceRows{rows: rowsOf("6|7|8")}}
+	got := drainAll(t, &limitRows{in: &concatRows{in: []rowIter{a, b}}, offset: 1, count: 2})
+	if got != "2|3" || a.n != 3 || b.n != 0 {
+		t.Errorf("got %q after reading %d and %d rows, want \"2|3\" after 3 and 0", got, a.n, b.n)
+	}
+}
+
+// failingRows returns err after its rows.
+type failingRows struct {
+	sliceRows
+	err error
+}
+
+func (f *failingRows) next() ([][]byte, []byte, error) {
+	row, raw, _ := f.sliceRows.next()
+	if row == nil {
+		return nil, nil, f.err
+	}
+	return row, raw, nil
+}
+
+func TestOperatorsPassErrors(t *testing.T) {
+	boom := errors.New("boom")
+	cols := intCols(1)
+	asc := func(a, b [][]byte) int { return cols.compareRows([]router.SortKey{{Col: 0}}, a, b) }
+	mk := func() []rowIter {
+		return []rowIter{&sliceRows{rows: rowsOf("1|2")}, &failingRows{sliceRows: sliceRows{rows: rowsOf("3")}, err: boom}}
+	}
+	for name, it := range map[string]rowIter{
+		"ordered": newOrderedMerge(mk(), asc),
+		"concat":  &concatRows{in: mk()},
+		"limit":   &limitRows{in: &concatRows{in: mk()}, count: 10},
+	} {
+		var err error
+		for {
+			var row [][]byte
+			if row, _, err = it.next(); err != nil || row == nil {
+				break
+			}
+		}
+		if !errors.Is(err, boom) {
+			t.Errorf("%s: error %v, want boom", name, err)
+		}
+	}
+	if _, err := collectRows(&concatRows{in: mk()}, &budget{limit: 1 << 20}); !errors.Is(err, boom) {
+		t.Errorf("collectRows: error %v, want boom", err)
+	}
+}
+
+func TestGrouper(t *testing.T) {
+	// Columns: k (varchar, general_ci), COUNT(*), SUM(d) (decimal(10,2)),
+	// MIN(v), MAX(v) (bigint), hidden SUM and COUNT for AVG(d).
+	defs := []*mysql.Column{
+		{Type: mysql.TypeVarString, Charset: 45},
+		{Type: mysql.TypeLongLong, Charset: 63},
+		{Type: mysql.TypeNewDecimal, Charset: 63, Decimals: 2},
+		{Type: mysql.TypeLongLong, Charset: 63},
+		{Type: mysql.TypeLongLong, Charset: 63},
+		{Type: mysql.TypeNewDecimal, Charset: 63, Decimals: 2},
+		{Type: mysql.TypeLongLong, Charset: 63},
+	}
+	m := &resolved{Merge: router.Merge{
+		Grouped: true,
+		GroupBy: []int{0},
+		Aggs: []router.Agg{
+			{Col: 1, Func: router.AggCount},
+			{Col: 2, Func: router.AggSum},
+			{Col: 3, Func: router.AggMin},
+			{Col: 4, Func: router.AggMax},
+			{Col: 5, Func: router.AggAvg, CountCol: 6},
+		},
+	}, Columns: 6}
+	targets := inputs(
+		"a,2,1.50,3,9,1.50,2|B,1,NULL,7,7,NULL,1",
+		"A,3,2.25,1,4,2.25,3|c,1,0.10,NULL,NULL,0.10,1",
+	)
+	mem := &budget{limit: 1 << 20}
+	rows, err := (&grouper{cols: newColumns(defs), m: m, mem: mem}).run(&concatRows{in: targets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		rows[i] = rows[i][:m.Columns] // the hidden COUNT for AVG is the merge's, not the client's
+	}
+	got := drainAll(t, &sliceRows{rows: rows})
+	// 'a' and 'A' are one group in general_ci; AVG = 3.75 / 5 with four
+	// more decimals; SUM of only NULLs is NULL.
+	want := "a,5,3.75,1,9,0.750000|B,1,NULL,7,7,NULL|c,1,0.10,NULL,NULL,0.100000"
+	if got != want {
+		t.Errorf("groups:\n got %s\nwant %s", got, want)
+	}
+
+	// HAVING COUNT(*) > 1 keeps the first group only.
+	m.Having = &router.Expr{Op: router.OpGT, Args: []*router.Expr{{Op: router.OpCol, Col: 1}, {Op: router.OpConst, Value: []byte("1")}}}
+	rows, err = (&grouper{cols: newColumns(defs), m: m, mem: mem}).run(&concatRows{in: inputs(
+		"a,2,1.50,3,9,1.50,2|B,1,NULL,7,7,NULL,1",
+		"A,3,2.25,1,4,2.25,3|c,1,0.10,NULL,NULL,0.10,1",
+	)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := drainAll(t, &sliceRows{rows: rows}); !strings.HasPrefix(got, "a,5,") || strings.Contains(got, "|") {
+		t.Errorf("HAVING COUNT(*) > 1: got %s", got)
+	}
+}
+
+func TestDistinctSortAndBudget(t *testing.T) {
+	cols := newColumns([]*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}, {Type: mysql.TypeNewDecimal, Charset: 63}})
+	rows, err := collectRows(&concatRows{in: inputs("b,1.0|A,2", "a,2.00|B,1|NULL,0")}, &budget{limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err = distinctRows(rows, 2, cols, &budget{limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortRows(rows, cols, []router.SortKey{{Col: 1, Desc: true}, {Col: 0}})
+	// Equal under general_ci and as decimals: the first of each is kept.
+	if got, want := drainAll(t, &sliceRows{rows: rows}), "A,2|b,1.0|NULL,0"; got != want {
+		t.Errorf("distinct, sorted: got %s, want %s", got, want)
+	}
+	// A budget too small for the rows fails with 1038.
+	_, err = collectRows(&concatRows{in: inputs("aaaa,1|bbbb,2|cccc,3")}, &budget{limit: 100})
+	var se *mysql.SQLError
+	if !errors.As(err, &se) || se.Code != 1038 || se.State != "HY001" {
+		t.Errorf("over budget: %v, want 1038 HY001", err)
+	}
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// Relay passes one backend response on to the client as it reads it.
+type Relay func(x *Executor, bc *backend.Conn) (backend.Outcome, error)
+
+// Forward runs one client command on a connection to node: it borrows (or
+// reuses) a connection in the session's state, sends the command packet p
+// unchanged, relays the response with relay (nil: the command has no
+// response) and gives the connection back. sticky says the command leaves
+// state on the connection; usesLastID that it reads LAST_INSERT_ID().
+func (x *Executor) Forward(node string, p []byte, sticky, usesLastID bool, relay Relay) (backend.Outcome, error) {
+	bc, err := x.conns.Acquire(node, usesLastID)
+	if err != nil {
+		return backend.Outcome{}, err
+	}
+	return x.RunOn(bc, p, sticky, relay)
+}
+
+// RunOn is Forward on a connection the caller acquired.
+func (x *Executor) RunOn(bc *backend.Conn, p []byte, sticky bool, relay Relay) (backend.Outcome, error) {
+	x.conns.Running(bc)
+	defer x.conns.Running(nil)
+	bc.ResetSeq()
+	err := bc.WritePacket(p)
+	if err == nil {
+		err = bc.Flush()
+	}
+	if err != nil {
+		bc.MarkBroken()
+		x.conns.Release(bc, false, backend.Outcome{})
+		return backend.Outcome{}, &backend.LostError{Conn: bc}
+	}
+	if relay == nil {
+		x.conns.Release(bc, sticky, backend.Outcome{})
+		return backend.Outcome{}, nil
+	}
+	res, err := relay(x, bc)
+	if err != nil {
+		bc.MarkBroken()
+		x.conns.Release(bc, false, res)
+		var de *mysql.DstError
+		var se *mysql.SQLError
+		switch {
+		case errors.As(err, &de), errors.Is(err, mysql.ErrForwardCut):
+			// The client went away, or holds part of a packet: the caller
+			// ends the session.
+			return res, err
+		case errors.As(err, &se) && !res.Sent:
+			return res, err // e.g. a renamed SHOW answered ERR
+		}
+		return res, &backend.LostError{Conn: bc, Cause: err}
+	}
+	x.conns.Release(bc, sticky, res)
+	return res, nil
+}
+
+// RelayResult forwards a COM_QUERY or COM_STMT_EXECUTE response: any number
+// of results (OK, ERR, result sets, LOCAL INFILE requests) chained by
+// SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets.
+func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	var r backend.Outcome
+	client := x.w.Client()
+	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
+	for {
+		p, err := bc.ForwardPacket(client)
+		if err != nil {
+			return r, err
+		}
+		r.Sent = true
+		switch {
+		case p.First == mysql.ErrHeader:
+			r.OK = false
+			return r, nil
+		case p.First == mysql.OKHeader && p.Small != nil:
+			r.SetInfo(p.Small)
+			if r.Status&mysql.StatusMoreResultsExists != 0 {
+				continue
+			}
+			return r, nil
+		case p.First == mysql.LocalInfileHeader && p.Small != nil:
+			if err := relayLocalInfile(client, bc); err != nil {
+				return r, err
+			}
+			continue
+		}
+		if p.Small == nil {
+			return r, mysql.ErrMalformedPacket
+		}
+		ncols, _, n := mysql.ReadLenEncInt(p.Small)
+		if n == 0 {
+			return r, mysql.ErrMalformedPacket
+		}
+		for i := uint64(0); i < ncols; i++ {
+			if _, err := bc.ForwardPacket(client); err != nil {
+				return r, err
+			}
+		}
+		if !deprecateEOF {
+			p, err := bc.ForwardPacket(client)
+			if err != nil {
+				return r, err
+			}
+			r.SetInfo(p.Small)
+			if r.Status&mysql.StatusCursorExists != 0 {
+				return r, nil // COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH
+			}
+		}
+		if err := relayRows(client, bc, &r); err != nil {
+			return r, err
+		}
+		if !r.OK || r.Status&mysql.StatusMoreResultsExists == 0 {
+			return r, nil
+		}
+	}
+}
+
+// relayRows forwards rows up to and including the EOF/OK or ERR that ends
+// them.
+func relayRows(client *mysql.Conn, bc *backend.Conn, r *backend.Outcome) error {
+	continued := false
+	for {
+		p, err := bc.ForwardPacket(client)
+		if err != nil {
+			return err
+		}
+		if continued {
+			// The previous packet was a full 16 MiB: this one continues
+			// the same row whatever its first byte.
+			continued = p.Len == mysql.MaxPacketPayload
+			continue
+		}
+		if p.Len == mysql.MaxPacketPayload {
+			continued = true
+			continue
+		}
+		switch {
+		case p.First == mysql.EOFHeader && p.Small != nil:
+			r.SetInfo(p.Small)
+			return nil
+		case p.First == mysql.ErrHeader:
+			r.OK = false
+			return nil
+		}
+	}
+}
+
+// relayLocalInfile streams a LOAD DATA LOCAL file from the client to the
+// backend after the backend asked for it: packets up to and including the
+// empty one that ends the file.
+func relayLocalInfile(client *mysql.Conn, bc *backend.Conn) error {
+	if err := client.Flush(); err != nil {
+		return &mysql.DstError{Err: err}
+	}
+	for {
+		p, err := client.ForwardPacket(bc.Conn)
+		if err != nil {
+			// Reading the client failed: the client is gone. A failed write
+			// to the backend is reported as a backend failure.
+			if de, isDst := err.(*mysql.DstError); isDst {
+				return de.Err
+			}
+			return &mysql.DstError{Err: err}
+		}
+		if p.Len == 0 {
+			return bc.Flush()
+		}
+	}
+}
+
+// RelayPrepare forwards a COM_STMT_PREPARE response.
+func RelayPrepare(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	client := x.w.Client()
+	r := backend.Outcome{} // a prepare response carries no server status
+	p, err := bc.ForwardPacket(client)
+	if err != nil {
+		return r, err
+	}
+	r.Sent = true
+	if p.First == mysql.ErrHeader {
+		return r, nil
+	}
+	if p.First != mysql.OKHeader || len(p.Small) < 12 {
+		return r, mysql.ErrMalformedPacket
+	}
+	cols := int(binary.LittleEndian.Uint16(p.Small[5:7]))
+	params := int(binary.LittleEndian.Uint16(p.Small[7:9]))
+	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
+	for _, n := range []int{params, cols} {
+		if n == 0 {
+			continue
+		}
+		if !deprecateEOF {
+			n++
+		}
+		for i := 0; i < n; i++ {
+			if _, err := bc.ForwardPacket(client); err != nil {
+				return r, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// RelayFetch forwards a COM_STMT_FETCH response: rows and EOF, or ERR.
+func RelayFetch(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	r := backend.Outcome{Sent: true}
+	err := relayRows(x.w.Client(), bc, &r)
+	return r, err
+}
+
+// RelayFieldList forwards a COM_FIELD_LIST response: column definitions up
+// to EOF, or ERR.
+func RelayFieldList(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	r := backend.Outcome{Sent: true} // carries no server status
+	for {
+		p, err := bc.ForwardPacket(x.w.Client())
+		if err != nil {
+			return r, err
+		}
+		if p.First == mysql.ErrHeader || (p.First == mysql.EOFHeader && p.Small != nil) {
+			return r, nil
+		}
+	}
+}
+
+// RelayOne forwards a one-packet response (COM_STATISTICS, COM_STMT_RESET).
+func RelayOne(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	_, err := bc.ForwardPacket(x.w.Client())
+	return backend.Outcome{Sent: true}, err // carries no server status
+}

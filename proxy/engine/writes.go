@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// writes runs DML (SumOK) or DDL (Fanout) on every target and answers one
+// OK packet, or one error that says which targets failed and which had
+// already applied the statement. DML stops at the first failure, as one
+// MySQL statement would; DDL runs everywhere so a re-run converges.
+func (x *Executor) writes(plan *router.Plan) error {
+	var total mysql.OK
+	var info infoSum
+	var done, failed []string
+	var firstErr *mysql.SQLError
+	idSet := false // the insert id came from plan.IDTarget
+	for i := range plan.Targets {
+		t := &plan.Targets[i]
+		where := t.Node
+		if t.Subtable != "" {
+			where += " " + t.Subtable
+		}
+		ok, err := x.writeOne(t)
+		if err != nil {
+			se := mysql.AsSQLError(err)
+			if firstErr == nil {
+				firstErr = se
+			}
+			failed = append(failed, where+": "+se.Message)
+			if plan.Kind == router.SumOK {
+				break
+			}
+			continue
+		}
+		done = append(done, where)
+		if plan.Copies && len(done) > 1 {
+			// Every target holds a copy of the same rows (a global
+			// table): the client sees one copy's counts.
+			continue
+		}
+		total.AffectedRows += ok.AffectedRows
+		total.Warnings += ok.Warnings
+		if i == plan.IDTarget && ok.LastInsertID != 0 {
+			idSet = true
+			total.LastInsertID = ok.LastInsertID
+		} else if !idSet && total.LastInsertID == 0 {
+			total.LastInsertID = ok.LastInsertID
+		}
+		info.add(ok.Info)
+	}
+	if firstErr != nil {
+		msg := firstErr.Message
+		if len(plan.Targets) > 1 {
+			msg = fmt.Sprintf("failed on %d of %d targets: %s", len(failed), len(plan.Targets), strings.Join(failed, "; "))
+			if len(done) > 0 {
+				msg += "; already applied on: " + strings.Join(done, ", ")
+			}
+		}
+		return &mysql.SQLError{Code: firstErr.Code, State: firstErr.State, Message: msg}
+	}
+	total.Info = info.String()
+	return x.w.OK(total)
+}
+
+// writeOne runs one write target and reads its OK or ERR.
+func (x *Executor) writeOne(t *router.Target) (mysql.OK, error) {
+	bc, err := x.send(t)
+	if err != nil {
+		return mysql.OK{}, err
+	}
+	x.conns.Running(bc)
+	defer x.conns.Running(nil)
+	p, err := bc.ReadPacket()
+	if err != nil {
+		bc.MarkBroken()
+		x.conns.Release(bc, false, backend.Outcome{})
+		return mysql.OK{}, mysql.NewError(mysql.ErServerLost, "Lost connection to backend %s during query: %v", bc.Addr, err)
+	}
+	switch {
+	case len(p) > 0 && p[0] == mysql.ErrHeader:
+		e := mysql.ParseErr(p)
+		x.conns.Release(bc, false, backend.Outcome{})
+		return mysql.OK{}, e
+	case len(p) > 0 && p[0] == mysql.OKHeader:
+		ok, err := mysql.ParseOK(p)
+		if err != nil {
+			bc.MarkBroken()
+			x.conns.Release(bc, false, backend.Outcome{})
+			return mysql.OK{}, err
+		}
+		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: ok.LastInsertID})
+		return ok, nil
+	}
+	// A result set (e.g. DDL that returns rows) is not expected here.
+	bc.MarkBroken()
+	x.conns.Release(bc, false, backend.Outcome{})
+	return mysql.OK{}, mysql.NewError(mysql.ErNotSupported, "statement on %s returned a result set where an OK was expected", t.Node)
+}
+
+// infoSum adds up the info strings of OK packets ("Rows matched: 1
+// Changed: 1  Warnings: 0", "Records: 3  Duplicates: 0  Warnings: 0").
+type infoSum struct {
+	kind    int // 0 none, 1 matched/changed, 2 records/duplicates, -1 other
+	a, b, w uint64
+	other   string
+}
+
+func (s *infoSum) add(info string) {
+	if info == "" {
+		return
+	}
+	var a, b, w uint64
+	switch {
+	case s.kind >= 0 && scan3(info, "Rows matched: %d  Changed: %d  Warnings: %d", &a, &b, &w) && s.kind != 2:
+		s.kind = 1
+	case s.kind >= 0 && scan3(info, "Records: %d  Duplicates: %d  Warnings: %d", &a, &b, &w) && s.kind != 1:
+		s.kind = 2
+	default:
+		s.kind, s.other = -1, info
+		return
+	}
+	s.a, s.b, s.w = s.a+a, s.b+b, s.w+w
+}
+
+func scan3(s, format string, a, b, w *uint64) bool {
+	n, err := fmt.Sscanf(s, format, a, b, w)
+	return err == nil && n == 3
+}
+
+func (s *infoSum) String() string {
+	switch s.kind {
+	case 1:
+		return fmt.Sprintf("Rows matched: %d  Changed: %d  Warnings: %d", s.a, s.b, s.w)
+	case 2:
+		return fmt.Sprintf("Records: %d  Duplicates: %d  Warnings: %d", s.a, s.b, s.w)
+	case -1:
+		return s.other
+	}
+	return ""
+}

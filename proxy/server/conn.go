@@ -1,0 +1,216 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/session"
+)
+
+// conn is one client connection, its wire side: the packet stream, the
+// login, the read loop, and how responses are framed for this client (it
+// is the engine's Writer). Its handler runs the commands.
+//
+// It is owned by the goroutine running serveConn: all fields except nc
+// (which other goroutines may Close or set deadlines on), act, running,
+// runningMany and idle are touched only by that goroutine. KILL, SHOW
+// PROCESSLIST and Shutdown read those from other goroutines.
+type conn struct {
+	srv *Server
+	nc  net.Conn
+	c   *mysql.Conn
+	id  uint32
+	log *zap.Logger
+	h   *handler
+
+	salt []byte
+	user string
+	caps uint32         // capabilities both sides agreed on
+	st   *session.State // set once the client's capabilities are known
+
+	// more is SERVER_MORE_RESULTS_EXISTS while the statements of a split
+	// multi-statement text other than the last run.
+	more uint16
+	// binary is set while a prepared statement's execution runs through
+	// the engine (a cross-shard plan): rows go out in the binary protocol.
+	// binCols and binVals are its scratch.
+	binary  bool
+	binCols []*mysql.Column
+	buf     []byte // scratch for packets the proxy builds
+
+	act     activity                     // for SHOW PROCESSLIST
+	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
+	// runningMany are the backends of a cross-shard merge under way.
+	runningMany atomic.Pointer[[]*backend.Conn]
+	idle        atomic.Bool // waiting for the next command
+}
+
+// maxClientPacket bounds one client command, as MySQL's largest
+// max_allowed_packet (1 GiB) does; the backend enforces its own limit.
+const maxClientPacket = 1 << 30
+
+// serveConn runs one client connection to completion.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	s.connsTotal.Add(1)
+	id := s.nextID.Add(1)
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(s.cfg.Frontend.NoDelay)
+		if s.cfg.Frontend.SocketReadBuffer > 0 {
+			tc.SetReadBuffer(s.cfg.Frontend.SocketReadBuffer)
+		}
+		if s.cfg.Frontend.SocketWriteBuffer > 0 {
+			tc.SetWriteBuffer(s.cfg.Frontend.SocketWriteBuffer)
+		}
+	}
+	c := &conn{
+		srv: s,
+		nc:  nc,
+		c:   mysql.NewConn(nc, s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
+		id:  id,
+		log: s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
+		buf: make([]byte, 0, 256),
+	}
+	c.h = newHandler(c)
+	c.c.MaxPacket = maxClientPacket
+	c.c.LendWriteBuffer()
+	defer nc.Close()
+	if !s.allowed(nc.RemoteAddr()) {
+		s.rejected.Add(1)
+		c.writeErr(mysql.NewError(mysql.ErHostNotPrivileged, "Host '%s' is not allowed to connect to this MySQL server", c.host()))
+		return
+	}
+	if s.shutting.Load() {
+		c.writeErr(mysql.NewError(mysql.ErServerShutdown, "Server shutdown in progress"))
+		return
+	}
+	if !s.register(c) {
+		s.rejected.Add(1)
+		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_connections %d)", s.cfg.MaxConnections))
+		return
+	}
+	defer s.unregister(c)
+	defer func() {
+		if c.st != nil {
+			c.st.ReleaseAll()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in session", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			c.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
+		}
+	}()
+	if err := c.handshake(); err != nil {
+		c.log.Debug("handshake failed", zap.Error(err))
+		return
+	}
+	c.log = c.log.With(zap.String("user", c.user))
+	c.log.Debug("client connected")
+	c.loop()
+	c.log.Debug("client disconnected")
+}
+
+// loop reads commands until the client quits or the connection fails.
+func (c *conn) loop() {
+	for {
+		c.idle.Store(true)
+		if c.srv.shutting.Load() {
+			return
+		}
+		c.c.ResetSeq()
+		p, err := c.c.ReadPacket()
+		c.idle.Store(false)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				var se *mysql.SQLError
+				if errors.As(err, &se) {
+					c.writeErr(se)
+				}
+				c.log.Debug("read from client failed", zap.Error(err))
+			}
+			return
+		}
+		if len(p) == 0 {
+			c.writeErr(mysql.ErrMalformedPacket)
+			if c.c.Flush() != nil {
+				return
+			}
+			continue
+		}
+		quit, err := c.h.dispatch(p)
+		if err != nil && !errors.Is(err, engine.ErrAnswered) {
+			var se *mysql.SQLError
+			if errors.As(err, &se) {
+				c.writeErr(se)
+			} else {
+				c.log.Error("statement failed", zap.Error(err))
+				c.writeErr(mysql.AsSQLError(err))
+			}
+		}
+		if ferr := c.c.Flush(); ferr != nil || quit {
+			return
+		}
+	}
+}
+
+// closeNow ends the session at once, dropping whatever is buffered for
+// the client (it would end inside a packet).
+func (c *conn) closeNow() error {
+	c.nc.Close()
+	return errCloseSession
+}
+
+func (c *conn) host() string {
+	if h, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
+		return h
+	}
+	return c.nc.RemoteAddr().String()
+}
+
+// status is the session's server status (autocommit before login).
+func (c *conn) status() uint16 {
+	if c.st == nil {
+		return mysql.StatusAutocommit
+	}
+	return c.st.Status
+}
+
+func (c *conn) writeOK(ok mysql.OK) error {
+	ok.Status |= c.more
+	c.buf = mysql.AppendOK(c.buf[:0], mysql.OKHeader, ok)
+	return c.c.WritePacket(c.buf)
+}
+
+// okStatus answers OK with the session's status.
+func (c *conn) okStatus() error { return c.writeOK(mysql.OK{Status: c.status()}) }
+
+// endStatus is the status for the packet that ends a response: with
+// SERVER_MORE_RESULTS_EXISTS while a split multi-statement text has more.
+func (c *conn) endStatus() uint16 { return c.status() | c.more }
+
+// writeErr sends an ERR packet with the next sequence number. Errors from
+// writing are ignored: the read loop notices a dead client.
+func (c *conn) writeErr(err error) {
+	se := mysql.AsSQLError(err)
+	c.srv.errorsSent.Add(1)
+	c.buf = mysql.AppendErr(c.buf[:0], se)
+	c.c.WritePacket(c.buf)
+	c.c.Flush()
+}
+
+func (c *conn) writeFlush(p []byte) error {
+	if err := c.c.WritePacket(p); err != nil {
+		return err
+	}
+	return c.c.Flush()
+}

@@ -1,0 +1,445 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/session"
+	"github.com/shardgate/shardgate/router"
+)
+
+// handler runs one client's commands: one method per COM_* command, the
+// statements the proxy answers itself (transactions, SET, USE, KILL, SHOW
+// PROCESSLIST, SQL-level PREPARE), and the hand-off of everything else to
+// the router and the engine. Session state lives in conn.st; what the
+// client is sent goes through conn. It is owned by the conn's goroutine.
+type handler struct {
+	c    *conn
+	x    *engine.Executor
+	ps   *stmtHandler // binary prepared statements
+	qbuf []byte       // scratch for rewritten COM_QUERY packets
+}
+
+func newHandler(c *conn) *handler {
+	h := &handler{c: c, x: c.srv.engine.NewExecutor(c, c)}
+	h.ps = &stmtHandler{h: h}
+	return h
+}
+
+// errCloseSession ends the session after the current response: the client
+// connection can no longer be served faithfully (e.g. the backend holding
+// its session state died, or the client vanished mid-result).
+var errCloseSession = errors.New("close session")
+
+// routerSession is what the router needs to know of the session.
+func (h *handler) routerSession() router.Session {
+	return router.Session{User: h.c.user, DB: h.c.st.DB}
+}
+
+// dispatch runs one command. A non-nil error that is not errCloseSession
+// is sent to the client as an ERR packet.
+func (h *handler) dispatch(p []byte) (quit bool, err error) {
+	c := h.c
+	cmd := p[0]
+	switch cmd {
+	case mysql.ComQuit:
+		return true, nil
+	case mysql.ComPing:
+		return false, c.okStatus()
+	case mysql.ComQuery:
+		err = h.query(p)
+	case mysql.ComInitDB:
+		if err = h.useDB(string(p[1:])); err == nil {
+			err = c.okStatus()
+		}
+	case mysql.ComFieldList, mysql.ComStatistics:
+		err = h.passthrough(p, false)
+	case mysql.ComStmtPrepare:
+		err = h.ps.prepare(p)
+	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset, mysql.ComStmtClose, mysql.ComStmtSendLongData:
+		if ps := h.ps.lookup(p); ps != nil {
+			err = h.ps.command(ps, p)
+			break
+		}
+		if cmd == mysql.ComStmtClose || cmd == mysql.ComStmtSendLongData {
+			if !c.st.HoldsAny() {
+				return false, nil // no statement: nothing to close, and no reply is due
+			}
+			err = h.passthrough(p, true)
+			break
+		}
+		if !c.st.HoldsAny() {
+			return false, mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler given to %s", comName(cmd))
+		}
+		err = h.passthrough(p, false)
+	case mysql.ComSetOption:
+		err = h.setOption(p)
+	case mysql.ComResetConnection:
+		c.st.Reset()
+		err = c.okStatus()
+	case mysql.ComChangeUser:
+		err = h.changeUser(p)
+	case mysql.ComProcessKill:
+		if len(p) < 5 {
+			return false, mysql.ErrMalformedPacket
+		}
+		err = c.srv.kill(c, router.Kill{ID: uint64(binary.LittleEndian.Uint32(p[1:5]))})
+	default:
+		err = mysql.NewError(mysql.ErNotSupported, "command %s is not supported by shardgate", comName(cmd))
+	}
+	if errors.Is(err, errCloseSession) {
+		return true, nil
+	}
+	return false, err
+}
+
+// settle turns what a backend failure means into the session's answer: a
+// client that went away or holds half a packet ends the session; a lost
+// backend connection is reported, and ends the session when its state
+// lived there. Other errors go to the client as they are.
+func (h *handler) settle(err error) error {
+	var de *mysql.DstError
+	var lost *backend.LostError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &de):
+		h.c.log.Debug("client vanished mid-result", zap.Error(err))
+		return errCloseSession
+	case errors.Is(err, mysql.ErrForwardCut):
+		h.c.log.Warn("backend failed mid-packet; closing the client connection", zap.Error(err))
+		return h.c.closeNow()
+	case errors.As(err, &lost):
+		if lost.Cause != nil {
+			h.c.log.Warn("backend failed mid-query", zap.String("addr", lost.Conn.Addr), zap.Error(lost.Cause))
+		}
+		return h.backendLost(lost.Conn)
+	}
+	var se *mysql.SQLError
+	if errors.As(err, &se) && se.Code == mysql.ErErrorDuringCommit {
+		h.c.log.Error("transaction committed on some nodes only", zap.Error(err))
+	}
+	return err
+}
+
+// backendLost reports a backend that failed during a command. The client
+// gets error 1430; if the session's state or transaction lived on that
+// connection, the client connection is closed after the error, as a server
+// crash would close it.
+func (h *handler) backendLost(bc *backend.Conn) error {
+	h.c.writeErr(backend.ErrLost(bc))
+	if h.c.st.HoldsState() {
+		h.c.c.Flush()
+		return errCloseSession
+	}
+	return engine.ErrAnswered
+}
+
+// query runs COM_QUERY.
+func (h *handler) query(p []byte) error {
+	c, st := h.c, h.c.st
+	sql := string(p[1:])
+	stmt := router.Classify(sql)
+	c.act.set("Query", sql)
+	switch stmt.Kind {
+	case router.KindEmpty:
+		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
+	case router.KindKill:
+		if k, ok := router.ParseKill(sql); ok {
+			return c.srv.kill(c, k)
+		}
+		return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
+	case router.KindRead:
+		if stmt.Keyword != "SHOW" {
+			break
+		}
+		if full, ok := router.IsShowProcesslist(sql); ok {
+			return c.srv.showProcesslist(c, full)
+		}
+	}
+	multi := st.MultiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0
+	if !multi {
+		switch {
+		case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
+			if handled, err := h.txnStatement(sql); handled {
+				return err
+			}
+		case stmt.Kind == router.KindDDL && !strings.Contains(strings.ToUpper(sql), "TEMPORARY"):
+			// DDL commits the open transaction first, on every node, as
+			// MySQL does (CREATE/DROP TEMPORARY TABLE do not).
+			if err := st.CommitImplicitly(); err != nil {
+				return h.settle(err)
+			}
+		}
+		if handled, err := h.local(sql, stmt); handled {
+			return err
+		}
+	} else {
+		stmt.Sticky = true // later statements were not classified
+	}
+	plan, err := c.srv.router.Route(sql, h.routerSession())
+	if err != nil {
+		if multi {
+			if texts, ok := c.srv.router.SplitSharded(sql, h.routerSession()); ok {
+				return h.queryMulti(texts)
+			}
+		}
+		return err
+	}
+	var start time.Time
+	if c.srv.sqlLog != nil || c.srv.slow > 0 {
+		start = time.Now()
+	}
+	c.srv.queries.Add(1)
+	if plan.Kind != router.Forward {
+		err = h.settle(h.x.Execute(plan, sql))
+	} else {
+		t := &plan.Targets[0]
+		pkt, relay := p, engine.Relay(engine.RelayResult)
+		if t.SQL != "" {
+			pkt = h.queryPacket(t.SQL)
+		}
+		if len(plan.Renames) > 0 {
+			relay = engine.RelayRenamed(plan.Renames)
+		}
+		var res backend.Outcome
+		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
+		err = h.settle(err)
+		if err == nil && stmt.Sticky && res.OK {
+			st.NoteState(stmt, sql, multi)
+			if stmt.Keyword == "SET" && !multi {
+				if serr := st.SetOnOtherNodes(t.Node, sql); serr != nil {
+					c.log.Warn("SET failed on another node of the session; closing it", zap.Error(serr))
+					err = c.closeNow()
+				}
+			}
+		}
+	}
+	if !start.IsZero() {
+		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
+	}
+	return err
+}
+
+// local runs the statements other than transaction control of a
+// single-statement text that the proxy answers itself (SQL-level PREPARE,
+// tracked SET, SET NAMES, USE); handled is false for the others.
+func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) {
+	c := h.c
+	switch {
+	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
+		return h.sqlPrepare(sql)
+	case stmt.Keyword == "SET":
+		if vars, ok := router.ParseSet(sql); ok {
+			return true, h.setTracked(sql, vars)
+		}
+		if cs, coll, ok := router.ParseSetNames(sql); ok {
+			if id, ok := mysql.CollationByName(cs, coll); ok {
+				// The connections the session uses follow on next use.
+				c.st.Coll = id
+				return true, c.okStatus()
+			}
+		}
+	case stmt.Keyword == "USE":
+		if db, ok := router.ParseUse(sql); ok {
+			if err := h.useDB(db); err != nil {
+				return true, err
+			}
+			return true, c.okStatus()
+		}
+	}
+	return false, nil
+}
+
+// txnStatement runs a transaction control statement. handled is false when
+// the statement is not one the proxy manages (it then runs as usual).
+func (h *handler) txnStatement(sql string) (handled bool, err error) {
+	st := h.c.st
+	verb, name := session.ParseTxn(sql)
+	switch verb {
+	case session.TxnNone:
+		if stmt := router.Classify(sql); stmt.Kind == router.KindTxn && stmt.Keyword != "START" && stmt.Keyword != "BEGIN" {
+			return true, mysql.NewError(mysql.ErNotSupported, "%s with AND CHAIN or RELEASE is not supported by shardgate; use COMMIT or ROLLBACK and start a new transaction", stmt.Keyword)
+		}
+		return false, nil
+	case session.TxnBegin:
+		err = st.Begin(sql)
+	case session.TxnCommit, session.TxnRollback:
+		err = st.End(verb == session.TxnCommit)
+	default:
+		err = st.Savepoint(verb, name, sql)
+	}
+	if err != nil {
+		return true, h.settle(err)
+	}
+	return true, h.c.okStatus()
+}
+
+// setTracked runs a SET statement whose assignments the session tracks:
+// on a pooled connection, then the values are read back.
+func (h *handler) setTracked(sql string, vars []router.SetVar) error {
+	c, st := h.c, h.c.st
+	node, _ := c.srv.router.DefaultNode(c.user)
+	bc, err := st.Acquire(node, false)
+	if err != nil {
+		return err
+	}
+	c.running.Store(bc)
+	res, err := bc.Exec(sql)
+	if err == nil {
+		err = st.ReadBack(bc, vars)
+	}
+	c.running.Store(nil)
+	if err != nil {
+		var se *mysql.SQLError
+		if !bc.Broken() && errors.As(err, &se) {
+			st.Release(bc, false, backend.Outcome{})
+			return err
+		}
+		bc.MarkBroken()
+		st.Release(bc, false, backend.Outcome{})
+		c.log.Warn("backend failed during SET", zap.String("node", node), zap.Error(err))
+		return h.backendLost(bc)
+	}
+	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
+	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// queryPacket builds a COM_QUERY packet for sql in a buffer that is valid
+// until the next call.
+func (h *handler) queryPacket(sql string) []byte {
+	h.qbuf = append(append(h.qbuf[:0], mysql.ComQuery), sql...)
+	return h.qbuf
+}
+
+func (h *handler) logSQL(sql, node string, d time.Duration, err error) {
+	c := h.c
+	if c.srv.sqlLog != nil {
+		c.srv.sqlLog.Info("sql", zap.Uint32("conn", c.id), zap.String("user", c.user), zap.String("db", c.st.DB),
+			zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql), zap.Error(err))
+	}
+	if c.srv.slow > 0 && d >= c.srv.slow {
+		c.log.Warn("slow query", zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql))
+	}
+}
+
+// passthrough sends a non-query command to the default node and relays its
+// response (none when noReply).
+func (h *handler) passthrough(p []byte, noReply bool) error {
+	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	relay := engine.Relay(engine.RelayResult)
+	switch p[0] {
+	case mysql.ComStmtPrepare:
+		relay = engine.RelayPrepare
+	case mysql.ComFieldList:
+		relay = engine.RelayFieldList
+	case mysql.ComStatistics, mysql.ComStmtReset:
+		relay = engine.RelayOne
+	case mysql.ComStmtFetch:
+		relay = engine.RelayFetch
+	}
+	if noReply {
+		relay = nil
+	}
+	_, err := h.x.Forward(node, p, false, false, relay)
+	return h.settle(err)
+}
+
+// useDB switches the session's database after checking it on the backend.
+func (h *handler) useDB(db string) error {
+	st := h.c.st
+	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	bc, err := st.Acquire(node, false)
+	if err != nil {
+		return err
+	}
+	err = bc.UseDB(db)
+	st.Release(bc, false, backend.Outcome{OK: true, Status: st.Status})
+	if err != nil {
+		return err
+	}
+	st.DB = db
+	h.c.act.setDB(db)
+	return nil
+}
+
+// changeUser implements COM_CHANGE_USER.
+func (h *handler) changeUser(p []byte) error {
+	c := h.c
+	cu, err := mysql.ParseChangeUser(p, c.caps)
+	if err != nil {
+		return err
+	}
+	plugin := cu.AuthPlugin
+	if plugin == "" {
+		plugin = mysql.AuthNativePassword
+	}
+	if err := c.authenticate(cu.User, plugin, cu.AuthResponse); err != nil {
+		return errCloseSession // MySQL closes the connection after a failed change
+	}
+	c.st.Reset()
+	c.user = cu.User
+	c.st.DB = ""
+	c.act.setDB("")
+	if cu.Charset != 0 {
+		if _, ok := mysql.CollationByID(byte(cu.Charset)); ok {
+			c.st.Coll, c.st.HandshakeColl = byte(cu.Charset), byte(cu.Charset)
+		}
+	}
+	if _, ok := c.srv.router.DefaultNode(c.user); !ok {
+		c.writeErr(mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host()))
+		return errCloseSession
+	}
+	if cu.Database != "" {
+		if err := h.useDB(cu.Database); err != nil {
+			return err
+		}
+	}
+	return c.okStatus()
+}
+
+// setOption implements COM_SET_OPTION; the backend follows on next use.
+func (h *handler) setOption(p []byte) error {
+	c := h.c
+	if len(p) < 3 {
+		return mysql.ErrMalformedPacket
+	}
+	switch binary.LittleEndian.Uint16(p[1:3]) {
+	case mysql.OptionMultiStatementsOn:
+		c.st.MultiStmts = true
+	case mysql.OptionMultiStatementsOff:
+		c.st.MultiStmts = false
+	default:
+		return mysql.NewError(mysql.ErUnknownComError, "Unknown command")
+	}
+	if c.caps&mysql.ClientDeprecateEOF != 0 {
+		return c.c.WritePacket(mysql.AppendOK(c.buf[:0], mysql.EOFHeader, mysql.OK{Status: c.st.Status}))
+	}
+	return c.c.WritePacket(mysql.AppendEOF(c.buf[:0], 0, c.st.Status))
+}
+
+// comName names a command byte for error messages.
+func comName(cmd byte) string {
+	names := map[byte]string{
+		mysql.ComSleep: "COM_SLEEP", mysql.ComCreateDB: "COM_CREATE_DB", mysql.ComDropDB: "COM_DROP_DB",
+		mysql.ComRefresh: "COM_REFRESH", mysql.ComShutdown: "COM_SHUTDOWN", mysql.ComProcessInfo: "COM_PROCESS_INFO",
+		mysql.ComConnect: "COM_CONNECT", mysql.ComDebug: "COM_DEBUG", mysql.ComTime: "COM_TIME",
+		mysql.ComDelayedInsert: "COM_DELAYED_INSERT", mysql.ComBinlogDump: "COM_BINLOG_DUMP",
+		mysql.ComTableDump: "COM_TABLE_DUMP", mysql.ComConnectOut: "COM_CONNECT_OUT",
+		mysql.ComRegisterSlave: "COM_REGISTER_SLAVE", mysql.ComDaemon: "COM_DAEMON",
+		mysql.ComBinlogDumpGTID: "COM_BINLOG_DUMP_GTID", mysql.ComStmtExecute: "mysqld_stmt_execute",
+		mysql.ComStmtFetch: "mysqld_stmt_fetch", mysql.ComStmtReset: "mysqld_stmt_reset",
+	}
+	if n, ok := names[cmd]; ok {
+		return fmt.Sprintf("%s (0x%02x)", n, cmd)
+	}
+	return fmt.Sprintf("0x%02x", cmd)
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/router"
+)
+
+// The statements that look at or act on other sessions: SHOW PROCESSLIST
+// and KILL, over the proxy's own connection ids.
+
+// activity is what SHOW PROCESSLIST reports about a session. The owner
+// goroutine writes it; SHOW PROCESSLIST in other sessions reads it.
+type activity struct {
+	mu    sync.Mutex
+	cmd   string
+	info  string
+	db    string
+	since time.Time
+}
+
+func (a *activity) set(cmd, info string) {
+	now := time.Now()
+	a.mu.Lock()
+	a.cmd, a.info, a.since = cmd, info, now
+	a.mu.Unlock()
+}
+
+// setDB records the session's database.
+func (a *activity) setDB(db string) {
+	a.mu.Lock()
+	a.db = db
+	a.mu.Unlock()
+}
+
+func (a *activity) get() (cmd, info, db string, since time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cmd, a.info, a.db, a.since
+}
+
+// showProcesslist answers SHOW [FULL] PROCESSLIST for c with the proxy's
+// own sessions, so the ids it shows are the ones KILL takes.
+func (s *Server) showProcesslist(c *conn, full bool) error {
+	s.mu.Lock()
+	list := make([]*conn, 0, len(s.sessions))
+	for _, o := range s.sessions {
+		list = append(list, o)
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+	cols := []mysql.Column{
+		{Name: "Id", Type: mysql.TypeLongLong, Length: 21, Charset: 63, Flags: mysql.FlagNotNull | mysql.FlagNum},
+		{Name: "User", Type: mysql.TypeVarString, Length: 128 * 4, Charset: 45},
+		{Name: "Host", Type: mysql.TypeVarString, Length: 64 * 4, Charset: 45},
+		{Name: "db", Type: mysql.TypeVarString, Length: 64 * 4, Charset: 45},
+		{Name: "Command", Type: mysql.TypeVarString, Length: 16 * 4, Charset: 45},
+		{Name: "Time", Type: mysql.TypeLong, Length: 7, Charset: 63, Flags: mysql.FlagNotNull | mysql.FlagNum},
+		{Name: "State", Type: mysql.TypeVarString, Length: 30 * 4, Charset: 45},
+		{Name: "Info", Type: mysql.TypeVarString, Length: 100 * 4, Charset: 45},
+	}
+	now := time.Now()
+	var rows [][][]byte
+	for _, o := range list {
+		if o.user != c.user {
+			continue // MySQL shows only your own threads without PROCESS
+		}
+		cmd, info, db, since := o.act.get()
+		state := ""
+		if o.idle.Load() {
+			cmd, info = "Sleep", ""
+		} else {
+			state = "executing"
+		}
+		if !full && len(info) > 100 {
+			info = info[:100]
+		}
+		secs := int64(0)
+		if !since.IsZero() {
+			secs = int64(now.Sub(since) / time.Second)
+		}
+		row := [][]byte{
+			[]byte(strconv.FormatUint(uint64(o.id), 10)),
+			[]byte(o.user),
+			[]byte(o.nc.RemoteAddr().String()),
+			engine.Nullable(db),
+			[]byte(cmd),
+			[]byte(strconv.FormatInt(secs, 10)),
+			[]byte(state),
+			engine.Nullable(info),
+		}
+		rows = append(rows, row)
+	}
+	return engine.WriteResultSet(c, cols, rows)
+}
+
+// kill implements KILL [QUERY] id and COM_PROCESS_KILL, sent by c, on the
+// proxy's own connection ids.
+func (s *Server) kill(c *conn, k router.Kill) error {
+	target := s.session(uint32(k.ID))
+	if target == nil || k.ID > uint64(^uint32(0)) {
+		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
+	}
+	if target.user != c.user {
+		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
+	}
+	if target == c {
+		if k.Query {
+			return c.okStatus()
+		}
+		c.writeErr(mysql.NewError(1927, "Connection was killed"))
+		c.c.Flush()
+		return errCloseSession
+	}
+	if bc := target.running.Load(); bc != nil {
+		if err := killOn(bc, func() bool { return target.running.Load() == bc }); err != nil {
+			return err
+		}
+	}
+	if many := target.runningMany.Load(); many != nil {
+		for _, bc := range *many {
+			if err := killOn(bc, func() bool { return target.runningMany.Load() == many }); err != nil {
+				return err
+			}
+		}
+	}
+	if !k.Query {
+		target.nc.Close()
+	}
+	return c.okStatus()
+}
+
+// killOn stops the statement running on bc with KILL QUERY from a new
+// connection to its node, if still is true once that connection is up (bc
+// may have gone back to the pool meanwhile).
+func killOn(bc *backend.Conn, still func() bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	kc, err := bc.Node().Dial(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	if !still() {
+		return nil
+	}
+	if err := kc.KillQuery(bc.ThreadID, true); err != nil {
+		var se *mysql.SQLError
+		if !errors.As(err, &se) || se.Code != mysql.ErUnknownThread {
+			return err
+		}
+	}
+	return nil
+}

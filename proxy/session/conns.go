@@ -1,0 +1,213 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// Acquire returns a backend connection to node for the next statement,
+// in the session's state: the one the session holds there, or a pooled
+// one brought to the session's database, collation, variables and open
+// transaction. usesLastID asks for LAST_INSERT_ID() to be the session's.
+func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
+	n := s.nodes[node]
+	bc := s.pinnedOn(n)
+	if bc == nil {
+		if err := s.canUseAnotherNode(n); err != nil {
+			return nil, err
+		}
+		var err error
+		bc, err = n.Get(context.Background(), s.Variant, s.DB, s.Coll)
+		if err != nil {
+			return nil, err
+		}
+		if s.sticky {
+			for _, q := range s.replay {
+				if _, err := bc.Exec(q); err != nil {
+					s.Release(bc, false, backend.Outcome{})
+					return nil, fmt.Errorf("repeating the session's %q on node %s: %w", q, node, err)
+				}
+			}
+		}
+	}
+	if s.txn != "" && !slices.Contains(s.joined, bc) {
+		if err := s.joinTxn(bc); err != nil {
+			bc.MarkBroken() // its transaction state is unknown
+			s.unpin(bc)
+			s.Release(bc, false, backend.Outcome{})
+			return nil, err
+		}
+		s.joined = append(s.joined, bc)
+	}
+	if s.InTxn() {
+		// Every statement of the transaction on this node must use this
+		// connection, including the other targets of the same statement.
+		s.pin(bc)
+	}
+	if err := s.syncState(bc, usesLastID); err != nil {
+		if s.pinnedOn(n) != bc {
+			s.Release(bc, false, backend.Outcome{})
+		}
+		return nil, err
+	}
+	return bc, nil
+}
+
+// Release decides whether the session keeps bc or returns it to its pool,
+// after recording what the response's final OK/EOF says of the session.
+// sticky marks a statement that left state on bc the proxy cannot carry.
+func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
+	if sticky {
+		s.sticky = true
+	}
+	if bc.Broken() {
+		s.unpin(bc)
+		bc.Node().Put(bc)
+		return
+	}
+	if o.InsertID != 0 {
+		s.LastInsertID = o.InsertID
+		bc.LastInsertID = o.InsertID
+	}
+	if o.OK {
+		s.Status = o.Status &^ mysql.StatusMoreResultsExists
+	}
+	// A connection the open transaction reached stays whatever the last
+	// response said: an ERR carries no status, and the transaction is
+	// still open there.
+	if s.sticky || s.InTxn() || slices.Contains(s.joined, bc) ||
+		o.Status&mysql.StatusInTrans != 0 || o.Status&mysql.StatusAutocommit == 0 && o.OK || o.Warnings > 0 {
+		s.pin(bc)
+		return
+	}
+	s.unpin(bc)
+	bc.Node().Put(bc)
+}
+
+// ReleaseAll returns the session's backend connections when the client
+// leaves or resets: each is reset (dropping variables, temporary tables,
+// locks and open transactions) when the session left state on it.
+func (s *State) ReleaseAll() {
+	dirty := s.sticky || s.txn != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
+	for _, bc := range s.pinned {
+		if dirty {
+			// A new login on the same connection drops everything the
+			// session left there, the database included (statements such
+			// as USE inside a multi-statement text change it unseen).
+			if err := bc.ChangeUser(""); err != nil {
+				bc.MarkBroken()
+			}
+		}
+		bc.Node().Put(bc)
+	}
+	s.pinned = s.pinned[:0]
+}
+
+// Shared reports whether every statement on node must use the one
+// connection the session holds (or will hold) there: in a transaction, or
+// while it holds one.
+func (s *State) Shared(node string) bool {
+	return s.InTxn() || s.pinnedOn(s.nodes[node]) != nil
+}
+
+// Holds reports whether the session holds bc.
+func (s *State) Holds(bc *backend.Conn) bool { return slices.Contains(s.pinned, bc) }
+
+// HoldsAny reports whether the session holds any backend connection.
+func (s *State) HoldsAny() bool { return len(s.pinned) > 0 }
+
+// canUseAnotherNode checks that the session may take a connection to n
+// while it holds connections to other nodes, and lets go of connections
+// held only for SHOW WARNINGS.
+func (s *State) canUseAnotherNode(n *backend.Node) error {
+	if len(s.pinned) == 0 {
+		return nil
+	}
+	other := s.pinned[0].Node()
+	inTxn := s.InTxn()
+	if inTxn {
+		if err := s.txnNodeCheck(n); err != nil {
+			return err
+		}
+	}
+	switch {
+	case s.sticky && s.unreplayable != "":
+		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, s.unreplayable)
+	case inTxn:
+		// The transaction extends to n (transaction_mode multi).
+	case !s.sticky:
+		for _, bc := range s.pinned {
+			bc.Node().Put(bc)
+		}
+		s.pinned = s.pinned[:0]
+	}
+	return nil
+}
+
+func (s *State) pinnedOn(n *backend.Node) *backend.Conn {
+	for _, bc := range s.pinned {
+		if bc.Node() == n {
+			return bc
+		}
+	}
+	return nil
+}
+
+func (s *State) pin(bc *backend.Conn) {
+	if !slices.Contains(s.pinned, bc) {
+		s.pinned = append(s.pinned, bc)
+	}
+}
+
+func (s *State) unpin(bc *backend.Conn) {
+	if i := slices.Index(s.pinned, bc); i >= 0 {
+		s.pinned = slices.Delete(s.pinned, i, i+1)
+	}
+}
+
+// syncState changes only what differs between the connection's state and
+// the session's: database, collation, multi-statement option, variables
+// and, for statements that read it, LAST_INSERT_ID().
+func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
+	if bc.DB != s.DB {
+		var err error
+		if s.DB == "" {
+			// Only a new login leaves a connection without a database.
+			err = bc.ChangeUser("")
+		} else {
+			err = bc.UseDB(s.DB)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if bc.Collation != s.Coll {
+		coll, _ := mysql.CollationByID(s.Coll)
+		if _, err := bc.Exec(coll.SetNamesSQL()); err != nil {
+			return err
+		}
+		bc.Collation = s.Coll
+	}
+	if bc.MultiStmts != s.MultiStmts {
+		if err := bc.SetMultiStatements(s.MultiStmts); err != nil {
+			return err
+		}
+	}
+	if len(s.vars) > 0 || len(bc.Vars) > 0 {
+		if err := s.syncVars(bc); err != nil {
+			return err
+		}
+	}
+	if usesLastID && bc.LastInsertID != s.LastInsertID {
+		if _, err := bc.Exec("DO LAST_INSERT_ID(" + strconv.FormatUint(s.LastInsertID, 10) + ")"); err != nil {
+			return err
+		}
+		bc.LastInsertID = s.LastInsertID
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// State is one client session's state and the backend connections it
+// holds. It is owned by the goroutine serving the client.
+type State struct {
+	nodes map[string]*backend.Node
+	// singleNodeTxn is transaction_mode single: a transaction stays on
+	// the node it began on.
+	singleNodeTxn bool
+
+	Variant       uint32 // the client capabilities that select a backend pool partition
+	DB            string
+	Coll          byte // collation of the connection (SET NAMES)
+	HandshakeColl byte // the collation the client logged in with
+	MultiStmts    bool
+	Status        uint16 // server status of the last response
+	LastInsertID  uint64 // last non-zero insert id reported to the client
+
+	// pinned are the backend connections the session holds between
+	// statements, at most one per node: for its whole life once sticky
+	// (the connection carries state the client created), while a
+	// transaction is open, or for one statement after a response with
+	// warnings (for SHOW WARNINGS).
+	pinned []*backend.Conn
+	sticky bool
+	// replay holds the SET statements that made the session sticky; they
+	// are run on a connection to another node before it is pinned, so
+	// every node sees the same session variables.
+	replay []string
+	// unreplayable names the first state the proxy cannot copy to another
+	// node (temporary tables, locks, user variables outside SET, ...);
+	// statements on a second node are refused while it is set.
+	unreplayable string
+	// vars are the session and user variables the client set, carried to
+	// every connection the session uses (see vars.go).
+	vars []trackedVar
+
+	// txn is the statement that began the open explicit transaction ("" when
+	// none), run on each node the transaction reaches; savepoints are the
+	// SAVEPOINTs set in it since, replayed after it (see txn.go).
+	txn        string
+	savepoints []savepoint
+	joined     []*backend.Conn // connections the open transaction has begun on
+
+	// Stmts are the prepared statements the proxy keeps for the session.
+	Stmts Stmts
+}
+
+// New returns the state of a session that logged in with collation coll
+// and the given client capabilities.
+func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
+	return &State{nodes: nodes, singleNodeTxn: singleNodeTxn, Variant: variant, Coll: coll, HandshakeColl: coll,
+		MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
+}
+
+// Sticky reports whether the session left state on a connection that the
+// proxy cannot carry to another: it keeps its connections for good.
+func (s *State) Sticky() bool { return s.sticky }
+
+// MarkSticky records a statement that leaves such state (the next
+// connection released is kept).
+func (s *State) MarkSticky() { s.sticky = true }
+
+// HoldsState reports whether losing a connection the session holds loses
+// something of the session (its state or its transaction): the client
+// connection must then close, as a server crash would close it.
+func (s *State) HoldsState() bool {
+	return s.sticky || s.Status&mysql.StatusInTrans != 0
+}
+
+// NoteState records how a statement that made the session sticky can be
+// repeated on another node.
+func (s *State) NoteState(st router.Stmt, sql string, multi bool) {
+	if s.unreplayable != "" {
+		return
+	}
+	if st.Keyword == "SET" && !multi && len(s.replay) < maxReplay {
+		s.replay = append(s.replay, sql)
+		return
+	}
+	switch {
+	case multi:
+		s.unreplayable = "a multi-statement text"
+	case st.Keyword == "SET":
+		s.unreplayable = fmt.Sprintf("more than %d SET statements", maxReplay)
+	default:
+		s.unreplayable = "a " + st.Keyword + " statement"
+	}
+}
+
+// maxReplay bounds the SET statements kept for replay on other nodes.
+const maxReplay = 256
+
+// SetOnOtherNodes runs a SET that succeeded on node on the connections the
+// session holds to its other nodes, so every node sees the same session
+// (autocommit, isolation level, sql_mode, ...). The response already went
+// to the client: on failure the caller must close the session rather than
+// leave the nodes disagreeing.
+func (s *State) SetOnOtherNodes(node, sql string) error {
+	for _, bc := range s.pinned {
+		if bc.Node().Name == node {
+			continue
+		}
+		if _, err := bc.Exec(sql); err != nil {
+			return fmt.Errorf("SET on node %s: %w", bc.Node().Name, err)
+		}
+	}
+	return nil
+}
+
+// Reset brings the session back to a new connection's state (the
+// database is kept, as MySQL keeps it), after resetting and returning
+// every connection it held.
+func (s *State) Reset() {
+	s.ReleaseAll()
+	s.txn = ""
+	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
+	s.Stmts = Stmts{}
+	s.vars = nil
+	s.sticky = false
+	s.replay = nil
+	s.unreplayable = ""
+	s.Coll = s.HandshakeColl
+	s.LastInsertID = 0
+	s.Status = mysql.StatusAutocommit
+}

@@ -1,0 +1,114 @@
+package session
+
+import (
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// Stmts are the prepared statements the proxy keeps for a session: binary
+// ones (COM_STMT_PREPARE) by id, from StmtBase up, and SQL-level ones
+// (PREPARE name FROM ...) by lower-case name. Statements the backend keeps
+// (forwarded as they are) are not here: their ids are the backend's.
+type Stmts struct {
+	byID   map[uint32]*Stmt
+	nextID uint32
+	byName map[string]string
+}
+
+// Stmt is one binary prepared statement of the proxy's: a statement on
+// sharded tables, routed at each execution, or a transaction statement the
+// proxy runs itself (Local).
+type Stmt struct {
+	ID      uint32
+	SQL     string
+	Local   bool
+	NParams int
+	Types   []byte   // parameter types bound by the last execution
+	Long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
+	HasLong []bool
+	// Order maps the placeholders of the targets' restored SQL to the
+	// client's (router.PlaceholderOrder), nil when they are in the
+	// client's order; Ordered says it has been computed.
+	Order   []int
+	Ordered bool
+	// Cursor is the connection holding the statement's open cursor, and
+	// CursorID the statement's id there.
+	Cursor   *backend.Conn
+	CursorID uint32
+}
+
+// StmtBase is the first id of the proxy's own statements; backend ids of
+// forwarded statements are small per-connection counters.
+const StmtBase = 1 << 31
+
+// MaxStmts is MySQL's default max_prepared_stmt_count, per session.
+const MaxStmts = 16382
+
+// erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
+const erMaxPreparedStmtCount = 1461
+
+func errTooManyStmts() error {
+	return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", MaxStmts)
+}
+
+// Add registers a binary prepared statement and gives it an id.
+func (t *Stmts) Add(sql string, nparams int) (*Stmt, error) {
+	if len(t.byID) >= MaxStmts {
+		return nil, errTooManyStmts()
+	}
+	if t.byID == nil {
+		t.byID = make(map[uint32]*Stmt)
+		t.nextID = StmtBase
+	}
+	ps := &Stmt{ID: t.nextID, SQL: sql, NParams: nparams}
+	t.nextID++
+	t.byID[ps.ID] = ps
+	return ps, nil
+}
+
+// Get returns the statement with id, or nil when the id is not one of the
+// proxy's.
+func (t *Stmts) Get(id uint32) *Stmt {
+	if id < StmtBase {
+		return nil
+	}
+	return t.byID[id]
+}
+
+// Close forgets a binary prepared statement.
+func (t *Stmts) Close(id uint32) { delete(t.byID, id) }
+
+// Named returns the text of the SQL-level prepared statement name.
+func (t *Stmts) Named(name string) (string, bool) {
+	text, ok := t.byName[name]
+	return text, ok
+}
+
+// SetNamed keeps text as SQL-level prepared statement name.
+func (t *Stmts) SetNamed(name, text string) error {
+	if t.byName == nil {
+		t.byName = make(map[string]string)
+	}
+	if _, ok := t.byName[name]; !ok && len(t.byName) >= MaxStmts {
+		return errTooManyStmts()
+	}
+	t.byName[name] = text
+	return nil
+}
+
+// DropNamed forgets SQL-level prepared statement name; it reports whether
+// it was the proxy's.
+func (t *Stmts) DropNamed(name string) bool {
+	_, ok := t.byName[name]
+	delete(t.byName, name)
+	return ok
+}
+
+// Room returns the error a client gets when the session holds as many
+// statements as it may, else nil.
+func (t *Stmts) Room() error {
+	if len(t.byID) >= MaxStmts {
+		return errTooManyStmts()
+	}
+	return nil
+}
