@@ -1,21 +1,35 @@
-// Package server is the client-facing side of the proxy: the listener, one
-// session per client connection, command dispatch, plan execution against
-// backend nodes, result forwarding, and the admin HTTP handler.
+// Package server is the client-facing side of the proxy: the listener,
+// one goroutine per client connection, the MySQL handshake and
+// authentication, command dispatch, the statements that look at other
+// sessions (SHOW PROCESSLIST, KILL), and the admin HTTP handler.
+//
+// It owns no execution and no session rules: plans come from the router,
+// run in proxy/engine, and every decision about a backend connection
+// (shared, pinned, reset) is proxy/session's. The types here are the glue:
+//   - conn (conn.go, auth.go, writer.go) is the wire: the client's packet
+//     stream, the login, the read loop, and the framing of results for this
+//     client (it implements engine.Writer, and engine.Conns over its
+//     session.State);
+//   - handler (handler.go, multi.go, sqlprepare.go) runs one command at a
+//     time, one method per COM_* command, and the statements the proxy
+//     answers itself (transaction control, tracked SET, SET NAMES, USE,
+//     SQL-level PREPARE of statements on sharded tables);
+//   - stmtHandler (prepared.go) runs the binary prepared statements;
+//   - Server (server.go, processlist.go, admin.go) holds what all sessions
+//     share: the router, the engine, the nodes, the session registry.
 //
 // Lifecycle: New builds the backend nodes from the configuration and checks
 // them; Serve accepts clients on a listener until Shutdown, which stops
 // accepting, closes idle sessions, lets running statements finish within the
 // context's deadline, then closes what is left and the nodes.
 //
-// Concurrency: each session is owned by its own goroutine, which owns the
-// client connection, the session state and any backend connection the
-// session holds. Other goroutines touch a session only through its atomic
-// fields (running, idle) and by closing its network connection (KILL,
-// Shutdown).
+// Concurrency: each client connection is owned by its own goroutine, which
+// owns the conn, its handler, its session.State and any backend connection
+// the session holds. Other goroutines touch a conn only through its atomic
+// fields (running, runningMany, idle), its activity (under its lock), and
+// by closing its network connection (KILL, Shutdown).
 //
 // Forwarding: a single-target response is relayed packet by packet from the
 // backend's buffered reader into the client's buffered writer without
-// decoding rows, and flushed once per response. The proxy only inspects the
-// packets that delimit results (column counts, EOF/OK, ERR) to know where a
-// response ends and what state the backend is in.
+// decoding rows (engine.RelayResult), and flushed once per response.
 package server
