@@ -4,7 +4,8 @@
 # Runs sysbench against MariaDB directly (B0), through a plain TCP relay (B1),
 # through the proxy (B2) and, when SHARDED_CONFIG names a file, through a
 # sharded proxy (B3), plus one path per extra proxy named in VARIANTS (the
-# same binary with another config, e.g. NODELAY_COMPARE=1's TCP_NODELAY off).
+# same binary with another config, e.g. NODELAY_COMPARE=1's TCP_NODELAY off,
+# or another build of the proxy given as name=config@binary).
 # Paths run interleaved within each round (A B C A B C ...)
 # so drift on the shared two cores hits every path alike. Every run's raw
 # output goes to $OUT/raw/, one line per run to $OUT/results.csv, and
@@ -36,7 +37,7 @@ PROXY_CONFIG=${PROXY_CONFIG:-etc/ks-unsharded.yaml}
 LOG_LEVEL=${LOG_LEVEL:-warn}
 SHARDED_CONFIG=${SHARDED_CONFIG-etc/ks.yaml} # "" skips the sharded row
 SHARDED_PREPARE=${SHARDED_PREPARE:-} # Shell command that loads the sharded data; default: sysbench prepare through it.
-VARIANTS=${VARIANTS:-}               # "name=config ...": extra proxies with other configs, one path each, after the others.
+VARIANTS=${VARIANTS:-}               # "name=config[@binary] ...": extra proxies with other configs (and binaries), one path each, after the others.
 NODELAY_COMPARE=${NODELAY_COMPARE:-0} # 1: add variant proxy-nodelay-off ($PROXY_CONFIG with TCP_NODELAY off on both sides).
 WARMUP=${WARMUP:-5}                  # Seconds of unrecorded load per path before the first round; 0 skips.
 CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use servers already running on PORTS.
@@ -256,7 +257,7 @@ proxy_ports() {
 		[[ -z $a ]] || echo "$k $(listen_port "$a")"
 	done
 }
-declare -A VARIANT_CFG
+declare -A VARIANT_CFG VARIANT_BIN
 VARIANT_NAMES=()
 declare -A TAKEN # port -> who listens there, to catch clashes before anything starts.
 for p in $PORTS; do TAKEN[$p]="MariaDB"; done
@@ -268,19 +269,25 @@ if want_path sharded; then
 	while read -r k port; do TAKEN[$port]=${TAKEN[$port]:-"the sharded proxy's $k ($SHARDED_CONFIG)"}; done < <(proxy_ports "$SHARDED_CONFIG")
 fi
 for v in $VARIANTS; do
-	[[ $v == ?*=?* ]] || die "VARIANTS: want name=config_path, got '$v'"
-	name=${v%%=*} cfg=${v#*=}
+	[[ $v == ?*=?* ]] || die "VARIANTS: want name=config_path or name=config_path@binary_path, got '$v'"
+	name=${v%%=*} cfg=${v#*=} bin=""
+	if [[ $cfg == *@* ]]; then # name=config@binary: this variant runs its own proxy binary.
+		bin=${cfg#*@} cfg=${cfg%%@*}
+		[[ -n $cfg && -n $bin ]] || die "VARIANTS: want name=config_path@binary_path, got '$v'"
+	fi
 	[[ $name =~ ^[A-Za-z0-9-]+$ ]] || die "VARIANTS: name '$name' may only hold letters, digits and dashes"
 	case ${name,,} in direct | relay | proxy | sharded) die "VARIANTS: '$name' is a built-in path name; pick another" ;; esac
 	for n in "${VARIANT_NAMES[@]}"; do
 		[[ ${n,,} != "${name,,}" ]] || die "VARIANTS: name '$name' is used twice"
 	done
 	[[ -f $cfg ]] || die "VARIANTS: $name: config $cfg not found"
+	[[ -z $bin || (-f $bin && -x $bin) ]] || die "VARIANTS: $name: binary $bin not found or not executable"
 	while read -r k port; do
 		[[ -z ${TAKEN[$port]:-} ]] || die "VARIANTS: $name: $k in $cfg uses port $port, already taken by ${TAKEN[$port]}; give each variant its own addr and web_addr"
 		TAKEN[$port]="variant $name's $k ($cfg)"
 	done < <(proxy_ports "$cfg")
 	VARIANT_CFG[$name]=$cfg
+	VARIANT_BIN[$name]=${bin:-bin/proxy}
 	VARIANT_NAMES+=("$name")
 	ALL_PATHS+=("$name")
 done
@@ -327,9 +334,9 @@ if want_path relay; then
 	fi
 fi
 
-# start_proxy NAME CONFIG
+# start_proxy NAME CONFIG [BINARY]: BINARY defaults to bin/proxy.
 start_proxy() {
-	local name=$1 cfg=$2 addr web
+	local name=$1 cfg=$2 bin=${3:-bin/proxy} addr web
 	if [[ ! -f $cfg ]]; then
 		FAIL[$name]="config $cfg not found"
 		return
@@ -339,7 +346,7 @@ start_proxy() {
 	web=$(cfg_get "$cfg" web_addr)
 	HOST[$name]=$(connect_host "${addr%:*}") PORT[$name]=${addr##*:}
 	[[ -n $web ]] && WEB[$name]=$(connect_host "${web%:*}"):${web##*:} || WEB[$name]=""
-	start_bg "$name" "${PORT[$name]}" bin/proxy -config "$cfg" -log-level "$LOG_LEVEL"
+	start_bg "$name" "${PORT[$name]}" "$bin" -config "$cfg" -log-level "$LOG_LEVEL"
 }
 if want_path proxy || want_path sharded || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; then
 	if go build -o bin/proxy ./cmd/proxy >"$OUT/build-proxy.log" 2>&1; then
@@ -351,12 +358,18 @@ if want_path proxy || want_path sharded || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; the
 				start_proxy sharded "$SHARDED_CONFIG"
 			fi
 		fi
-		for v in "${VARIANT_NAMES[@]}"; do start_proxy "$v" "${VARIANT_CFG[$v]}"; done
+		for v in "${VARIANT_NAMES[@]}"; do start_proxy "$v" "${VARIANT_CFG[$v]}" "${VARIANT_BIN[$v]}"; done
 	else
 		log "the proxy does not build (see $OUT/build-proxy.log); its cells will be marked failed"
 		FAIL[proxy]="build failed (see build-proxy.log)"
 		FAIL[sharded]="build failed (see build-proxy.log)"
-		for v in "${VARIANT_NAMES[@]}"; do FAIL[$v]="build failed (see build-proxy.log)"; done
+		for v in "${VARIANT_NAMES[@]}"; do
+			if [[ ${VARIANT_BIN[$v]} == bin/proxy ]]; then
+				FAIL[$v]="build failed (see build-proxy.log)"
+			else
+				start_proxy "$v" "${VARIANT_CFG[$v]}" "${VARIANT_BIN[$v]}" # Brings its own binary.
+			fi
+		done
 	fi
 fi
 
@@ -451,7 +464,11 @@ variant_note() {
 	fi
 	echo "proxy flags=-log-level $LOG_LEVEL"
 	for v in "${VARIANT_NAMES[@]}"; do
-		echo "variant $v=${VARIANT_CFG[$v]}, same binary and flags; $(variant_note "${VARIANT_CFG[$v]}")"
+		if [[ ${VARIANT_BIN[$v]} == bin/proxy ]]; then
+			echo "variant $v=${VARIANT_CFG[$v]}, same binary and flags; $(variant_note "${VARIANT_CFG[$v]}")"
+		else
+			echo "variant $v=${VARIANT_CFG[$v]}, binary ${VARIANT_BIN[$v]} (sha256 $(sha256sum "${VARIANT_BIN[$v]}" | cut -c1-12)), same flags; $(variant_note "${VARIANT_CFG[$v]}")"
+		fi
 	done
 	echo "relay=io.Copy both ways, nodelay=$RELAY_NODELAY"
 	echo "sharded=$SHARDED_NOTE"

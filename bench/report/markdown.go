@@ -182,7 +182,7 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 		for i, v := range vs {
 			names[i] = "`" + mdEscape(v) + "`"
 		}
-		p("- Variants (%s): the same proxy binary started with another config (see `variant …` in the environment block), "+
+		p("- Variants (%s): the proxy binary (or the binary named in VARIANTS) started with another config (see `variant …` in the environment block), "+
 			"measured like `proxy` and run in the same rounds; the headline also gives their ratio to `proxy`.\n", strings.Join(names, ", "))
 	}
 	p("\n")

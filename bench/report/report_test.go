@@ -322,7 +322,7 @@ func TestVariants(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| variant proxy-nodelay-off | /tmp/ks-nodelay-off.yaml; differs from etc/ks.yaml: frontend.nodelay: false |",
-		"- Variants (`big-buffers`, `proxy-nodelay-off`, `read-only-variant`): the same proxy binary",
+		"- Variants (`big-buffers`, `proxy-nodelay-off`, `read-only-variant`): the proxy binary (or the binary named in VARIANTS)",
 		"- **proxy** keeps 0.60 of direct and 1.20 of relay, 30.0 µs CPU per query",
 		"- **big-buffers**: failed (sysbench exit 1: FATAL: connect failed)",
 		"- **proxy-nodelay-off** keeps 0.40 of direct and 0.80 of relay (0.67 of proxy), 40.0 µs CPU per query",
