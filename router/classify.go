@@ -359,6 +359,9 @@ type SQLPrepare struct {
 	Verb string // "PREPARE", "EXECUTE" or "DEALLOCATE"
 	Name string // lower case: statement names are case-insensitive
 	Text string // PREPARE name FROM 'text' ("" for FROM @variable)
+	// FromVar is the user variable of PREPARE name FROM @variable, lower
+	// case.
+	FromVar string
 	// Using are the user variables of EXECUTE ... USING, lower case.
 	Using []string
 }
@@ -372,7 +375,14 @@ func ParseSQLPrepare(sql string) (SQLPrepare, bool) {
 	}
 	switch x := stmts[0].(type) {
 	case *ast.PrepareStmt:
-		return SQLPrepare{Verb: "PREPARE", Name: strings.ToLower(x.Name), Text: x.SQLText}, true
+		sp := SQLPrepare{Verb: "PREPARE", Name: strings.ToLower(x.Name), Text: x.SQLText}
+		if x.SQLVar != nil {
+			if x.SQLVar.IsSystem {
+				return SQLPrepare{}, false
+			}
+			sp.FromVar = strings.ToLower(x.SQLVar.Name)
+		}
+		return sp, true
 	case *ast.DeallocateStmt:
 		return SQLPrepare{Verb: "DEALLOCATE", Name: strings.ToLower(x.Name)}, true
 	case *ast.ExecuteStmt:
@@ -387,4 +397,13 @@ func ParseSQLPrepare(sql string) (SQLPrepare, bool) {
 		return sp, true
 	}
 	return SQLPrepare{}, false
+}
+
+// SecondKeyword returns the keyword after sql's first one (upper case),
+// skipping comments as the server does (the content of executable
+// comments counts): "IMMEDIATE" for EXECUTE /**/ IMMEDIATE '...'.
+func SecondKeyword(sql string) string {
+	_, rest := firstKeyword(sql)
+	kw, _ := firstKeyword(rest)
+	return kw
 }

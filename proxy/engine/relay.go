@@ -175,40 +175,6 @@ func relayLocalInfile(client *mysql.Conn, bc *backend.Conn) error {
 	}
 }
 
-// RelayPrepare forwards a COM_STMT_PREPARE response.
-func RelayPrepare(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
-	client := x.w.Client()
-	r := backend.Outcome{} // a prepare response carries no server status
-	p, err := bc.ForwardPacket(client)
-	if err != nil {
-		return r, err
-	}
-	r.Sent = true
-	if p.First == mysql.ErrHeader {
-		return r, nil
-	}
-	if p.First != mysql.OKHeader || len(p.Small) < 12 {
-		return r, mysql.ErrMalformedPacket
-	}
-	cols := int(binary.LittleEndian.Uint16(p.Small[5:7]))
-	params := int(binary.LittleEndian.Uint16(p.Small[7:9]))
-	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
-	for _, n := range []int{params, cols} {
-		if n == 0 {
-			continue
-		}
-		if !deprecateEOF {
-			n++
-		}
-		for i := 0; i < n; i++ {
-			if _, err := bc.ForwardPacket(client); err != nil {
-				return r, err
-			}
-		}
-	}
-	return r, nil
-}
-
 // RelayFetch forwards a COM_STMT_FETCH response: rows and EOF, or ERR.
 func RelayFetch(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 	r := backend.Outcome{Sent: true}
@@ -235,4 +201,55 @@ func RelayFieldList(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 func RelayOne(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 	_, err := bc.ForwardPacket(x.w.Client())
 	return backend.Outcome{Sent: true}, err // carries no server status
+}
+
+// RelayPrepareAs forwards a COM_STMT_PREPARE response with the statement
+// id the client is to use, id, in place of the backend's, which it stores
+// in backendID (left 0 when the backend answered ERR).
+func RelayPrepareAs(id uint32, backendID *uint32) Relay {
+	return func(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+		var r backend.Outcome
+		client := x.w.Client()
+		p, err := bc.ReadPacket()
+		if err != nil {
+			return r, err
+		}
+		if len(p) > 0 && p[0] == mysql.ErrHeader {
+			r.Sent = true
+			return r, client.WritePacket(p)
+		}
+		if p[0] != mysql.OKHeader || len(p) < 12 {
+			return r, mysql.ErrMalformedPacket
+		}
+		*backendID = binary.LittleEndian.Uint32(p[1:5])
+		binary.LittleEndian.PutUint32(p[1:5], id) // p is ours until the next read
+		if err := client.WritePacket(p); err != nil {
+			return r, &mysql.DstError{Err: err}
+		}
+		r.Sent = true
+		cols := int(binary.LittleEndian.Uint16(p[5:7]))
+		params := int(binary.LittleEndian.Uint16(p[7:9]))
+		return r, forwardDefinitions(client, bc, params, cols)
+	}
+}
+
+// forwardDefinitions forwards the parameter and column definitions of a
+// COM_STMT_PREPARE response, each list followed by an EOF without
+// CLIENT_DEPRECATE_EOF.
+func forwardDefinitions(client *mysql.Conn, bc *backend.Conn, params, cols int) error {
+	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
+	for _, n := range []int{params, cols} {
+		if n == 0 {
+			continue
+		}
+		if !deprecateEOF {
+			n++
+		}
+		for i := 0; i < n; i++ {
+			if _, err := bc.ForwardPacket(client); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -61,6 +61,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.user = hr.User
+	c.act.setUser(c.user)
 	if _, ok := srv.router.DefaultNode(c.user); !ok {
 		e := mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host())
 		c.writeErr(e)

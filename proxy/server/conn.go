@@ -21,9 +21,10 @@ import (
 // is the engine's Writer). Its handler runs the commands.
 //
 // It is owned by the goroutine running serveConn: all fields except nc
-// (which other goroutines may Close or set deadlines on), act, running,
-// runningMany and idle are touched only by that goroutine. KILL, SHOW
-// PROCESSLIST and Shutdown read those from other goroutines.
+// (which other goroutines may Close or set deadlines on), act (under its
+// lock: user, database, command), running, runningMany and idle are
+// touched only by that goroutine. KILL, SHOW PROCESSLIST and Shutdown read
+// those from other goroutines.
 type conn struct {
 	srv *Server
 	nc  net.Conn

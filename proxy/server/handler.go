@@ -61,7 +61,7 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 			err = c.okStatus()
 		}
 	case mysql.ComFieldList, mysql.ComStatistics:
-		err = h.passthrough(p, false)
+		err = h.passthrough(p)
 	case mysql.ComStmtPrepare:
 		err = h.ps.prepare(p)
 	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset, mysql.ComStmtClose, mysql.ComStmtSendLongData:
@@ -69,17 +69,13 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 			err = h.ps.command(ps, p)
 			break
 		}
+		// An id the session never got: it is never passed on, since a
+		// pooled connection holds statements of other sessions.
 		if cmd == mysql.ComStmtClose || cmd == mysql.ComStmtSendLongData {
-			if !c.st.HoldsAny() {
-				return false, nil // no statement: nothing to close, and no reply is due
-			}
-			err = h.passthrough(p, true)
-			break
+			return false, nil // no reply is due
 		}
-		if !c.st.HoldsAny() {
-			return false, mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler given to %s", comName(cmd))
-		}
-		err = h.passthrough(p, false)
+		id, _ := mysql.StmtExecuteID(p)
+		return false, unknownStmt(cmd, id)
 	case mysql.ComSetOption:
 		err = h.setOption(p)
 	case mysql.ComResetConnection:
@@ -235,6 +231,9 @@ func (h *handler) query(p []byte) error {
 func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) {
 	c := h.c
 	switch {
+	case stmt.Keyword == "EXECUTE" && isExecuteImmediate(sql):
+		// The statement it runs is an expression the proxy cannot see.
+		return true, mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.sqlPrepare(sql)
 	case stmt.Keyword == "SET":
@@ -263,19 +262,19 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 // the statement is not one the proxy manages (it then runs as usual).
 func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	st := h.c.st
-	verb, name := session.ParseTxn(sql)
-	switch verb {
+	txn := session.ParseTxn(sql)
+	switch txn.Verb {
 	case session.TxnNone:
 		if stmt := router.Classify(sql); stmt.Kind == router.KindTxn && stmt.Keyword != "START" && stmt.Keyword != "BEGIN" {
 			return true, mysql.NewError(mysql.ErNotSupported, "%s with AND CHAIN or RELEASE is not supported by shardgate; use COMMIT or ROLLBACK and start a new transaction", stmt.Keyword)
 		}
 		return false, nil
 	case session.TxnBegin:
-		err = st.Begin(sql)
+		err = st.Begin(txn.SQL)
 	case session.TxnCommit, session.TxnRollback:
-		err = st.End(verb == session.TxnCommit)
+		err = st.End(txn.Verb == session.TxnCommit)
 	default:
-		err = st.Savepoint(verb, name, sql)
+		err = st.Savepoint(txn.Verb, txn.Name, txn.SQL)
 	}
 	if err != nil {
 		return true, h.settle(err)
@@ -331,23 +330,13 @@ func (h *handler) logSQL(sql, node string, d time.Duration, err error) {
 	}
 }
 
-// passthrough sends a non-query command to the default node and relays its
-// response (none when noReply).
-func (h *handler) passthrough(p []byte, noReply bool) error {
+// passthrough sends COM_FIELD_LIST or COM_STATISTICS to the default node
+// and relays its response.
+func (h *handler) passthrough(p []byte) error {
 	node, _ := h.c.srv.router.DefaultNode(h.c.user)
-	relay := engine.Relay(engine.RelayResult)
-	switch p[0] {
-	case mysql.ComStmtPrepare:
-		relay = engine.RelayPrepare
-	case mysql.ComFieldList:
+	relay := engine.RelayOne
+	if p[0] == mysql.ComFieldList {
 		relay = engine.RelayFieldList
-	case mysql.ComStatistics, mysql.ComStmtReset:
-		relay = engine.RelayOne
-	case mysql.ComStmtFetch:
-		relay = engine.RelayFetch
-	}
-	if noReply {
-		relay = nil
 	}
 	_, err := h.x.Forward(node, p, false, false, relay)
 	return h.settle(err)
@@ -387,6 +376,7 @@ func (h *handler) changeUser(p []byte) error {
 	}
 	c.st.Reset()
 	c.user = cu.User
+	c.act.setUser(c.user)
 	c.st.DB = ""
 	c.act.setDB("")
 	if cu.Charset != 0 {

@@ -53,17 +53,79 @@ func (s *stmtHandler) prepare(p []byte) error {
 	sql := string(p[1:])
 	stmt := router.Classify(sql)
 	switch {
-	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
+	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE" || stmt.Kind == router.KindKill:
 		// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
-		// proxy's transaction statements, like their text forms.
+		// proxy's transaction statements, like their text forms; KILL is
+		// the proxy's, on its own connection ids.
 		return s.prepareLocal(sql)
 	case !stmt.Sticky && stmt.Kind != router.KindOther || h.c.srv.router.Prepared(sql, h.routerSession()) != nil:
 		return s.prepareRouted(sql)
 	}
-	// The statement id lives on this backend connection. Other nodes do not
-	// need it, so this state needs no replay.
-	h.c.st.MarkSticky()
-	return h.passthrough(p, false)
+	return s.prepareKept(p, sql)
+}
+
+// prepareKept prepares a statement that leaves state on its connection
+// (CALL, ...) on the default node, where the backend keeps it: the
+// session keeps that connection from now on (other nodes do not need the
+// statement, so this state needs no replay). The client gets an id of the
+// proxy's, mapped to the backend's at each command.
+func (s *stmtHandler) prepareKept(p []byte, sql string) error {
+	h, c := s.h, s.h.c
+	if err := c.st.Stmts.Room(); err != nil {
+		return err
+	}
+	node, _ := c.srv.router.DefaultNode(c.user)
+	bc, err := c.st.Acquire(node, false)
+	if err != nil {
+		return err
+	}
+	ps, err := c.st.Stmts.Add(sql, 0)
+	if err != nil {
+		c.st.Release(bc, false, backend.Outcome{})
+		return err
+	}
+	var backendID uint32
+	_, err = h.x.RunOn(bc, p, true, engine.RelayPrepareAs(ps.ID, &backendID))
+	if err != nil || backendID == 0 {
+		c.st.Stmts.Close(ps.ID)
+		return h.settle(err)
+	}
+	ps.Conn, ps.BackendID = bc, backendID
+	return nil
+}
+
+// keptCommand runs a COM_STMT_* command on a statement the backend keeps,
+// with the backend's id in place of the client's.
+func (s *stmtHandler) keptCommand(ps *session.Stmt, p []byte) error {
+	h, c := s.h, s.h.c
+	cmd := p[0]
+	if !c.st.Holds(ps.Conn) {
+		// The connection holding it is gone (a backend failure).
+		c.st.Stmts.Close(ps.ID)
+		return unknownStmt(cmd, ps.ID)
+	}
+	binary.LittleEndian.PutUint32(p[1:5], ps.BackendID) // p is ours until the next read
+	var relay engine.Relay
+	switch cmd {
+	case mysql.ComStmtExecute:
+		relay = engine.RelayResult
+	case mysql.ComStmtFetch:
+		relay = engine.RelayFetch
+	case mysql.ComStmtReset:
+		relay = engine.RelayOne
+	case mysql.ComStmtClose:
+		c.st.Stmts.Close(ps.ID)
+	}
+	_, err := h.x.RunOn(ps.Conn, p, true, relay)
+	return h.settle(err)
+}
+
+// unknownStmt is the error for a COM_STMT_* command naming no statement of
+// the session.
+func unknownStmt(cmd byte, id uint32) error {
+	name := map[byte]string{mysql.ComStmtExecute: "mysqld_stmt_execute", mysql.ComStmtFetch: "mysqld_stmt_fetch",
+		mysql.ComStmtReset: "mysqld_stmt_reset"}[cmd]
+	return mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler (%d) given to %s", id, name)
 }
 
 // lookup returns the proxy statement a COM_STMT_* packet names, or nil
@@ -211,6 +273,9 @@ func logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
 // one of the proxy's statements.
 func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
+	if ps.Conn != nil {
+		return s.keptCommand(ps, p)
+	}
 	switch p[0] {
 	case mysql.ComStmtClose:
 		c.st.Stmts.Close(ps.ID)
@@ -252,6 +317,9 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			return mysql.ErrMalformedPacket
 		}
 		c.act.set("Execute", ps.SQL)
+		if k, ok := router.ParseKill(ps.SQL); ok {
+			return c.srv.kill(c, k)
+		}
 		if handled, err := h.txnStatement(ps.SQL); handled {
 			return err
 		}

@@ -21,9 +21,10 @@ import (
 // goroutine writes it; SHOW PROCESSLIST in other sessions reads it.
 type activity struct {
 	mu    sync.Mutex
+	user  string
+	db    string
 	cmd   string
 	info  string
-	db    string
 	since time.Time
 }
 
@@ -41,10 +42,24 @@ func (a *activity) setDB(db string) {
 	a.mu.Unlock()
 }
 
-func (a *activity) get() (cmd, info, db string, since time.Time) {
+// setUser records the session's user (login, COM_CHANGE_USER).
+func (a *activity) setUser(user string) {
+	a.mu.Lock()
+	a.user = user
+	a.mu.Unlock()
+}
+
+// owner returns the session's user.
+func (a *activity) owner() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.cmd, a.info, a.db, a.since
+	return a.user
+}
+
+func (a *activity) get() (user, db, cmd, info string, since time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.user, a.db, a.cmd, a.info, a.since
 }
 
 // showProcesslist answers SHOW [FULL] PROCESSLIST for c with the proxy's
@@ -70,10 +85,10 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 	now := time.Now()
 	var rows [][][]byte
 	for _, o := range list {
-		if o.user != c.user {
+		user, db, cmd, info, since := o.act.get()
+		if user != c.user {
 			continue // MySQL shows only your own threads without PROCESS
 		}
-		cmd, info, db, since := o.act.get()
 		state := ""
 		if o.idle.Load() {
 			cmd, info = "Sleep", ""
@@ -89,7 +104,7 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 		}
 		row := [][]byte{
 			[]byte(strconv.FormatUint(uint64(o.id), 10)),
-			[]byte(o.user),
+			[]byte(user),
 			[]byte(o.nc.RemoteAddr().String()),
 			engine.Nullable(db),
 			[]byte(cmd),
@@ -109,7 +124,7 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	if target == nil || k.ID > uint64(^uint32(0)) {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
-	if target.user != c.user {
+	if target.act.owner() != c.user {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
 	}
 	if target == c {

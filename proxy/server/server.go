@@ -180,7 +180,16 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
+		// Shutdown sets shutting under mu before it waits for the
+		// sessions: no session is added once it waits.
+		s.mu.Lock()
+		if s.shutting.Load() {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go s.serveConn(nc)
 	}
 }
@@ -192,8 +201,8 @@ var ErrServerClosed = errors.New("server: closed")
 // statements to finish until ctx is done, then closes every remaining
 // connection and the backend nodes.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.shutting.Store(true)
 	s.mu.Lock()
+	s.shutting.Store(true)
 	for l := range s.listeners {
 		l.Close()
 	}

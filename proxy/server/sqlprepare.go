@@ -22,12 +22,23 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 	}
 	switch sp.Verb {
 	case "PREPARE":
-		if sp.Text == "" || c.srv.router.Prepared(sp.Text, h.routerSession()) == nil {
-			// No sharded table (or FROM @variable): the backend's.
+		text := sp.Text
+		if sp.FromVar != "" {
+			// The statement is in a user variable: the proxy must see it
+			// to route it, and to keep KILL its own.
+			var known bool
+			if text, known = c.st.UserVarText(sp.FromVar); !known {
+				return true, mysql.NewError(mysql.ErNotSupported, "PREPARE %s FROM @%s: the proxy does not know the value of @%s (set it with SET @%s = '...' through the proxy), so it cannot route the statement", sp.Name, sp.FromVar, sp.FromVar, sp.FromVar)
+			}
+		}
+		// KILL is the proxy's (its ids are the proxy's connection ids, and
+		// only their owner may kill them), whatever route it comes by.
+		if router.Classify(text).Kind != router.KindKill && c.srv.router.Prepared(text, h.routerSession()) == nil {
+			// No sharded table: the backend's.
 			stmts.DropNamed(sp.Name)
 			return false, nil
 		}
-		if err := stmts.SetNamed(sp.Name, sp.Text); err != nil {
+		if err := stmts.SetNamed(sp.Name, text); err != nil {
 			return true, err
 		}
 		return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
@@ -54,4 +65,10 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 		return true, err
 	}
 	return true, h.query(append([]byte{mysql.ComQuery}, inlined...))
+}
+
+// isExecuteImmediate reports whether sql, a statement whose first keyword
+// is EXECUTE, is MariaDB's EXECUTE IMMEDIATE.
+func isExecuteImmediate(sql string) bool {
+	return router.SecondKeyword(sql) == "IMMEDIATE"
 }

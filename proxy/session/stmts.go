@@ -5,27 +5,35 @@ import (
 	"github.com/shardgate/shardgate/mysql"
 )
 
-// Stmts are the prepared statements the proxy keeps for a session: binary
-// ones (COM_STMT_PREPARE) by id, from StmtBase up, and SQL-level ones
-// (PREPARE name FROM ...) by lower-case name. Statements the backend keeps
-// (forwarded as they are) are not here: their ids are the backend's.
+// Stmts are the prepared statements of a session: binary ones
+// (COM_STMT_PREPARE) by id, from StmtBase up, and the SQL-level ones the
+// proxy runs itself (PREPARE name FROM ...) by lower-case name.
 type Stmts struct {
 	byID   map[uint32]*Stmt
 	nextID uint32
 	byName map[string]string
 }
 
-// Stmt is one binary prepared statement of the proxy's: a statement on
-// sharded tables, routed at each execution, or a transaction statement the
-// proxy runs itself (Local).
+// Stmt is one binary prepared statement of the session. Its id is always
+// the proxy's: no id a client sends ever reaches a backend unmapped, so no
+// client can name a statement another session prepared on a pooled
+// connection. It is one of:
+//   - a statement the proxy routes at each execution (on sharded tables,
+//     or any that leaves no state on its connection);
+//   - a statement the proxy runs itself (Local: BEGIN, COMMIT, KILL, ...);
+//   - a statement the backend keeps (Conn set): one that leaves state on
+//     its connection, which the session keeps; BackendID is its id there.
 type Stmt struct {
-	ID      uint32
-	SQL     string
-	Local   bool
-	NParams int
-	Types   []byte   // parameter types bound by the last execution
-	Long    [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
-	HasLong []bool
+	ID    uint32
+	SQL   string
+	Local bool
+	// Conn and BackendID locate a statement the backend keeps.
+	Conn      *backend.Conn
+	BackendID uint32
+	NParams   int
+	Types     []byte   // parameter types bound by the last execution
+	Long      [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
+	HasLong   []bool
 	// Order maps the placeholders of the targets' restored SQL to the
 	// client's (router.PlaceholderOrder), nil when they are in the
 	// client's order; Ordered says it has been computed.
@@ -37,8 +45,8 @@ type Stmt struct {
 	CursorID uint32
 }
 
-// StmtBase is the first id of the proxy's own statements; backend ids of
-// forwarded statements are small per-connection counters.
+// StmtBase is the first id the proxy gives a statement (backend ids are
+// small per-connection counters, so the two never look alike).
 const StmtBase = 1 << 31
 
 // MaxStmts is MySQL's default max_prepared_stmt_count, per session.

@@ -36,30 +36,79 @@ const (
 	TxnRelease
 )
 
-// ParseTxn recognises transaction control statements and returns the
-// savepoint name for the savepoint forms. COMMIT and ROLLBACK with AND
-// CHAIN or RELEASE are TxnNone.
-func ParseTxn(sql string) (TxnVerb, string) {
-	w := strings.Fields(strings.ToUpper(strings.TrimRight(stripComments(sql), "; \t\r\n")))
-	orig := strings.Fields(strings.TrimRight(stripComments(sql), "; \t\r\n"))
-	if len(w) == 0 {
-		return TxnNone, ""
+// Txn is a transaction control statement the proxy runs itself.
+type Txn struct {
+	Verb TxnVerb
+	Name string // savepoint name, lower case (names are case-insensitive)
+	// SQL is the statement the proxy sends to the backends: composed from
+	// what was recognised, never the client's text, so nothing else the
+	// text holds (a second statement, an executable comment) reaches a
+	// connection.
+	SQL string
+}
+
+// ParseTxn recognises transaction control statements: BEGIN [WORK], START
+// TRANSACTION [READ ONLY | READ WRITE | WITH CONSISTENT SNAPSHOT, ...],
+// COMMIT [WORK], ROLLBACK [WORK], SAVEPOINT name, ROLLBACK [WORK] TO
+// [SAVEPOINT] name, RELEASE SAVEPOINT name. Anything else, including these
+// with more in them (AND CHAIN, RELEASE, a comment, a second statement), is
+// TxnNone.
+func ParseTxn(sql string) Txn {
+	text := strings.TrimRight(stripComments(sql), "; \t\r\n")
+	if strings.Contains(text, "/*") || strings.ContainsAny(text, ";#") || strings.Contains(text, "--") {
+		return Txn{}
 	}
-	name := func(i int) string {
-		if i >= len(orig) {
-			return ""
+	orig := strings.Fields(strings.ReplaceAll(text, ",", " , "))
+	w := make([]string, len(orig))
+	for i, f := range orig {
+		w[i] = strings.ToUpper(f)
+	}
+	if len(w) == 0 {
+		return Txn{}
+	}
+	savepoint := func(verb TxnVerb, i int, sqlPrefix string) Txn {
+		if i != len(w)-1 {
+			return Txn{}
 		}
-		return strings.ToLower(strings.Trim(orig[i], "`"))
+		name, ok := identifier(orig[i])
+		if !ok {
+			return Txn{}
+		}
+		return Txn{Verb: verb, Name: strings.ToLower(name), SQL: sqlPrefix + quoteIdent(name)}
 	}
 	switch w[0] {
 	case "BEGIN":
 		if len(w) == 1 || (len(w) == 2 && w[1] == "WORK") {
-			return TxnBegin, ""
+			return Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}
 		}
 	case "START":
-		if len(w) >= 2 && w[1] == "TRANSACTION" {
-			return TxnBegin, ""
+		if len(w) < 2 || w[1] != "TRANSACTION" {
+			return Txn{}
 		}
+		var opts []string
+		for i := 2; i < len(w); {
+			switch {
+			case i+1 < len(w) && w[i] == "READ" && (w[i+1] == "ONLY" || w[i+1] == "WRITE"):
+				opts = append(opts, "READ "+w[i+1])
+				i += 2
+			case i+2 < len(w) && w[i] == "WITH" && w[i+1] == "CONSISTENT" && w[i+2] == "SNAPSHOT":
+				opts = append(opts, "WITH CONSISTENT SNAPSHOT")
+				i += 3
+			default:
+				return Txn{}
+			}
+			if i < len(w) {
+				if w[i] != "," || i == len(w)-1 {
+					return Txn{}
+				}
+				i++
+			}
+		}
+		q := "START TRANSACTION"
+		if len(opts) > 0 {
+			q += " " + strings.Join(opts, ", ")
+		}
+		return Txn{Verb: TxnBegin, SQL: q}
 	case "COMMIT", "ROLLBACK":
 		i := 1
 		if i < len(w) && w[i] == "WORK" {
@@ -70,25 +119,43 @@ func ParseTxn(sql string) (TxnVerb, string) {
 			if i < len(w) && w[i] == "SAVEPOINT" {
 				i++
 			}
-			return TxnRollbackTo, name(i)
+			return savepoint(TxnRollbackTo, i, "ROLLBACK TO SAVEPOINT ")
 		}
 		if i != len(w) {
-			return TxnNone, ""
+			return Txn{}
 		}
 		if w[0] == "COMMIT" {
-			return TxnCommit, ""
+			return Txn{Verb: TxnCommit, SQL: "COMMIT"}
 		}
-		return TxnRollback, ""
+		return Txn{Verb: TxnRollback, SQL: "ROLLBACK"}
 	case "SAVEPOINT":
-		if len(w) == 2 {
-			return TxnSavepoint, name(1)
-		}
+		return savepoint(TxnSavepoint, 1, "SAVEPOINT ")
 	case "RELEASE":
-		if len(w) == 3 && w[1] == "SAVEPOINT" {
-			return TxnRelease, name(2)
+		if len(w) >= 2 && w[1] == "SAVEPOINT" {
+			return savepoint(TxnRelease, 2, "RELEASE SAVEPOINT ")
 		}
 	}
-	return TxnNone, ""
+	return Txn{}
+}
+
+// identifier returns the name an identifier token spells: a bare one
+// (letters, digits, _ and $) or a backquoted one without blanks.
+func identifier(tok string) (string, bool) {
+	if len(tok) >= 2 && tok[0] == '`' && tok[len(tok)-1] == '`' {
+		name := strings.ReplaceAll(tok[1:len(tok)-1], "``", "`")
+		return name, name != "" && !strings.Contains(strings.ReplaceAll(tok[1:len(tok)-1], "``", ""), "`")
+	}
+	for _, r := range tok {
+		if !(r == '_' || r == '$' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= 0x80) {
+			return "", false
+		}
+	}
+	return tok, tok != ""
+}
+
+// quoteIdent quotes an identifier with backquotes.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }
 
 // stripComments removes leading /* */ and -- comments (a client may put a
@@ -122,9 +189,9 @@ func (s *State) InTxn() bool {
 	return s.txn != "" || s.Status&mysql.StatusAutocommit == 0 || s.Status&mysql.StatusInTrans != 0
 }
 
-// Begin opens an explicit transaction with the statement sql (BEGIN, START
-// TRANSACTION ...), committing the open one first, as MySQL does. No node
-// sees it until a statement of the transaction reaches that node.
+// Begin opens an explicit transaction with the statement sql (composed by
+// ParseTxn), committing the open one first, as MySQL does. No node sees it
+// until a statement of the transaction reaches that node.
 func (s *State) Begin(sql string) error {
 	if len(s.pinned) > 0 && s.InTxn() {
 		if err := s.End(true); err != nil {
@@ -146,9 +213,9 @@ func (s *State) CommitImplicitly() error {
 	return nil
 }
 
-// Savepoint runs SAVEPOINT, ROLLBACK TO or RELEASE SAVEPOINT (sql) on every
-// node the transaction reached and keeps the list of savepoints a node
-// joining later must set.
+// Savepoint runs SAVEPOINT, ROLLBACK TO or RELEASE SAVEPOINT (sql, composed
+// by ParseTxn) on every node the transaction reached and keeps the list of
+// savepoints a node joining later must set.
 func (s *State) Savepoint(verb TxnVerb, name, sql string) error {
 	if verb != TxnSavepoint && len(s.pinned) == 0 && !slices.ContainsFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name }) {
 		return mysql.NewError(mysql.ErSPDoesNotExist, "SAVEPOINT %s does not exist", name)

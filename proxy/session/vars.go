@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -70,6 +71,24 @@ func (s *State) UserVar(name string) string {
 		}
 	}
 	return "NULL"
+}
+
+// UserVarText returns the value of user variable name as the text it
+// holds; ok is false when the session has not set it through a statement
+// the proxy tracks (the proxy does not know its value).
+func (s *State) UserVarText(name string) (text string, ok bool) {
+	lit := s.UserVar(name)
+	if lit == "NULL" {
+		return "", false
+	}
+	if i := strings.Index(lit, "X'"); i >= 0 && strings.HasSuffix(lit, "'") {
+		b, err := hex.DecodeString(lit[i+2 : len(lit)-1])
+		if err != nil {
+			return "", false
+		}
+		return string(b), true
+	}
+	return lit, true // a number
 }
 
 // varTarget is the SQL that names a variable in SET and SELECT.

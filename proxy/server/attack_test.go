@@ -1,0 +1,336 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// The attack suite: what a hostile client tries against the clients it
+// shares backend connections with. The victim is a client already
+// connected (as behind an application's pool); pools of one connection
+// per node force reuse.
+
+// onePoolConfig is newConfig with one pooled connection per node, and a
+// second user, app2, on the same node (sharing the backend account).
+func onePoolConfig(t *testing.T) *config.Config {
+	cfg := newConfig(t, backends(t)[0])
+	cfg.Nodes[0].MaxConnsLimit = 1
+	cfg.Users = append(cfg.Users, config.User{User: "app2", Password: appPassword})
+	cfg.Schemas = append(cfg.Schemas, config.Schema{User: "app2", Nodes: []string{"node1"}, Default: "node1"})
+	return cfg
+}
+
+// stmtPacket builds a COM_STMT_* packet for statement id with body after
+// the id.
+func stmtPacket(cmd byte, id uint32, body ...byte) []byte {
+	p := binary.LittleEndian.AppendUint32([]byte{cmd}, id)
+	return append(p, body...)
+}
+
+// TestAttackStatementIDs: statement ids are the session's own. Another
+// client's statements, prepared by the proxy on the pooled connection the
+// attacker now holds (ids 1, 2, ... there), can be neither executed, nor
+// fed long data, nor reset, nor closed; nor can a cursor be fetched.
+func TestAttackStatementIDs(t *testing.T) {
+	p := startProxy(t, onePoolConfig(t))
+	victim := conn(t, openDB(t, p.dsn("", "")))
+	stmt, err := victim.PrepareContext(t.Context(), "SELECT ? + 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stmt.Close()
+	var v int
+	if err := stmt.QueryRowContext(t.Context(), 41).Scan(&v); err != nil || v != 42 {
+		t.Fatalf("victim: %d, %v", v, err)
+	}
+
+	a := dialRaw(t, p.addr)
+	a.login(rawCaps)
+	// BEGIN and a statement pin the only pooled connection, which holds
+	// the victim's statement.
+	for _, q := range []string{"BEGIN", "SELECT 1"} {
+		if _, e := a.query(q); e != nil {
+			t.Fatal(e)
+		}
+	}
+	// One INT parameter, value 1: new-params-bound flag, type LONGLONG.
+	execBody := []byte{0, 1, 0, 0, 0, 0, 1, mysql.TypeLongLong, 0, 1, 0, 0, 0, 0, 0, 0, 0}
+	for id := uint32(0); id <= 8; id++ {
+		a.command(stmtPacket(mysql.ComStmtSendLongData, id, 0, 0, 'x'))
+		a.command(stmtPacket(mysql.ComStmtExecute, id, execBody...))
+		if e := a.expectErr(mysql.ErUnknownStmtHandler); e.State != "HY000" || e.Message != fmt.Sprintf("Unknown prepared statement handler (%d) given to mysqld_stmt_execute", id) {
+			t.Errorf("execute %d: %v (%s)", id, e, e.State)
+		}
+		a.command(stmtPacket(mysql.ComStmtFetch, id, 1, 0, 0, 0))
+		a.expectErr(mysql.ErUnknownStmtHandler)
+		a.command(stmtPacket(mysql.ComStmtReset, id))
+		a.expectErr(mysql.ErUnknownStmtHandler)
+		a.command(stmtPacket(mysql.ComStmtClose, id)) // no reply
+	}
+	if _, e := a.query("COMMIT"); e != nil {
+		t.Fatal(e)
+	}
+	// The victim's statement is intact on the connection the attacker had.
+	if err := stmt.QueryRowContext(t.Context(), 1).Scan(&v); err != nil || v != 2 {
+		t.Fatalf("victim after the attack: %d, %v", v, err)
+	}
+
+	// A statement the backend keeps (one that leaves state, here CALL)
+	// gets an id of the proxy's too, and works through it.
+	cfg := onePoolConfig(t)
+	cfg.Nodes[0].MaxConnsLimit = 2
+	p = startProxy(t, cfg)
+	victim = conn(t, openDB(t, p.dsn("", "")))
+	mustExec(t, victim, "CREATE DATABASE IF NOT EXISTS attack_t",
+		"CREATE OR REPLACE PROCEDURE attack_t.p(x INT) SELECT x * 2 AS y")
+	kept, err := victim.PrepareContext(t.Context(), "CALL attack_t.p(?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	if err := kept.QueryRowContext(t.Context(), 21).Scan(&v); err != nil || v != 42 {
+		t.Fatalf("CALL through a kept statement: %d, %v", v, err)
+	}
+	r := dialRaw(t, p.addr)
+	r.login(rawCaps)
+	r.command(append([]byte{mysql.ComStmtPrepare}, "CALL attack_t.p(?)"...))
+	ok := r.read()
+	if len(ok) < 12 || ok[0] != mysql.OKHeader {
+		t.Fatalf("prepare CALL: %s", describe(ok))
+	}
+	if id := binary.LittleEndian.Uint32(ok[1:5]); id < 1<<31 {
+		t.Errorf("kept statement id %d: a backend's id reached the client", id)
+	}
+}
+
+// runningThread returns the backend thread id running info (read from a
+// direct connection to the server), waiting for it to start.
+func runningThread(t *testing.T, direct *sql.DB, info string) int64 {
+	t.Helper()
+	var id int64
+	eventually(t, 5*time.Second, "the victim's statement to run", func() bool {
+		return direct.QueryRowContext(t.Context(), "SELECT id FROM information_schema.processlist WHERE info = ?", info).Scan(&id) == nil
+	})
+	return id
+}
+
+// TestAttackKillRoutes: KILL takes the proxy's own connection ids, and
+// only their owner may use them, by every route a statement can take:
+// text, SQL PREPARE from a literal or a user variable, EXECUTE IMMEDIATE,
+// and the binary protocol. None reaches the victim's backend thread.
+func TestAttackKillRoutes(t *testing.T) {
+	s := backends(t)[0]
+	cfg := onePoolConfig(t)
+	cfg.Nodes[0].MaxConnsLimit = 4
+	p := startProxy(t, cfg)
+	direct := openDB(t, directDSN(s, "", ""))
+	victim := conn(t, openDB(t, userDSN("app2", appPassword, p.addr, "", "")))
+	attacker := conn(t, openDB(t, p.dsn("", "")))
+
+	for _, attack := range []struct {
+		name  string
+		stmts func(tid int64) []string
+		code  uint16 // the error the last statement gets
+	}{
+		{"PREPARE FROM a literal", func(tid int64) []string {
+			return []string{fmt.Sprintf("PREPARE k FROM 'KILL QUERY %d'", tid), "EXECUTE k"}
+		}, mysql.ErUnknownThread},
+		{"PREPARE FROM a variable", func(tid int64) []string {
+			return []string{fmt.Sprintf("SET @k = 'KILL QUERY %d'", tid), "PREPARE k FROM @k", "EXECUTE k"}
+		}, mysql.ErUnknownThread},
+		{"PREPARE FROM a variable set by SELECT", func(tid int64) []string {
+			return []string{fmt.Sprintf("SELECT 'KILL QUERY %d' INTO @k2", tid), "PREPARE k FROM @k2"}
+		}, mysql.ErNotSupported},
+		{"EXECUTE IMMEDIATE", func(tid int64) []string {
+			return []string{fmt.Sprintf("EXECUTE IMMEDIATE 'KILL QUERY %d'", tid)}
+		}, mysql.ErNotSupported},
+		{"EXECUTE IMMEDIATE behind a comment", func(tid int64) []string {
+			return []string{fmt.Sprintf("EXECUTE/**/IMMEDIATE CONCAT('KILL QUERY ', %d)", tid)}
+		}, mysql.ErNotSupported},
+		{"EXECUTE IMMEDIATE in an executable comment", func(tid int64) []string {
+			return []string{fmt.Sprintf("EXECUTE /*!IMMEDIATE*/ 'KILL QUERY %d'", tid)}
+		}, mysql.ErNotSupported},
+	} {
+		t.Run(attack.name, func(t *testing.T) {
+			info := "SELECT SLEEP(2) /* " + attack.name + " */"
+			done := make(chan int, 1)
+			go func() {
+				var v int
+				if err := victim.QueryRowContext(context.Background(), info).Scan(&v); err != nil {
+					v = -1
+				}
+				done <- v
+			}()
+			tid := runningThread(t, direct, info)
+			stmts := attack.stmts(tid)
+			for i, q := range stmts {
+				_, err := attacker.ExecContext(t.Context(), q)
+				if i < len(stmts)-1 {
+					if err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+					continue
+				}
+				// The id is read as one of the proxy's connection ids: none,
+				// or (by chance) one the attacker does not own.
+				if attack.code == mysql.ErUnknownThread && isSQLError(err, mysql.ErKillDenied) {
+					continue
+				}
+				state := "HY000"
+				if attack.code == mysql.ErNotSupported {
+					state = "42000"
+				}
+				wantSQLError(t, err, attack.code, state)
+			}
+			// SLEEP returns 0 when it runs to its end, 1 when killed.
+			if v := <-done; v != 0 {
+				t.Errorf("the victim's statement was interrupted (%d)", v)
+			}
+		})
+	}
+
+	t.Run("binary protocol", func(t *testing.T) {
+		info := "SELECT SLEEP(2) /* binary */"
+		done := make(chan int, 1)
+		go func() {
+			var v int
+			if err := victim.QueryRowContext(context.Background(), info).Scan(&v); err != nil {
+				v = -1
+			}
+			done <- v
+		}()
+		tid := runningThread(t, direct, info)
+		r := dialRaw(t, p.addr)
+		r.login(rawCaps)
+		r.command(append([]byte{mysql.ComStmtPrepare}, "KILL QUERY "+strconv.FormatInt(tid, 10)...))
+		ok := r.read()
+		if len(ok) < 5 || ok[0] != mysql.OKHeader {
+			t.Fatalf("prepare: %s", describe(ok))
+		}
+		id := binary.LittleEndian.Uint32(ok[1:5])
+		r.command(stmtPacket(mysql.ComStmtExecute, id, 0, 1, 0, 0, 0))
+		if p := r.read(); len(p) == 0 || p[0] != mysql.ErrHeader || (mysql.ParseErr(p).Code != mysql.ErUnknownThread && mysql.ParseErr(p).Code != mysql.ErKillDenied) {
+			t.Errorf("execute KILL: %s, want ERR 1094 or 1095", describe(p))
+		}
+		if v := <-done; v != 0 {
+			t.Errorf("the victim's statement was interrupted (%d)", v)
+		}
+	})
+}
+
+// TestAttackTransactionText: the text of a transaction statement is never
+// replayed on a backend: what reaches a connection is composed by the
+// proxy, so a second statement or an executable comment hidden in it
+// cannot change the pooled connection the next client gets.
+func TestAttackTransactionText(t *testing.T) {
+	p := startProxy(t, onePoolConfig(t))
+	dbSetup(t, backends(t)[0], "attack_t")
+	for _, q := range []string{
+		"START TRANSACTION ; SET SESSION sql_select_limit=1",
+		"BEGIN;SET SESSION sql_select_limit=1",
+		"START TRANSACTION /*M!, SESSION sql_select_limit=1 */",
+		"BEGIN /*!, @@SESSION.sql_select_limit=1 */",
+	} {
+		t.Run(q, func(t *testing.T) {
+			// The attacker has multi-statements off, as go-sql-driver's
+			// default. Then a client with multi-statements on leaves the
+			// pooled connection with the option on.
+			attacker := conn(t, openDB(t, p.dsn("attack_t", "")))
+			multi := conn(t, openDB(t, p.dsn("attack_t", "multiStatements=true")))
+			queryValue(t, multi, "SELECT 1")
+			multi.Close()
+			attacker.ExecContext(t.Context(), q) // a syntax error or a transaction: either is fine
+			attacker.ExecContext(t.Context(), "SAVEPOINT a")
+			attacker.ExecContext(t.Context(), "SELECT 1")
+			attacker.ExecContext(t.Context(), "ROLLBACK")
+			attacker.Close()
+			victim := conn(t, openDB(t, p.dsn("attack_t", "")))
+			if got := queryStrings(t, victim, "SELECT seq FROM attack_t.seq_1_to_10"); len(got) != 10 {
+				t.Errorf("the next client sees %d rows of 10", len(got))
+			}
+		})
+	}
+}
+
+// TestAttackRaces runs what other sessions read (SHOW PROCESSLIST, KILL)
+// while a session changes its user and database, and Shutdown while
+// clients connect: the race detector must see nothing.
+func TestAttackRaces(t *testing.T) {
+	p := startProxy(t, onePoolConfig(t))
+	changer := dialRaw(t, p.addr)
+	changer.login(rawCaps)
+	watcher := conn(t, openDB(t, p.dsn("", "")))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if rows, err := watcher.QueryContext(t.Context(), "SHOW PROCESSLIST"); err == nil {
+				rows.Close()
+			}
+			watcher.ExecContext(t.Context(), "KILL QUERY 999999")
+		}
+	}()
+	for i := range 50 {
+		db := "mysql"
+		if i%2 == 0 {
+			db = "information_schema"
+		}
+		if _, e := changer.query("USE " + db); e != nil {
+			t.Fatal(e)
+		}
+		resp := mysql.AppendChangeUser(nil, &mysql.ChangeUser{User: appUser, AuthResponse: mysql.ScrambleNative(changer.hs.Salt, appPassword),
+			Charset: 45, AuthPlugin: mysql.AuthNativePassword}, changer.caps)
+		changer.command(resp)
+		changer.expectOK()
+	}
+	close(stop)
+	wg.Wait()
+
+	// Shutdown while clients keep connecting.
+	q := startProxy(t, newConfig(t, backends(t)[0]))
+	var dialers sync.WaitGroup
+	for range 4 {
+		dialers.Add(1)
+		go func() {
+			defer dialers.Done()
+			for range 200 {
+				if c, err := net.Dial("tcp", q.addr); err == nil {
+					c.Close()
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dialers.Wait()
+}
+
+// isSQLError reports whether err is a MySQL error with code.
+func isSQLError(err error, code uint16) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == code
+}
