@@ -14,10 +14,48 @@ import (
 
 // baseCaps are the capabilities the proxy asks of every backend. Variant
 // flags (CLIENT_DEPRECATE_EOF, CLIENT_FOUND_ROWS) are added per pool.
+// CLIENT_SESSION_TRACK lets the server say, in each OK packet, what a
+// statement changed in the session (see Tracking).
 const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientConnectWithDB |
 	mysql.ClientLocalFiles | mysql.ClientProtocol41 | mysql.ClientTransactions |
 	mysql.ClientSecureConnection | mysql.ClientMultiStatements | mysql.ClientMultiResults |
-	mysql.ClientPSMultiResults | mysql.ClientPluginAuth | mysql.ClientPluginAuthLenencClientData
+	mysql.ClientPSMultiResults | mysql.ClientPluginAuth | mysql.ClientPluginAuthLenencClientData |
+	mysql.ClientSessionTrack
+
+// trackingSQL turns on every session state tracker: after it, each OK
+// packet reports the system variables a statement set, a change of the
+// current schema, any other change of session state (user variables,
+// temporary tables, prepared statements, ...), and the characteristics of
+// the next transaction (SET TRANSACTION). It is part of every pooled
+// connection's baseline, set after each login.
+const trackingSQL = "SET SESSION session_track_state_change = ON, session_track_schema = ON, " +
+	"session_track_system_variables = '*', session_track_transaction_info = 'CHARACTERISTICS'"
+
+// Tracking reports whether the server reports session state changes on
+// this connection (CLIENT_SESSION_TRACK and the trackers are on).
+func (c *Conn) Tracking() bool { return c.tracking }
+
+// enableTracking turns the trackers on when the server negotiated
+// CLIENT_SESSION_TRACK; a server without them (MySQL before 5.7, old
+// MariaDB) leaves the connection without tracking.
+func (c *Conn) enableTracking() error {
+	c.tracking = false
+	if c.Caps&mysql.ClientSessionTrack == 0 {
+		return nil
+	}
+	if _, err := c.Exec(trackingSQL); err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) && se.Code == erUnknownSystemVariable {
+			return nil
+		}
+		return err
+	}
+	c.tracking = true
+	return nil
+}
+
+// erUnknownSystemVariable is ER_UNKNOWN_SYSTEM_VARIABLE.
+const erUnknownSystemVariable = 1193
 
 // VariantCaps are the client capabilities that select a pool partition.
 const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows
@@ -61,6 +99,7 @@ type Conn struct {
 
 	node     *Node
 	gen      uint64 // the node's generation when the connection was last known good
+	tracking bool   // session state trackers are on
 	created  time.Time
 	lastUsed time.Time
 	broken   bool
@@ -109,6 +148,10 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 		nc.SetDeadline(time.Now().Add(o.DialTimeout))
 	}
 	if err := c.handshake(o); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if err := c.enableTracking(); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -208,6 +251,11 @@ func (c *Conn) ChangeUser(db string) error {
 	c.LastInsertID = 0
 	c.Vars = nil
 	c.forgetStmts()
+	// A new login resets the trackers with every other session variable.
+	if err := c.enableTracking(); err != nil {
+		c.broken = true
+		return err
+	}
 	// Whether the multi-statement option survives a change of user differs
 	// between servers: set it again so the recorded state is the real one.
 	return c.SetMultiStatements(c.MultiStmts)
@@ -337,7 +385,8 @@ func (c *Conn) readOK() (mysql.OK, error) {
 	case mysql.ErrHeader:
 		return mysql.OK{}, mysql.ParseErr(p)
 	case mysql.OKHeader:
-		return mysql.ParseOK(p)
+		ok, _, err := c.ParseOK(p)
+		return ok, err
 	case mysql.EOFHeader:
 		st, _ := mysql.ResultStatus(p)
 		return mysql.OK{Status: st}, nil
@@ -411,6 +460,20 @@ type Result struct {
 	OK      mysql.OK
 	Columns []*mysql.Column
 	Rows    [][][]byte
+	// State is the session state information of the final OK (see
+	// mysql.ParseStateChanges), copied; nil when nothing was reported.
+	State []byte
+}
+
+// ParseOK decodes an OK packet payload as this connection's server sends
+// it (with CLIENT_SESSION_TRACK, or without) and returns its session state
+// information, aliasing p.
+func (c *Conn) ParseOK(p []byte) (mysql.OK, []byte, error) {
+	if c.Caps&mysql.ClientSessionTrack != 0 {
+		return mysql.ParseOKTracked(p)
+	}
+	ok, err := mysql.ParseOK(p)
+	return ok, nil, err
 }
 
 // Exec runs a text query and reads its whole result (only for the proxy's
@@ -447,12 +510,16 @@ func (c *Conn) ReadResult() (res *Result, more bool, err error) {
 	case mysql.ErrHeader:
 		return nil, false, mysql.ParseErr(p)
 	case mysql.OKHeader:
-		ok, err := mysql.ParseOK(p)
+		ok, state, err := c.ParseOK(p)
 		if err != nil {
 			c.broken = true
 			return nil, false, err
 		}
-		return &Result{OK: ok}, ok.Status&mysql.StatusMoreResultsExists != 0, nil
+		res := &Result{OK: ok}
+		if state != nil {
+			res.State = append([]byte(nil), state...)
+		}
+		return res, ok.Status&mysql.StatusMoreResultsExists != 0, nil
 	case mysql.LocalInfileHeader:
 		c.broken = true
 		return nil, false, errors.New("backend asked for a local file during an internal query")

@@ -17,6 +17,12 @@ type Outcome struct {
 	Warnings uint16
 	InsertID uint64
 	Sent     bool // at least one packet of the response reached the client's buffer
+	// StateChanged is set when the server reported that the statement
+	// changed the session's state (SERVER_SESSION_STATE_CHANGED); State
+	// holds what it reported (mysql.ParseStateChanges), nil when the
+	// packet could not carry it (an EOF).
+	StateChanged bool
+	State        []byte
 }
 
 // SetInfo records a final OK or EOF packet; other packets leave o as it is.
@@ -24,6 +30,7 @@ func (o *Outcome) SetInfo(p []byte) {
 	st, w, id, ok := mysql.ResultInfo(p)
 	if ok {
 		o.OK, o.Status, o.Warnings, o.InsertID = true, st, w, id
+		o.StateChanged = o.StateChanged || st&mysql.StatusSessionStateChange != 0
 	}
 }
 

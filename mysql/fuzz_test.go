@@ -357,3 +357,29 @@ func FuzzCompressedRead(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseOKTracked(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 0, 0, 0})
+	f.Add([]byte{0, 0, 0, 0, 0x40, 0, 0, 0, 12, 0, 10, 8, 'a', 'u', 't', 'o', 'c', 'o', 'm', 'm', 1, '1'})
+	f.Add([]byte{0xfe, 0, 0, 2, 0x40, 0, 0, 3, 'a', 'b', 'c', 5, 1, 3, 1, 'x'})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		ok, state, err := ParseOKTracked(p)
+		if err != nil {
+			return
+		}
+		changes, err := ParseStateChanges(state)
+		if err != nil {
+			return
+		}
+		for _, c := range changes {
+			c.SystemVariable()
+			c.Schema()
+		}
+		// What the proxy sends a client without CLIENT_SESSION_TRACK
+		// decodes to the same fields.
+		back, err := ParseOK(AppendOK(nil, p[0], ok))
+		if err != nil || back != ok {
+			t.Fatalf("round trip of %+v: %+v, %v", ok, back, err)
+		}
+	})
+}

@@ -23,14 +23,18 @@ func AppendOK(b []byte, header byte, ok OK) []byte {
 	b = binary.LittleEndian.AppendUint16(b, ok.Status)
 	b = binary.LittleEndian.AppendUint16(b, ok.Warnings)
 	if ok.Info != "" {
-		b = append(b, ok.Info...)
+		// Length-encoded, as MariaDB and MySQL write it with or without
+		// CLIENT_SESSION_TRACK (the protocol documentation's string<EOF>
+		// is not what servers send, nor what libmysqlclient reads).
+		b = AppendLenEncString(b, ok.Info)
 	}
 	return b
 }
 
-// ParseOK decodes an OK packet payload (header 0x00 or 0xfe). It assumes
-// CLIENT_PROTOCOL_41 and no CLIENT_SESSION_TRACK, which is what the proxy
-// negotiates with backends.
+// ParseOK decodes an OK packet payload (header 0x00 or 0xfe) sent without
+// CLIENT_SESSION_TRACK (CLIENT_PROTOCOL_41). The info string is read as
+// servers write it, length-encoded; a packet whose rest is not one
+// length-encoded string is read the documented way, as string<EOF>.
 func ParseOK(p []byte) (OK, error) {
 	r := reader{b: p}
 	h := r.byte1()
@@ -45,7 +49,12 @@ func ParseOK(p []byte) (OK, error) {
 	if !r.ok() {
 		return OK{}, ErrMalformedPacket
 	}
-	ok.Info = string(r.rest())
+	rest := r.rest()
+	if info := r.lenEncBytes(); r.ok() && !r.more() {
+		ok.Info = string(info)
+	} else {
+		ok.Info = string(rest)
+	}
 	return ok, nil
 }
 

@@ -35,6 +35,9 @@ var okCases = []struct {
 			[]byte{0xfe, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00},
 			[]byte{0x03, 0x00},
 			[]byte{0x01, 0x00},
+			// Length-encoded, as MariaDB sends it to a client without
+			// CLIENT_SESSION_TRACK (seen in TestProtocolParity's traces).
+			[]byte{40},
 			[]byte("Rows matched: 1  Changed: 1  Warnings: 1"),
 		),
 	},
@@ -48,7 +51,7 @@ var okCases = []struct {
 		name:   "INSERT id at the 1-byte limit",
 		header: OKHeader,
 		ok:     OK{AffectedRows: 250, LastInsertID: 251, Status: 0xffff, Warnings: 0xffff, Info: "x"},
-		wire:   []byte{0x00, 0xfa, 0xfc, 0xfb, 0x00, 0xff, 0xff, 0xff, 0xff, 'x'},
+		wire:   []byte{0x00, 0xfa, 0xfc, 0xfb, 0x00, 0xff, 0xff, 0xff, 0xff, 1, 'x'},
 	},
 }
 
@@ -71,7 +74,7 @@ func TestOK(t *testing.T) {
 
 func TestParseOKMalformed(t *testing.T) {
 	full := okCases[1].wire
-	fixed := len(full) - len(okCases[1].ok.Info) // header, two integers, status, warnings
+	fixed := len(full) - len(okCases[1].ok.Info) - 1 // header, two integers, status, warnings
 	for i := 0; i < fixed; i++ {
 		if ok, err := ParseOK(full[:i]); err != ErrMalformedPacket || ok != (OK{}) {
 			t.Errorf("ParseOK(% x) = %+v, %v; want ErrMalformedPacket", full[:i], ok, err)
@@ -79,6 +82,11 @@ func TestParseOKMalformed(t *testing.T) {
 	}
 	if _, err := ParseOK(full[:fixed]); err != nil {
 		t.Errorf("ParseOK without info: %v", err)
+	}
+	// An info string written the documented way (string<EOF>) is read as
+	// such.
+	if ok, err := ParseOK(append(full[:fixed:fixed], "Records: 1"...)); err != nil || ok.Info != "Records: 1" {
+		t.Errorf("ParseOK with string<EOF> info: %+v, %v", ok, err)
 	}
 	for _, p := range [][]byte{
 		{0xff, 0x15, 0x04, '#', '2', '8', '0', '0', '0'}, // ERR

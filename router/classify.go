@@ -91,6 +91,9 @@ func Classify(sql string) Stmt {
 		}
 	}
 	st.UsesLastInsertID = strings.Contains(up, "LAST_INSERT_ID")
+	if st.UsesLastInsertID && setsLastInsertID(up) || st.Kind == KindDDL && kw == "FLUSH" && readLock(up) {
+		st.Sticky = true
+	}
 	return st
 }
 
@@ -101,8 +104,7 @@ func assignsUserVariable(s string) bool {
 		return true
 	}
 	for i := strings.Index(s, "INTO"); i >= 0; {
-		rest := strings.TrimLeft(s[i+4:], " \t\r\n")
-		if strings.HasPrefix(rest, "@") {
+		if strings.HasPrefix(skipBlanksAndComments(s[i+4:]), "@") {
 			return true
 		}
 		j := strings.Index(s[i+4:], "INTO")
@@ -112,6 +114,54 @@ func assignsUserVariable(s string) bool {
 		i += 4 + j
 	}
 	return false
+}
+
+// skipBlanksAndComments returns s after its leading blanks and comments,
+// reading into executable comments (/*!, /*M!, with their version) as the
+// server does.
+func skipBlanksAndComments(s string) string {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n\f(")
+		switch {
+		case strings.HasPrefix(s, "/*!") || strings.HasPrefix(s, "/*M!"):
+			s = strings.TrimLeft(s[strings.IndexByte(s, '!')+1:], "0123456789")
+		case strings.HasPrefix(s, "/*"):
+			end := strings.Index(s[2:], "*/")
+			if end < 0 {
+				return ""
+			}
+			s = s[end+4:]
+		case strings.HasPrefix(s, "*/"):
+			s = s[2:] // the end of an executable comment read into
+		default:
+			return s
+		}
+	}
+}
+
+// setsLastInsertID reports whether upper-case s calls LAST_INSERT_ID(expr),
+// which sets the connection's LAST_INSERT_ID (the server does not report
+// it as a change of session state).
+func setsLastInsertID(s string) bool {
+	for i := strings.Index(s, "LAST_INSERT_ID"); i >= 0; {
+		rest := skipBlanksAndComments(s[i+len("LAST_INSERT_ID"):])
+		if rest != "" && rest[0] != ')' {
+			return true
+		}
+		j := strings.Index(s[i+1:], "LAST_INSERT_ID")
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// readLock reports whether upper-case s takes a global read lock or
+// freezes tables (FLUSH ... WITH READ LOCK, FLUSH ... FOR EXPORT), which
+// the server does not report as a change of session state.
+func readLock(s string) bool {
+	return strings.Contains(s, "READ LOCK") || strings.Contains(s, "FOR EXPORT")
 }
 
 // hasUserVariable reports whether s contains @name that is not @@name.
@@ -287,8 +337,14 @@ var untracked = map[string]bool{
 	"pseudo_thread_id": true, "sql_log_bin": true, "character_set_client": true, "character_set_connection": true,
 	"character_set_results": true, "collation_connection": true, "names": true, "character set": true,
 	"tx_isolation": true, "transaction_isolation": true, "tx_read_only": true, "transaction_read_only": true,
-	"session_track_system_variables": true, "session_track_state_change": true,
+	"session_track_system_variables": true, "session_track_state_change": true, "session_track_schema": true,
+	"session_track_transaction_info": true, "tx_isolation_one_shot": true, "skip_replication": true,
+	"gtid_seq_no": true, "gtid_domain_id": true, "server_id": true, "timestamp": true,
 }
+
+// Carried reports whether a session can carry system variable name (lower
+// case) from one pooled connection to another by setting it again.
+func Carried(name string) bool { return !untracked[name] }
 
 // ParseSet recognises a SET statement made only of assignments to session
 // system variables and user variables that a session can carry from one
@@ -406,4 +462,12 @@ func SecondKeyword(sql string) string {
 	_, rest := firstKeyword(sql)
 	kw, _ := firstKeyword(rest)
 	return kw
+}
+
+// HasExecutableComment reports whether sql holds an executable comment
+// (/*! ... */, /*M! ... */), whose content the server runs but the parser
+// the router uses may not see as the server does. The proxy runs such a
+// statement only on the session's own connection.
+func HasExecutableComment(sql string) bool {
+	return strings.Contains(sql, "/*!") || strings.Contains(sql, "/*M!") || strings.Contains(sql, "/*m!")
 }

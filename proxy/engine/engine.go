@@ -80,6 +80,7 @@ type Executor struct {
 	w     Writer
 	sql   string // the statement being run, for targets without SQL of their own
 	qbuf  []byte // scratch for COM_QUERY packets
+	ebuf  []byte // scratch for end packets rewritten for the client
 }
 
 // NewExecutor returns an executor that takes connections from conns and

@@ -64,12 +64,27 @@ func (x *Executor) RunOn(bc *backend.Conn, p []byte, sticky bool, relay Relay) (
 
 // RelayResult forwards a COM_QUERY or COM_STMT_EXECUTE response: any number
 // of results (OK, ERR, result sets, LOCAL INFILE requests) chained by
-// SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets.
+// SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets; the packets
+// that end a result go through passEnd.
 func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 	var r backend.Outcome
 	client := x.w.Client()
 	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
 	for {
+		first, length, err := bc.PeekPacket()
+		if err != nil {
+			return r, err
+		}
+		if first == mysql.OKHeader && length > 0 && length < mysql.MaxPacketPayload {
+			if err := x.passEnd(bc, &r); err != nil {
+				return r, err
+			}
+			r.Sent = true
+			if r.Status&mysql.StatusMoreResultsExists != 0 {
+				continue
+			}
+			return r, nil
+		}
 		p, err := bc.ForwardPacket(client)
 		if err != nil {
 			return r, err
@@ -78,12 +93,6 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 		switch {
 		case p.First == mysql.ErrHeader:
 			r.OK = false
-			return r, nil
-		case p.First == mysql.OKHeader && p.Small != nil:
-			r.SetInfo(p.Small)
-			if r.Status&mysql.StatusMoreResultsExists != 0 {
-				continue
-			}
 			return r, nil
 		case p.First == mysql.LocalInfileHeader && p.Small != nil:
 			if err := relayLocalInfile(client, bc); err != nil {
@@ -104,16 +113,14 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 			}
 		}
 		if !deprecateEOF {
-			p, err := bc.ForwardPacket(client)
-			if err != nil {
+			if err := x.passEnd(bc, &r); err != nil {
 				return r, err
 			}
-			r.SetInfo(p.Small)
 			if r.Status&mysql.StatusCursorExists != 0 {
 				return r, nil // COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH
 			}
 		}
-		if err := relayRows(client, bc, &r); err != nil {
+		if err := x.relayRows(bc, &r); err != nil {
 			return r, err
 		}
 		if !r.OK || r.Status&mysql.StatusMoreResultsExists == 0 {
@@ -124,9 +131,17 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 
 // relayRows forwards rows up to and including the EOF/OK or ERR that ends
 // them.
-func relayRows(client *mysql.Conn, bc *backend.Conn, r *backend.Outcome) error {
+func (x *Executor) relayRows(bc *backend.Conn, r *backend.Outcome) error {
+	client := x.w.Client()
 	continued := false
 	for {
+		first, length, err := bc.PeekPacket()
+		if err != nil {
+			return err
+		}
+		if !continued && first == mysql.EOFHeader && length < mysql.MaxPacketPayload {
+			return x.passEnd(bc, r)
+		}
 		p, err := bc.ForwardPacket(client)
 		if err != nil {
 			return err
@@ -141,15 +156,49 @@ func relayRows(client *mysql.Conn, bc *backend.Conn, r *backend.Outcome) error {
 			continued = true
 			continue
 		}
-		switch {
-		case p.First == mysql.EOFHeader && p.Small != nil:
-			r.SetInfo(p.Small)
-			return nil
-		case p.First == mysql.ErrHeader:
+		if p.First == mysql.ErrHeader {
 			r.OK = false
 			return nil
 		}
 	}
+}
+
+// passEnd reads the OK or EOF packet that ends a result (or the EOF after
+// column definitions), records in r what it says, including the session
+// state changes the server reports, and passes it on as a client without
+// CLIENT_SESSION_TRACK expects it: without the state information and
+// without SERVER_SESSION_STATE_CHANGED. A packet without a state change
+// goes out unchanged.
+func (x *Executor) passEnd(bc *backend.Conn, r *backend.Outcome) error {
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return err
+	}
+	r.SetInfo(p)
+	out := p
+	switch {
+	case len(p) == 5 && p[0] == mysql.EOFHeader:
+		if r.Status&mysql.StatusSessionStateChange != 0 {
+			x.ebuf = mysql.AppendEOF(x.ebuf[:0], r.Warnings, r.Status&^mysql.StatusSessionStateChange)
+			out = x.ebuf
+		}
+	case r.Status&mysql.StatusSessionStateChange != 0 && bc.Caps&mysql.ClientSessionTrack != 0:
+		// Without a state change the two formats are the same bytes.
+		ok, state, err := mysql.ParseOKTracked(p)
+		if err != nil {
+			return err
+		}
+		if state != nil {
+			r.State = append(r.State[:0], state...)
+		}
+		ok.Status &^= mysql.StatusSessionStateChange
+		x.ebuf = mysql.AppendOK(x.ebuf[:0], p[0], ok)
+		out = x.ebuf
+	}
+	if err := x.w.Client().WritePacket(out); err != nil {
+		return &mysql.DstError{Err: err}
+	}
+	return nil
 }
 
 // relayLocalInfile streams a LOAD DATA LOCAL file from the client to the
@@ -178,7 +227,7 @@ func relayLocalInfile(client *mysql.Conn, bc *backend.Conn) error {
 // RelayFetch forwards a COM_STMT_FETCH response: rows and EOF, or ERR.
 func RelayFetch(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 	r := backend.Outcome{Sent: true}
-	err := relayRows(x.w.Client(), bc, &r)
+	err := x.relayRows(bc, &r)
 	return r, err
 }
 

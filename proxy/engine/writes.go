@@ -87,13 +87,15 @@ func (x *Executor) writeOne(t *router.Target) (mysql.OK, error) {
 		x.conns.Release(bc, false, backend.Outcome{})
 		return mysql.OK{}, e
 	case len(p) > 0 && p[0] == mysql.OKHeader:
-		ok, err := mysql.ParseOK(p)
+		ok, state, err := bc.ParseOK(p)
 		if err != nil {
 			bc.MarkBroken()
 			x.conns.Release(bc, false, backend.Outcome{})
 			return mysql.OK{}, err
 		}
-		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: ok.LastInsertID})
+		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: ok.LastInsertID,
+			StateChanged: ok.Status&mysql.StatusSessionStateChange != 0, State: state})
+		ok.Status &^= mysql.StatusSessionStateChange
 		return ok, nil
 	}
 	// A result set (e.g. DDL that returns rows) is not expected here.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,15 @@ func TestAttackKillRoutes(t *testing.T) {
 		{"EXECUTE IMMEDIATE in an executable comment", func(tid int64) []string {
 			return []string{fmt.Sprintf("EXECUTE /*!IMMEDIATE*/ 'KILL QUERY %d'", tid)}
 		}, mysql.ErNotSupported},
+		{"PREPARE FROM an expression", func(tid int64) []string {
+			return []string{fmt.Sprintf("PREPARE k FROM CONCAT('KILL QUERY ', %d)", tid)}
+		}, mysql.ErNotSupported},
+		{"PREPARE FROM an executable comment", func(tid int64) []string {
+			return []string{fmt.Sprintf("PREPARE k FROM /*M!CONCAT('KILL QUERY ', %d), */ 'SELECT 1'", tid)}
+		}, mysql.ErNotSupported},
+		{"EXECUTE IMMEDIATE in a MariaDB comment", func(tid int64) []string {
+			return []string{fmt.Sprintf("/*M!EXECUTE IMMEDIATE 'KILL QUERY %d' */", tid)}
+		}, mysql.ErNotSupported},
 	} {
 		t.Run(attack.name, func(t *testing.T) {
 			info := "SELECT SLEEP(2) /* " + attack.name + " */"
@@ -245,10 +255,15 @@ func TestAttackTransactionText(t *testing.T) {
 		"BEGIN /*!, @@SESSION.sql_select_limit=1 */",
 	} {
 		t.Run(q, func(t *testing.T) {
-			// The attacker has multi-statements off, as go-sql-driver's
-			// default. Then a client with multi-statements on leaves the
-			// pooled connection with the option on.
-			attacker := conn(t, openDB(t, p.dsn("attack_t", "")))
+			// The victim is connected first (as behind an application's
+			// pool); the attacker has multi-statements off, as
+			// go-sql-driver's default. Then a client with multi-statements
+			// on leaves the pooled connection with the option on.
+			victimDB := openDB(t, p.dsn("attack_t", ""))
+			victim := conn(t, victimDB)
+			queryValue(t, victim, "SELECT 1")
+			attackerDB := openDB(t, p.dsn("attack_t", ""))
+			attacker := conn(t, attackerDB)
 			multi := conn(t, openDB(t, p.dsn("attack_t", "multiStatements=true")))
 			queryValue(t, multi, "SELECT 1")
 			multi.Close()
@@ -257,7 +272,7 @@ func TestAttackTransactionText(t *testing.T) {
 			attacker.ExecContext(t.Context(), "SELECT 1")
 			attacker.ExecContext(t.Context(), "ROLLBACK")
 			attacker.Close()
-			victim := conn(t, openDB(t, p.dsn("attack_t", "")))
+			attackerDB.Close()
 			if got := queryStrings(t, victim, "SELECT seq FROM attack_t.seq_1_to_10"); len(got) != 10 {
 				t.Errorf("the next client sees %d rows of 10", len(got))
 			}
@@ -333,4 +348,116 @@ func TestAttackRaces(t *testing.T) {
 func isSQLError(err error, code uint16) bool {
 	var me *gomysql.MySQLError
 	return errors.As(err, &me) && me.Number == code
+}
+
+// TestAttackStateLeaks: whatever a client changes in its session, by any
+// spelling, the next client on the same pooled connection sees a new
+// session. The server's own reports decide (session tracking); what it
+// does not report is caught from the text.
+func TestAttackStateLeaks(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, onePoolConfig(t))
+	dbSetup(t, s, "attack_t")
+	direct := openDB(t, directDSN(s, "attack_t", ""))
+	mustExec(t, direct, "CREATE TABLE IF NOT EXISTS dirty (id INT PRIMARY KEY) ENGINE=InnoDB", "DELETE FROM dirty")
+
+	// client opens one client session; end closes it (and its proxy
+	// session: the pool of database/sql keeps nothing open).
+	client := func(t *testing.T) (c *sql.Conn, end func()) {
+		t.Helper()
+		db := openDB(t, p.dsn("attack_t", ""))
+		c = conn(t, db)
+		return c, func() { c.Close(); db.Close() }
+	}
+	// What a session sees. The victim is connected before the attack, as
+	// behind an application's pool (a new login with a database would
+	// reset the connection it takes).
+	observe := func(t *testing.T, victim *sql.Conn) string {
+		t.Helper()
+		rows := len(queryStrings(t, victim, "SELECT seq FROM seq_1_to_10"))
+		return fmt.Sprintf("rows=%d %s lock=%s", rows, joinRows(queryStrings(t, victim,
+			"SELECT @@sql_mode, @@sql_select_limit, @@time_zone, @@character_set_client, @@sql_log_bin, "+
+				"IFNULL(@x, 'unset'), IFNULL(@y, 'unset'), LAST_INSERT_ID()")),
+			queryValue(t, direct, "SELECT IFNULL(IS_USED_LOCK('attack_lock'), 'free')"))
+	}
+	first, endFirst := client(t)
+	baseline := observe(t, first)
+	endFirst()
+	if !strings.HasPrefix(baseline, "rows=10 ") {
+		t.Fatalf("baseline: %s", baseline)
+	}
+	for _, attack := range [][]string{
+		{"SET @x=1 /*M!, SESSION sql_select_limit=1 */"},
+		{"SET @x=1 /*!, SESSION sql_select_limit=1 */"},
+		{"SET @x=1 /*M!100000 , SESSION sql_mode='NO_BACKSLASH_ESCAPES' */"},
+		{"SET @x=1 /*M!, SESSION time_zone='+05:00' */"},
+		{"SET @x=1 /*M!, SESSION sql_log_bin=0 */"},
+		{"SELECT 1 /*M!, @y:=5 */"},
+		{"SELECT 1 INTO @y"},
+		{"SELECT 1 INTO/**/@y"},
+		{"SELECT 1 INTO /*! @y */"},
+		{"SELECT 1 INTO\n\t@y"},
+		{"SELECT LAST_INSERT_ID(42)"},
+		{"SELECT LAST_INSERT_ID /**/ (42)"},
+		{"DO LAST_INSERT_ID(42)"},
+		{"SET CHARACTER SET gbk"},
+		{"SET character_set_client = sjis"},
+		{"DO GET_LOCK('attack_lock', 0)"},
+		{"SELECT GET_LOCK('attack_lock', 0)"},
+		{"SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED"},
+		{"SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED"},
+		{"CREATE TEMPORARY TABLE seq_1_to_10 (seq INT)"},
+	} {
+		t.Run(attack[0], func(t *testing.T) {
+			victim, endVictim := client(t)
+			defer endVictim()
+			queryValue(t, victim, "SELECT 1")
+			attacker, end := client(t)
+			for _, q := range attack {
+				attacker.ExecContext(t.Context(), q) // refused or not: what matters is the next client
+			}
+			end()
+			// The proxy session ends after the client's socket closes.
+			eventually(t, 5*time.Second, "the attacker's session to end", func() bool { return p.srv.Stats().Sessions == 1 })
+			if got := observe(t, victim); got != baseline {
+				t.Errorf("the next client sees\n %s\nwant\n %s", got, baseline)
+			}
+		})
+	}
+
+	// A transaction with an isolation level (go-sql-driver's BeginTx sends
+	// SET TRANSACTION ISOLATION LEVEL, then START TRANSACTION) works, and
+	// leaves nothing: another client's plain transaction does not read
+	// uncommitted rows.
+	t.Run("BeginTx with an isolation level", func(t *testing.T) {
+		victim, endVictim := client(t)
+		defer endVictim()
+		queryValue(t, victim, "SELECT 1")
+		attacker, end := client(t)
+		tx, err := attacker.BeginTx(t.Context(), &sql.TxOptions{Isolation: sql.LevelReadUncommitted})
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		if got := queryValue(t, tx, "SELECT COUNT(*) FROM dirty"); got != "0" {
+			t.Errorf("count %s", got)
+		}
+		tx.Rollback()
+		// A one-shot isolation level the attacker sets and leaves unused.
+		mustExec(t, attacker, "SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+		end()
+		eventually(t, 5*time.Second, "the attacker's session to end", func() bool { return p.srv.Stats().Sessions == 1 })
+
+		writer, err := direct.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer writer.Close()
+		mustExec(t, writer, "BEGIN", "INSERT INTO dirty VALUES (1)") // uncommitted
+		defer writer.ExecContext(context.Background(), "ROLLBACK")
+		mustExec(t, victim, "BEGIN")
+		if got := queryValue(t, victim, "SELECT COUNT(*) FROM dirty"); got != "0" {
+			t.Errorf("the next client's transaction reads %s uncommitted rows", got)
+		}
+		mustExec(t, victim, "ROLLBACK")
+	})
 }

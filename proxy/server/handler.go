@@ -102,11 +102,16 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 // backend connection is reported, and ends the session when its state
 // lived there. Other errors go to the client as they are.
 func (h *handler) settle(err error) error {
+	if err == nil {
+		return nil // before anything escapes: this is every statement's path
+	}
+	return h.settleErr(err)
+}
+
+func (h *handler) settleErr(err error) error {
 	var de *mysql.DstError
 	var lost *backend.LostError
 	switch {
-	case err == nil:
-		return nil
 	case errors.As(err, &de):
 		h.c.log.Debug("client vanished mid-result", zap.Error(err))
 		return errCloseSession
@@ -230,10 +235,22 @@ func (h *handler) query(p []byte) error {
 // tracked SET, SET NAMES, USE); handled is false for the others.
 func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) {
 	c := h.c
+	// Statements that run other statements: the proxy must see what they
+	// run (to route it, and to keep KILL its own).
 	switch {
 	case stmt.Keyword == "EXECUTE" && isExecuteImmediate(sql):
-		// The statement it runs is an expression the proxy cannot see.
 		return true, mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
+	case stmt.Keyword == "PREPARE":
+		if _, ok := router.ParseSQLPrepare(sql); !ok || router.HasExecutableComment(sql) {
+			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal or a user variable, without executable comments")
+		}
+	}
+	if router.HasExecutableComment(sql) {
+		// What the server runs may not be what the proxy reads: the
+		// statement goes to the session's own connection.
+		return false, nil
+	}
+	switch {
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.sqlPrepare(sql)
 	case stmt.Keyword == "SET":
@@ -293,7 +310,18 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	}
 	c.running.Store(bc)
 	res, err := bc.Exec(sql)
+	keep := false // the statement set something the session cannot carry
 	if err == nil {
+		// What the server says the statement set is read back too, so a
+		// variable set in a way the proxy did not parse travels with the
+		// session like the others instead of staying on the connection.
+		for _, v := range reportedVars(res.State) {
+			if !router.Carried(v.Name) {
+				keep = true
+				continue
+			}
+			vars = append(vars, v)
+		}
 		err = st.ReadBack(bc, vars)
 	}
 	c.running.Store(nil)
@@ -308,8 +336,21 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 		c.log.Warn("backend failed during SET", zap.String("node", node), zap.Error(err))
 		return h.backendLost(bc)
 	}
-	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
+	st.Release(bc, keep, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// reportedVars returns the system variables session state information
+// says a statement set.
+func reportedVars(state []byte) []router.SetVar {
+	changes, _ := mysql.ParseStateChanges(state)
+	var vars []router.SetVar
+	for _, ch := range changes {
+		if name, _, ok := ch.SystemVariable(); ok {
+			vars = append(vars, router.SetVar{Name: strings.ToLower(name)})
+		}
+	}
+	return vars
 }
 
 // queryPacket builds a COM_QUERY packet for sql in a buffer that is valid

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -75,7 +76,10 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		bc.LastInsertID = o.InsertID
 	}
 	if o.OK {
-		s.Status = o.Status &^ mysql.StatusMoreResultsExists
+		s.Status = o.Status &^ (mysql.StatusMoreResultsExists | mysql.StatusSessionStateChange)
+	}
+	if o.StateChanged {
+		s.absorb(bc, o.State)
 	}
 	// A connection the open transaction reached stays whatever the last
 	// response said: an ERR carries no status, and the transaction is
@@ -87,6 +91,59 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	}
 	s.unpin(bc)
 	bc.Node().Put(bc)
+}
+
+// absorb takes in what the server reported a client's statement changed
+// in its session (state, see mysql.ParseStateChanges). What MariaDB 10.11
+// reports, and what it means here (TestServerStateTracking pins it):
+//   - the transaction's state and characteristics, at BEGIN, at the first
+//     write, at COMMIT: the proxy follows transactions by the status flags;
+//     nothing to do;
+//   - characteristics holding SET TRANSACTION: the next transaction's
+//     isolation or access mode, set on this connection only;
+//   - a system variable set (other than by a SET the proxy runs itself),
+//     the current schema, or "some other state" (user variables set by
+//     SET, temporary tables, SQL prepared statements).
+//
+// The last two are state the proxy does not carry: the session keeps the
+// connection from now on, and it is reset before anyone else gets it
+// (ReleaseAll). A change of the current schema is also followed: the
+// client changed its database. A packet that cannot carry the details
+// (an EOF) says nothing here. What MariaDB does not report at all (a user
+// variable assigned by SELECT ... INTO or :=, LAST_INSERT_ID(expr),
+// GET_LOCK, FLUSH ... WITH READ LOCK) is caught from the statement's text
+// (router.Classify).
+func (s *State) absorb(bc *backend.Conn, state []byte) {
+	changes, err := mysql.ParseStateChanges(state)
+	if err != nil {
+		s.keep()
+		return
+	}
+	for _, c := range changes {
+		switch c.Type {
+		case mysql.TrackTransactionState:
+		case mysql.TrackTransactionCharacteristics:
+			if bytes.Contains(bytes.ToUpper(c.Data), []byte("SET TRANSACTION")) {
+				s.keep()
+			}
+		case mysql.TrackSchema:
+			if name, ok := c.Schema(); ok {
+				bc.DB, s.DB = name, name
+			}
+			s.keep()
+		default:
+			s.keep()
+		}
+	}
+}
+
+// keep makes the session keep its connections for good (sticky) because
+// one carries state the proxy cannot repeat on another node.
+func (s *State) keep() {
+	s.sticky = true
+	if s.unreplayable == "" {
+		s.unreplayable = "a statement that changed the session's state"
+	}
 }
 
 // ReleaseAll returns the session's backend connections when the client

@@ -1,0 +1,93 @@
+package mysql
+
+// Session state tracking (CLIENT_SESSION_TRACK). The proxy asks every
+// backend connection to report, in each OK packet, what a statement
+// changed in the session (system variables, the current schema, any other
+// state, the next transaction's characteristics): that is how it knows,
+// from the server rather than from the statement's text, whether a
+// connection carries something of its client.
+
+// Types of session state change entries (SESSION_TRACK_*).
+const (
+	TrackSystemVariables            byte = 0
+	TrackSchema                     byte = 1
+	TrackStateChange                byte = 2
+	TrackGTIDs                      byte = 3
+	TrackTransactionCharacteristics byte = 4
+	TrackTransactionState           byte = 5
+)
+
+// ParseOKTracked decodes an OK packet payload sent to a client with
+// CLIENT_SESSION_TRACK: the info string is length-encoded (and absent when
+// empty and nothing changed), and when Status has
+// StatusSessionStateChange the session state information follows; it is
+// returned as its raw entries (see ParseStateChanges), aliasing p.
+func ParseOKTracked(p []byte) (OK, []byte, error) {
+	r := reader{b: p}
+	h := r.byte1()
+	if h != OKHeader && h != EOFHeader {
+		return OK{}, nil, ErrMalformedPacket
+	}
+	var ok OK
+	ok.AffectedRows = r.lenEncInt()
+	ok.LastInsertID = r.lenEncInt()
+	ok.Status = r.uint16()
+	ok.Warnings = r.uint16()
+	if !r.ok() {
+		return OK{}, nil, ErrMalformedPacket
+	}
+	if !r.more() {
+		return ok, nil, nil
+	}
+	ok.Info = string(r.lenEncBytes())
+	var state []byte
+	if ok.Status&StatusSessionStateChange != 0 && r.more() {
+		state = r.lenEncBytes()
+	}
+	if !r.ok() {
+		return OK{}, nil, ErrMalformedPacket
+	}
+	return ok, state, nil
+}
+
+// StateChange is one entry of the session state information.
+type StateChange struct {
+	Type byte
+	Data []byte // the entry's payload, aliasing the packet
+}
+
+// ParseStateChanges splits session state information into its entries.
+func ParseStateChanges(b []byte) ([]StateChange, error) {
+	var out []StateChange
+	r := reader{b: b}
+	for r.more() {
+		t := r.byte1()
+		d := r.lenEncBytes()
+		if !r.ok() {
+			return nil, ErrMalformedPacket
+		}
+		out = append(out, StateChange{Type: t, Data: d})
+	}
+	return out, nil
+}
+
+// SystemVariable decodes a TrackSystemVariables entry.
+func (c StateChange) SystemVariable() (name, value string, ok bool) {
+	if c.Type != TrackSystemVariables {
+		return "", "", false
+	}
+	r := reader{b: c.Data}
+	n := r.lenEncBytes()
+	v := r.lenEncBytes()
+	return string(n), string(v), r.ok()
+}
+
+// Schema decodes a TrackSchema entry.
+func (c StateChange) Schema() (string, bool) {
+	if c.Type != TrackSchema {
+		return "", false
+	}
+	r := reader{b: c.Data}
+	n := r.lenEncBytes()
+	return string(n), r.ok()
+}
