@@ -41,6 +41,7 @@ func Default() *Config {
 		MergeMemoryLimit:  256 << 20,
 		PlanCacheSize:     4096,
 		TransactionMode:   TransactionMulti,
+		DenyStatements:    append([]string(nil), DenyKinds...),
 		Frontend:          tcp,
 		Backend: BackendOptions{
 			TCPOptions:     tcp,
@@ -53,6 +54,11 @@ func Default() *Config {
 		},
 	}
 }
+
+// DenyKinds are the kinds of statements deny_statements may name: those
+// that act on the server all clients share through the proxy's backend
+// account. All are refused by default.
+var DenyKinds = []string{"shutdown", "set_global", "account", "read_lock", "plugin", "replication", "sql_log_bin"}
 
 // Transaction modes (transaction_mode).
 const (
@@ -87,7 +93,9 @@ type Config struct {
 	// AllowIPs is a comma-separated list of client IPs and CIDRs; "" lets
 	// everyone in. Read it through AllowList.
 	AllowIPs string `yaml:"allow_ips"`
-	// BlacklistSQLFile names a file of SQL fingerprints to refuse.
+	// BlacklistSQLFile names a file of statements to refuse, one per line:
+	// any statement with the same fingerprint (literals stripped) is
+	// refused.
 	BlacklistSQLFile string `yaml:"blacklist_sql_file"`
 	// ProxyCharset is the character set the proxy announces to clients, a
 	// lowercase MySQL charset name. Default "utf8mb4".
@@ -121,6 +129,10 @@ type Config struct {
 	// TransactionMode says what a transaction may do across nodes:
 	// TransactionMulti (the default) opens it on every node it reaches and
 	// commits them one after another; TransactionSingle refuses the
+	// DenyStatements are the kinds of statements (DenyKinds) clients may
+	// not run through the proxy's shared backend account. Default: all;
+	// [] allows them all.
+	DenyStatements []string `yaml:"deny_statements"`
 	// statement that would reach a second node.
 	TransactionMode string `yaml:"transaction_mode"`
 	// Frontend tunes client-side sockets.

@@ -395,6 +395,11 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.TransactionMode != TransactionMulti && c.TransactionMode != TransactionSingle {
 		v.add("transaction_mode", "must be %q or %q, got %q", TransactionMulti, TransactionSingle, c.TransactionMode)
 	}
+	for i, k := range c.DenyStatements {
+		if !slices.Contains(DenyKinds, k) {
+			v.add(fmt.Sprintf("deny_statements[%d]", i), "unknown kind %q; use some of %s", k, strings.Join(DenyKinds, ", "))
+		}
+	}
 	if c.MergeMemoryLimit <= 0 {
 		v.add("merge_memory_limit", "must be positive, got %d", c.MergeMemoryLimit)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -460,4 +461,60 @@ func TestAttackStateLeaks(t *testing.T) {
 		}
 		mustExec(t, victim, "ROLLBACK")
 	})
+}
+
+// TestAttackPolicy: statements that act on the server every client shares
+// through the backend account are refused by every route, with 1227; the
+// blacklist refuses by fingerprint; deny_statements: [] lets them through.
+func TestAttackPolicy(t *testing.T) {
+	s := backends(t)[0]
+	cfg := onePoolConfig(t)
+	cfg.Nodes[0].MaxConnsLimit = 4
+	blacklist := t.TempDir() + "/blacklist.sql"
+	if err := os.WriteFile(blacklist, []byte("# no full scans\nSELECT * FROM seq_1_to_1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.BlacklistSQLFile = blacklist
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "attack_t")
+	direct := openDB(t, directDSN(s, "", ""))
+	before := queryValue(t, direct, "SELECT @@GLOBAL.max_connections")
+	db := openDB(t, p.dsn("attack_t", "multiStatements=true"))
+	c := conn(t, db)
+	for _, q := range []string{
+		"SHUTDOWN",
+		"/*!SHUTDOWN*/",
+		"SET GLOBAL max_connections = 7",
+		"SET @@GLOBAL.max_connections = 7",
+		"SET @x = 1 /*M!, GLOBAL max_connections = 7 */",
+		"SELECT 1; SET GLOBAL max_connections = 7",
+		"SET PASSWORD = PASSWORD('x')",
+		"ALTER USER CURRENT_USER() IDENTIFIED BY 'x'",
+		"GRANT ALL ON *.* TO 'evil'@'%' IDENTIFIED BY 'x'",
+		"FLUSH TABLES WITH READ LOCK",
+		"SET sql_log_bin = 0",
+		"PREPARE s FROM 'SET GLOBAL max_connections = 7'",
+		"SELECT * FROM seq_1_to_1000",
+		"select *   from seq_1_to_1000 -- again",
+	} {
+		_, err := c.ExecContext(t.Context(), q)
+		wantSQLError(t, err, mysql.ErSpecificAccessDenied, "42000")
+	}
+	r := dialRaw(t, p.addr)
+	r.login(rawCaps)
+	r.command(append([]byte{mysql.ComStmtPrepare}, "SET GLOBAL max_connections = 7"...))
+	r.expectErr(mysql.ErSpecificAccessDenied)
+	if after := queryValue(t, direct, "SELECT @@GLOBAL.max_connections"); after != before {
+		t.Errorf("max_connections changed from %s to %s", before, after)
+	}
+	if got := queryValue(t, c, "SELECT COUNT(*) FROM seq_1_to_1000"); got != "1000" {
+		t.Errorf("a statement outside the blacklist: %s", got)
+	}
+
+	// deny_statements: [] lets an operator's tools through.
+	cfg2 := onePoolConfig(t)
+	cfg2.DenyStatements = nil
+	q := startProxy(t, cfg2)
+	admin := conn(t, openDB(t, q.dsn("", "")))
+	mustExec(t, admin, "SET GLOBAL max_connections = "+before)
 }

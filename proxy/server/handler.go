@@ -166,6 +166,9 @@ func (h *handler) query(p []byte) error {
 			return c.srv.showProcesslist(c, full)
 		}
 	}
+	if err := h.allowed(sql, stmt.Keyword); err != nil {
+		return err
+	}
 	multi := st.MultiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0
 	if !multi {
 		switch {
@@ -228,6 +231,19 @@ func (h *handler) query(p []byte) error {
 		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
 	}
 	return err
+}
+
+// allowed applies the statement policy (deny_statements,
+// blacklist_sql_file) to a text a client wants to run, or prepare.
+func (h *handler) allowed(sql, keyword string) error {
+	switch why := h.c.srv.policy.Check(sql, keyword); why {
+	case "":
+		return nil
+	case "blacklist":
+		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; this statement is in shardgate's blacklist_sql_file")
+	default:
+		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; shardgate does not run %s statements for clients: they act on the server every client shares through the proxy's backend account (deny_statements: %s)", strings.ReplaceAll(why, "_", " "), why)
+	}
 }
 
 // local runs the statements other than transaction control of a

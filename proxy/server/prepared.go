@@ -52,6 +52,9 @@ func (s *stmtHandler) prepare(p []byte) error {
 	h := s.h
 	sql := string(p[1:])
 	stmt := router.Classify(sql)
+	if err := h.allowed(sql, stmt.Keyword); err != nil {
+		return err
+	}
 	switch {
 	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE" || stmt.Kind == router.KindKill:
 		// BEGIN, COMMIT, ... prepared (sysbench does this) run as the

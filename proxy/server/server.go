@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +44,7 @@ type Server struct {
 	sqlLog *zap.Logger // nil when log_sql is off
 	slow   time.Duration
 	router *router.Router
+	policy *router.Policy // statements clients may not run
 	engine *engine.Engine
 	nodes  map[string]*backend.Node
 	order  []*backend.Node // nodes in config order
@@ -84,6 +88,19 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var blacklist io.Reader
+	if cfg.BlacklistSQLFile != "" {
+		f, err := os.Open(cfg.BlacklistSQLFile)
+		if err != nil {
+			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
+		}
+		defer f.Close()
+		blacklist = f
+	}
+	policy, err := router.NewPolicy(cfg.DenyStatements, blacklist)
+	if err != nil {
+		return nil, fmt.Errorf("blacklist_sql_file %s: %w", cfg.BlacklistSQLFile, err)
+	}
 	coll, ok := mysql.DefaultCollation(cfg.ProxyCharset)
 	if !ok {
 		coll = 45
@@ -94,6 +111,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sqlLog:    o.SQLLog,
 		slow:      time.Duration(cfg.SlowLogTime) * time.Millisecond,
 		router:    rt,
+		policy:    policy,
 		nodes:     make(map[string]*backend.Node, len(cfg.Nodes)),
 		users:     make(map[string]string, len(cfg.Users)),
 		allow:     cfg.AllowList(),

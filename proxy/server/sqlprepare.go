@@ -31,6 +31,9 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 				return true, mysql.NewError(mysql.ErNotSupported, "PREPARE %s FROM @%s: the proxy does not know the value of @%s (set it with SET @%s = '...' through the proxy), so it cannot route the statement", sp.Name, sp.FromVar, sp.FromVar, sp.FromVar)
 			}
 		}
+		if err := h.allowed(text, router.Classify(text).Keyword); err != nil {
+			return true, err
+		}
 		// KILL is the proxy's (its ids are the proxy's connection ids, and
 		// only their owner may kill them), whatever route it comes by.
 		if router.Classify(text).Kind != router.KindKill && c.srv.router.Prepared(text, h.routerSession()) == nil {

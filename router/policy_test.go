@@ -1,0 +1,86 @@
+package router
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+func TestPolicy(t *testing.T) {
+	p, err := NewPolicy(config.DenyKinds, strings.NewReader("# refused by fingerprint\nDELETE FROM t WHERE id = 1\n\nSELECT * FROM big\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sql, want string }{
+		{"SHUTDOWN", "shutdown"},
+		{"/* x */ shutdown", "shutdown"},
+		{"/*!SHUTDOWN*/", "shutdown"},
+		{"SET GLOBAL max_connections = 1", "set_global"},
+		{"set @@global.max_connections = 1", "set_global"},
+		{"SET @x = 1, GLOBAL general_log = 1", "set_global"},
+		{"SET @x=1 /*M!, GLOBAL max_connections=1 */", "set_global"},
+		{"SET sql_log_bin = 0", "sql_log_bin"},
+		{"SET @x=1 /*M!, sql_log_bin=0 */", "sql_log_bin"},
+		{"SET PASSWORD = PASSWORD('x')", "account"},
+		{"SET PASSWORD FOR 'app'@'%' = 'x'", "account"},
+		{"ALTER USER CURRENT_USER() IDENTIFIED BY 'x'", "account"},
+		{"CREATE USER evil", "account"},
+		{"DROP USER shardgate", "account"},
+		{"RENAME USER a TO b", "account"},
+		{"GRANT ALL ON *.* TO evil", "account"},
+		{"REVOKE ALL ON *.* FROM shardgate", "account"},
+		{"FLUSH TABLES WITH READ LOCK", "read_lock"},
+		{"flush tables t1 with read lock", "read_lock"},
+		{"FLUSH TABLES t1 FOR EXPORT", "read_lock"},
+		{"BACKUP STAGE START", "read_lock"},
+		{"INSTALL SONAME 'ha_blackhole'", "plugin"},
+		{"UNINSTALL PLUGIN x", "plugin"},
+		{"CHANGE MASTER TO master_host='x'", "replication"},
+		{"STOP SLAVE", "replication"},
+		{"START REPLICA", "replication"},
+		{"RESET MASTER", "replication"},
+		{"PURGE BINARY LOGS BEFORE NOW()", "replication"},
+		// A text of several statements, checked one by one.
+		{"SELECT 1; SHUTDOWN", "shutdown"},
+		{"SELECT ';'; SET GLOBAL x = 1", "set_global"},
+		{"SELECT 1 /*!; SHUTDOWN */", "shutdown"},
+		// The blacklist, by fingerprint.
+		{"delete from t where id=42", "blacklist"},
+		{"SELECT  *  FROM big -- all of it", "blacklist"},
+		{"SELECT 1; select * from BIG", "blacklist"},
+		// Allowed.
+		{"SELECT 1", ""},
+		{"SET @x = 1, SESSION sql_mode = ''", ""},
+		{"SET NAMES utf8mb4", ""},
+		{"FLUSH TABLES", ""},
+		{"CREATE TABLE users (id INT)", ""},
+		{"DROP TABLE user_log", ""},
+		{"SELECT 'SHUTDOWN; SET GLOBAL x=1'", ""},
+		{"START TRANSACTION", ""},
+		{"DELETE FROM t WHERE id = 1 AND x = 2", ""},
+	} {
+		kw, _ := firstKeyword(tc.sql)
+		if got := p.Check(tc.sql, kw); got != tc.want {
+			t.Errorf("Check(%q) = %q, want %q", tc.sql, got, tc.want)
+		}
+	}
+	// deny_statements: [] allows every kind.
+	open, _ := NewPolicy(nil, nil)
+	if got := open.Check("SHUTDOWN", "SHUTDOWN"); got != "" {
+		t.Errorf("empty deny list: %q", got)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	for _, tc := range []struct{ sql, want string }{
+		{"SELECT * FROM t WHERE id = 1", "select*from t where id=?"},
+		{"select *\n from   t where id=42 -- x", "select*from t where id=?"},
+		{"SELECT /* c */ `Col` FROM T WHERE s = 'a''b' AND n IN (1, 2.5)", "select `col` from t where s=? and n in(?,?)"},
+		{"SELECT c1 FROM t2", "select c1 from t2"},
+	} {
+		if got := Fingerprint(tc.sql); got != tc.want {
+			t.Errorf("Fingerprint(%q) = %q, want %q", tc.sql, got, tc.want)
+		}
+	}
+}
