@@ -339,6 +339,9 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 			vars = append(vars, v)
 		}
 		err = st.ReadBack(bc, vars)
+		if err == nil && st.CheckCarry(bc, vars) != nil {
+			keep = true // the values cannot be set on another connection
+		}
 	}
 	c.running.Store(nil)
 	if err != nil {
@@ -352,7 +355,10 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 		c.log.Warn("backend failed during SET", zap.String("node", node), zap.Error(err))
 		return h.backendLost(bc)
 	}
-	st.Release(bc, keep, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
+	if keep {
+		st.Keep()
+	}
+	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
 }
 

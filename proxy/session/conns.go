@@ -137,8 +137,10 @@ func (s *State) absorb(bc *backend.Conn, state []byte) {
 	}
 }
 
-// keep makes the session keep its connections for good (sticky) because
+// Keep makes the session keep its connections for good (sticky) because
 // one carries state the proxy cannot repeat on another node.
+func (s *State) Keep() { s.keep() }
+
 func (s *State) keep() {
 	s.sticky = true
 	if s.unreplayable == "" {

@@ -61,6 +61,27 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 	return nil
 }
 
+// CheckCarry sets the session's variables on bc again, from the values
+// read back: a value the server reads out but does not take back (some
+// variables read 'DEFAULT' or a form they refuse) cannot travel to another
+// connection. On error the caller keeps bc for the session.
+func (s *State) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
+	var assign []string
+	for _, v := range vars {
+		t := varTarget(v)
+		for _, tv := range s.vars {
+			if tv.target == t && !slices.Contains(assign, t+" = "+tv.literal) {
+				assign = append(assign, t+" = "+tv.literal)
+			}
+		}
+	}
+	if len(assign) == 0 {
+		return nil
+	}
+	_, err := bc.Exec("SET " + strings.Join(assign, ", "))
+	return err
+}
+
 // UserVar returns user variable name's value as an SQL literal (NULL when
 // the session has not set it).
 func (s *State) UserVar(name string) string {
