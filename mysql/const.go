@@ -81,6 +81,7 @@ const (
 	StatusPSOutParams        uint16 = 0x1000 // SERVER_PS_OUT_PARAMS
 	StatusInTransReadonly    uint16 = 0x2000 // SERVER_STATUS_IN_TRANS_READONLY
 	StatusSessionStateChange uint16 = 0x4000 // SERVER_SESSION_STATE_CHANGED
+	StatusAnsiQuotes         uint16 = 0x8000 // SERVER_STATUS_ANSI_QUOTES (MariaDB): sql_mode has ANSI_QUOTES
 )
 
 // Packet header bytes.

@@ -518,3 +518,45 @@ func TestAttackPolicy(t *testing.T) {
 	admin := conn(t, openDB(t, q.dsn("", "")))
 	mustExec(t, admin, "SET GLOBAL max_connections = "+before)
 }
+
+// TestAttackRewriteModes: under sql_mode NO_BACKSLASH_ESCAPES or
+// ANSI_QUOTES the server reads text the proxy rewrites differently than
+// the router does: DELETE FROM t WHERE c='\” OR 1=1 -- ' AND id=5 deletes
+// nothing on one MariaDB, and must not delete every row of every subtable
+// through the proxy. Statements on sharded tables are refused in these
+// modes (1235); the rows stay.
+func TestAttackRewriteModes(t *testing.T) {
+	_, db := txnProxy(t, config.TransactionMulti)
+	for _, tc := range []struct {
+		mode    string
+		refused []string
+	}{
+		{"NO_BACKSLASH_ESCAPES", []string{
+			`DELETE FROM acct WHERE balance='\'' OR 1=1 -- ' AND id=5`,
+			`SELECT COUNT(*) FROM acct WHERE id = 5 OR '\' OR 1=1 -- '`,
+		}},
+		{"ANSI_QUOTES", []string{
+			`DELETE FROM acct WHERE "id" = 5`,
+			`SELECT COUNT(*) FROM acct WHERE "balance" = "balance"`,
+		}},
+		{"ANSI", []string{`DELETE FROM acct WHERE "id" = 5`}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			s := conn(t, db)
+			defer s.Close()
+			mustExec(t, s, "SET SESSION sql_mode = '"+tc.mode+"'")
+			for _, q := range tc.refused {
+				_, err := s.ExecContext(t.Context(), q)
+				wantSQLError(t, err, mysql.ErNotSupported, "42000")
+			}
+			// Without backslashes or double quotes both read the same.
+			if got := queryValue(t, s, "SELECT COUNT(*) FROM acct WHERE balance = 100 AND 'it''s' = 'it''s'"); got != "8" {
+				t.Errorf("a plain statement under %s: %s", tc.mode, got)
+			}
+			mustExec(t, s, "SET SESSION sql_mode = DEFAULT")
+			if got := queryValue(t, s, "SELECT COUNT(*) FROM acct"); got != "8" {
+				t.Errorf("%s rows left of 8", got)
+			}
+		})
+	}
+}

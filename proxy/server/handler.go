@@ -198,6 +198,9 @@ func (h *handler) query(p []byte) error {
 		}
 		return err
 	}
+	if err := h.checkRewrite(plan, sql); err != nil {
+		return err
+	}
 	var start time.Time
 	if c.srv.sqlLog != nil || c.srv.slow > 0 {
 		start = time.Now()
@@ -244,6 +247,30 @@ func (h *handler) allowed(sql, keyword string) error {
 	default:
 		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; shardgate does not run %s statements for clients: they act on the server every client shares through the proxy's backend account (deny_statements: %s)", strings.ReplaceAll(why, "_", " "), why)
 	}
+}
+
+// checkRewrite refuses a plan whose targets run SQL the router wrote
+// (subtable names, pushed-down clauses, inlined values) from sql when the
+// session's sql_mode makes the server read sql differently from the
+// router, which parses with the default sql_mode: under
+// NO_BACKSLASH_ESCAPES a backslash (the router reads \' as a quote inside
+// a string, the server as the string's end), under ANSI_QUOTES a double
+// quote ("x" is a name, not a string). Without those characters both read
+// the same, and the router writes strings with ” and names with
+// backquotes. The server says which modes are on in every status.
+func (h *handler) checkRewrite(plan *router.Plan, sql string) error {
+	st := h.c.st
+	nbe := st.Status&mysql.StatusNoBackslashEscapes != 0 && strings.IndexByte(sql, '\\') >= 0
+	ansi := st.Status&mysql.StatusAnsiQuotes != 0 && strings.IndexByte(sql, '"') >= 0
+	if !nbe && !ansi {
+		return nil
+	}
+	for i := range plan.Targets {
+		if plan.Targets[i].SQL != "" {
+			return mysql.NewError(mysql.ErNotSupported, "this statement on sharded tables is not supported by shardgate while sql_mode has NO_BACKSLASH_ESCAPES or ANSI_QUOTES: the proxy rewrites it and would read its backslashes or double quotes differently than the server; write strings in single quotes without backslashes")
+		}
+	}
+	return nil
 }
 
 // local runs the statements other than transaction control of a

@@ -384,6 +384,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		}
 		return err
 	}
+	if err := h.checkRewrite(plan, ps.SQL); err != nil {
+		return err
+	}
 	t := &plan.Targets[0]
 	q := t.SQL
 	if q == "" {
@@ -440,6 +443,9 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	plan, err := c.srv.router.Route(text, h.routerSession())
 	if err != nil {
+		return err
+	}
+	if err := h.checkRewrite(plan, ps.SQL); err != nil {
 		return err
 	}
 	switch plan.Kind {
