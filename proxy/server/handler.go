@@ -256,7 +256,7 @@ func (h *handler) allowed(sql, keyword string) error {
 // NO_BACKSLASH_ESCAPES a backslash (the router reads \' as a quote inside
 // a string, the server as the string's end), under ANSI_QUOTES a double
 // quote ("x" is a name, not a string). Without those characters both read
-// the same, and the router writes strings with ” and names with
+// the same, and the router writes strings with doubled quotes and names with
 // backquotes. The server says which modes are on in every status.
 func (h *handler) checkRewrite(plan *router.Plan, sql string) error {
 	st := h.c.st
