@@ -560,3 +560,40 @@ func TestAttackRewriteModes(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackCharsetInlining: values bound to a cross-shard prepared
+// execution are inlined as hex literals with the client's character set
+// (as the server reports it, whatever route changed it) as introducer. A
+// multi-byte character set whose second byte can be a backslash (gbk,
+// sjis, big5, cp932) is refused on that path with 1235, and
+// 0xE4B8AD5C27 followed by " OR 1=1 -- " deletes nothing; in utf8mb4 the
+// same bytes are one value.
+func TestAttackCharsetInlining(t *testing.T) {
+	p, db := txnProxy(t, config.TransactionMulti)
+	for _, cs := range []string{"gbk", "sjis", "big5", "cp932"} {
+		t.Run(cs, func(t *testing.T) {
+			c := conn(t, db)
+			defer c.Close()
+			for _, q := range []string{"SET CHARACTER SET " + cs, "SET character_set_client = " + cs} {
+				mustExec(t, c, q)
+				// ids 1 and 6 are on different subtables: the execution is
+				// planned as text with the values inlined.
+				// The proxy's parser does not read these character sets'
+				// literals: the execution is refused, clearly.
+				_, err := c.ExecContext(t.Context(), "DELETE FROM acct WHERE id IN (?, ?) AND balance = ?", 1, 6, "\xE4\xB8\xAD\x5C\x27 OR 1=1 -- ")
+				wantSQLError(t, err, mysql.ErNotSupported, "42000")
+				if got := queryValue(t, c, "SELECT COUNT(*) FROM acct"); got != "8" {
+					t.Errorf("%s: %s rows left of 8", q, got)
+				}
+			}
+		})
+	}
+	c := conn(t, openDB(t, p.dsn("txn_t", "")))
+	res, err := c.ExecContext(t.Context(), "DELETE FROM acct WHERE id IN (?, ?) AND balance = ?", 1, 6, "\xE4\xB8\xAD\x5C\x27 OR 1=1 -- ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 0 {
+		t.Errorf("utf8mb4: %d rows deleted, want 0", n)
+	}
+}

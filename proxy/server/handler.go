@@ -303,7 +303,7 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 		if cs, coll, ok := router.ParseSetNames(sql); ok {
 			if id, ok := mysql.CollationByName(cs, coll); ok {
 				// The connections the session uses follow on next use.
-				c.st.Coll = id
+				c.st.Coll, c.st.ClientCharset = id, ""
 				return true, c.okStatus()
 			}
 		}

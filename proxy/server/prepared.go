@@ -417,10 +417,19 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 // merged like a text query, and the rows are sent in the binary protocol.
 func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) error {
 	h, c := s.h, s.h.c
+	// Values become hex literals with the client's character set as their
+	// introducer: no character set or sql_mode can read them as anything
+	// but one value, and the server converts them as it would have.
 	coll, _ := mysql.CollationByID(c.st.Coll)
 	charset := coll.Charset
+	if c.st.ClientCharset != "" {
+		charset = c.st.ClientCharset
+	}
 	if charset == "" {
 		charset = "utf8mb4"
+	}
+	if !inlineCharsets[charset] {
+		return mysql.NewError(mysql.ErNotSupported, "a prepared statement that runs on several subtables is not supported by shardgate while the client's character set is %s (its values would be inlined, and the proxy's parser reads only utf8mb4, utf8, latin1, ascii and binary literals); use SET NAMES utf8mb4, or send it as text", charset)
 	}
 	lits := make([]string, ps.NParams)
 	for i := range lits {
@@ -458,6 +467,10 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	defer func() { c.binary = false }()
 	return h.settle(h.x.Execute(plan, text))
 }
+
+// inlineCharsets are the character sets whose introducers the router's
+// parser reads.
+var inlineCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": true, "latin1": true, "ascii": true, "binary": true}
 
 // executeOn runs one execution of ps as statement q, prepared on a pooled
 // connection to node (and cached there); order maps q's parameters to the

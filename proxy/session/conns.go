@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -79,7 +80,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		s.Status = o.Status &^ (mysql.StatusMoreResultsExists | mysql.StatusSessionStateChange)
 	}
 	if o.StateChanged {
-		s.absorb(bc, o.State)
+		s.absorb(bc, o.State, sticky)
 	}
 	// A connection the open transaction reached stays whatever the last
 	// response said: an ERR carries no status, and the transaction is
@@ -113,26 +114,35 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 // variable assigned by SELECT ... INTO or :=, LAST_INSERT_ID(expr),
 // GET_LOCK, FLUSH ... WITH READ LOCK) is caught from the statement's text
 // (router.Classify).
-func (s *State) absorb(bc *backend.Conn, state []byte) {
+func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
+	keep := s.keep
+	if noted {
+		// A statement the caller classified as leaving state: it decides
+		// (NoteState) whether other nodes can be brought to the same.
+		keep = func() { s.sticky = true }
+	}
 	changes, err := mysql.ParseStateChanges(state)
 	if err != nil {
-		s.keep()
+		keep()
 		return
 	}
 	for _, c := range changes {
+		if name, value, ok := c.SystemVariable(); ok && strings.EqualFold(name, "character_set_client") {
+			s.ClientCharset = value
+		}
 		switch c.Type {
 		case mysql.TrackTransactionState:
 		case mysql.TrackTransactionCharacteristics:
 			if bytes.Contains(bytes.ToUpper(c.Data), []byte("SET TRANSACTION")) {
-				s.keep()
+				keep()
 			}
 		case mysql.TrackSchema:
 			if name, ok := c.Schema(); ok {
 				bc.DB, s.DB = name, name
 			}
-			s.keep()
+			keep()
 		default:
-			s.keep()
+			keep()
 		}
 	}
 }

@@ -16,9 +16,14 @@ type State struct {
 	// the node it began on.
 	singleNodeTxn bool
 
-	Variant       uint32 // the client capabilities that select a backend pool partition
-	DB            string
-	Coll          byte // collation of the connection (SET NAMES)
+	Variant uint32 // the client capabilities that select a backend pool partition
+	DB      string
+	Coll    byte // collation of the connection (SET NAMES)
+	// ClientCharset is the character set the client's text is in when it
+	// changed it other than by a SET NAMES the proxy knows (SET CHARACTER
+	// SET, SET character_set_client), as the server reported it; "" when
+	// it is Coll's.
+	ClientCharset string
 	HandshakeColl byte // the collation the client logged in with
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
@@ -131,6 +136,7 @@ func (s *State) Reset() {
 	s.replay = nil
 	s.unreplayable = ""
 	s.Coll = s.HandshakeColl
+	s.ClientCharset = ""
 	s.LastInsertID = 0
 	s.Status = mysql.StatusAutocommit
 }
