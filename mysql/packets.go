@@ -36,18 +36,9 @@ func AppendOK(b []byte, header byte, ok OK) []byte {
 // servers write it, length-encoded; a packet whose rest is not one
 // length-encoded string is read the documented way, as string<EOF>.
 func ParseOK(p []byte) (OK, error) {
-	r := reader{b: p}
-	h := r.byte1()
-	if h != OKHeader && h != EOFHeader {
-		return OK{}, ErrMalformedPacket
-	}
-	var ok OK
-	ok.AffectedRows = r.lenEncInt()
-	ok.LastInsertID = r.lenEncInt()
-	ok.Status = r.uint16()
-	ok.Warnings = r.uint16()
-	if !r.ok() {
-		return OK{}, ErrMalformedPacket
+	ok, r, err := parseOKHead(p)
+	if err != nil {
+		return OK{}, err
 	}
 	rest := r.rest()
 	if info := r.lenEncBytes(); r.ok() && !r.more() {
@@ -56,6 +47,26 @@ func ParseOK(p []byte) (OK, error) {
 		ok.Info = string(rest)
 	}
 	return ok, nil
+}
+
+// parseOKHead decodes an OK packet's header, integers, status and
+// warnings, and returns a reader positioned at what follows (the info
+// string, and the session state with CLIENT_SESSION_TRACK).
+func parseOKHead(p []byte) (OK, reader, error) {
+	r := reader{b: p}
+	h := r.byte1()
+	if h != OKHeader && h != EOFHeader {
+		return OK{}, r, ErrMalformedPacket
+	}
+	var ok OK
+	ok.AffectedRows = r.lenEncInt()
+	ok.LastInsertID = r.lenEncInt()
+	ok.Status = r.uint16()
+	ok.Warnings = r.uint16()
+	if !r.ok() {
+		return OK{}, r, ErrMalformedPacket
+	}
+	return ok, r, nil
 }
 
 // AppendEOF appends a classic EOF packet payload.

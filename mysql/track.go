@@ -23,18 +23,9 @@ const (
 // StatusSessionStateChange the session state information follows; it is
 // returned as its raw entries (see ParseStateChanges), aliasing p.
 func ParseOKTracked(p []byte) (OK, []byte, error) {
-	r := reader{b: p}
-	h := r.byte1()
-	if h != OKHeader && h != EOFHeader {
-		return OK{}, nil, ErrMalformedPacket
-	}
-	var ok OK
-	ok.AffectedRows = r.lenEncInt()
-	ok.LastInsertID = r.lenEncInt()
-	ok.Status = r.uint16()
-	ok.Warnings = r.uint16()
-	if !r.ok() {
-		return OK{}, nil, ErrMalformedPacket
+	ok, r, err := parseOKHead(p)
+	if err != nil {
+		return OK{}, nil, err
 	}
 	if !r.more() {
 		return ok, nil, nil
