@@ -187,9 +187,6 @@ func (s *State) Shared(node string) bool {
 // Holds reports whether the session holds bc.
 func (s *State) Holds(bc *backend.Conn) bool { return slices.Contains(s.pinned, bc) }
 
-// HoldsAny reports whether the session holds any backend connection.
-func (s *State) HoldsAny() bool { return len(s.pinned) > 0 }
-
 // canUseAnotherNode checks that the session may take a connection to n
 // while it holds connections to other nodes, and lets go of connections
 // held only for SHOW WARNINGS.

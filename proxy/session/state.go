@@ -70,10 +70,6 @@ func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant 
 // proxy cannot carry to another: it keeps its connections for good.
 func (s *State) Sticky() bool { return s.sticky }
 
-// MarkSticky records a statement that leaves such state (the next
-// connection released is kept).
-func (s *State) MarkSticky() { s.sticky = true }
-
 // HoldsState reports whether losing a connection the session holds loses
 // something of the session (its state or its transaction): the client
 // connection must then close, as a server crash would close it.
