@@ -66,10 +66,6 @@ func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant 
 		MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
 }
 
-// Sticky reports whether the session left state on a connection that the
-// proxy cannot carry to another: it keeps its connections for good.
-func (s *State) Sticky() bool { return s.sticky }
-
 // HoldsState reports whether losing a connection the session holds loses
 // something of the session (its state or its transaction): the client
 // connection must then close, as a server crash would close it.
