@@ -279,8 +279,13 @@ log "sbtest1: 2000 rows in 4 subtables, each row in subtable id mod 4"
 
 # Single-shard statements over the text protocol, without transactions.
 STEP="sysbench sharded run"
+# oltp_insert with --auto-inc=off draws ids from sysbench.rand.unique(), which
+# now and then lands on one of the prepared rows: that duplicate key is the
+# server's right answer, not a proxy error.
 for test in oltp_point_select oltp_insert oltp_update_index oltp_update_non_index oltp_delete; do
-	sb_run "shard-$test" "$test" "${SHARD[@]}" --skip-trx=on --db-ps-mode=disable --time=3 --threads=4 run
+	ignore=()
+	[[ $test == oltp_insert ]] && ignore=(--mysql-ignore-errors=1062)
+	sb_run "shard-$test" "$test" "${SHARD[@]}" "${ignore[@]}" --skip-trx=on --db-ps-mode=disable --time=3 --threads=4 run
 done
 sb_run shard-cleanup oltp_point_select "${SHARD[@]}" cleanup
 
