@@ -125,11 +125,16 @@ func (mg *merger) open(plan *router.Plan) error {
 	for _, t := range plan.Targets {
 		perNode[t.Node]++
 	}
-	shared := func(t *router.Target) bool {
-		return perNode[t.Node] > 1 && x.conns.Shared(t.Node)
+	// Which targets share the session's connection is decided once,
+	// before anything is sent: acquiring a connection may end a pin (one
+	// kept for SHOW WARNINGS lasts until the next statement), and a target
+	// seen as shared in one pass and not in the other would run in neither.
+	shared := make([]bool, len(plan.Targets))
+	for i, t := range plan.Targets {
+		shared[i] = perNode[t.Node] > 1 && x.conns.Shared(t.Node)
 	}
 	for i := range plan.Targets {
-		if t := &plan.Targets[i]; !shared(t) {
+		if t := &plan.Targets[i]; !shared[i] {
 			bc, err := x.send(t)
 			if err != nil {
 				return err
@@ -144,7 +149,7 @@ func (mg *merger) open(plan *router.Plan) error {
 		}
 	}
 	for i := range plan.Targets {
-		if t := &plan.Targets[i]; shared(t) {
+		if t := &plan.Targets[i]; shared[i] {
 			bc, err := x.send(t)
 			if err != nil {
 				return err
