@@ -77,9 +77,27 @@ func TestParamLiteral(t *testing.T) {
 		{TypeNull, 0, nil, "NULL"},
 	}
 	for _, tc := range tests {
-		got, ok := ParamLiteral(tc.typ, tc.flags, tc.v, "utf8mb4")
+		got, ok := ParamLiteral(tc.typ, tc.flags, tc.v, "utf8mb4", false)
 		if got != tc.want || ok != (tc.want != "") {
 			t.Errorf("type %#x %x: got %q %v, want %q", tc.typ, tc.v, got, ok, tc.want)
+		}
+	}
+}
+
+// TestParamLiteralNoBackslashEscapes: under NO_BACKSLASH_ESCAPES a
+// backslash escape would be read as two characters: only the quote is
+// doubled.
+func TestParamLiteralNoBackslashEscapes(t *testing.T) {
+	v := AppendLenEncBytes(nil, []byte("a\\'\x00b"))
+	for _, tc := range []struct {
+		nbe  bool
+		want string
+	}{{false, `'a\\''\0b'`}, {true, "'a\\''\x00b'"}} {
+		if got, ok := ParamLiteral(TypeVarString, 0, v, "utf8mb4", tc.nbe); !ok || got != tc.want {
+			t.Errorf("noBackslashEscapes=%v: %q, %v; want %q", tc.nbe, got, ok, tc.want)
+		}
+		if got, _ := ParamLiteral(TypeBlob, 0, v, "utf8mb4", tc.nbe); got != "_binary"+tc.want {
+			t.Errorf("blob, noBackslashEscapes=%v: %q", tc.nbe, got)
 		}
 	}
 }

@@ -233,8 +233,11 @@ func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
 // _binary X'..' come out as x'..', a number in numeric context): a
 // string that is not valid UTF-8 in a UTF-8 connection is refused, and
 // in other character sets only non-ASCII strings are written in hex with
-// their introducer. A nil v is NULL.
-func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
+// their introducer. With noBackslashEscapes (the session's sql_mode has
+// NO_BACKSLASH_ESCAPES, and the router parses in it) a backslash and a NUL
+// are written as they are, since an escape would be read as two
+// characters. A nil v is NULL.
+func ParamLiteral(typ, flags byte, v []byte, charset string, noBackslashEscapes bool) (string, bool) {
 	if v == nil || typ == TypeNull {
 		return "NULL", true
 	}
@@ -289,13 +292,13 @@ func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
 		}
 		return string(raw), len(raw) > 0
 	case TypeTinyBlob, TypeMediumBlob, TypeLongBlob, TypeBlob, TypeGeometry:
-		return "_binary" + quoteString(raw), true
+		return "_binary" + quoteString(raw, noBackslashEscapes), true
 	}
 	if strings.HasPrefix(charset, "utf8") {
 		if !utf8.Valid(raw) {
 			return "", false
 		}
-		return quoteString(raw), true
+		return quoteString(raw, noBackslashEscapes), true
 	}
 	for _, c := range raw {
 		if c >= utf8.RuneSelf {
@@ -312,21 +315,24 @@ func ParamLiteral(typ, flags byte, v []byte, charset string) (string, bool) {
 			return string(append(out, '\'')), true
 		}
 	}
-	return quoteString(raw), true
+	return quoteString(raw, noBackslashEscapes), true
 }
 
-// quoteString quotes b as a string literal with backslash escapes for
-// backslash and NUL and a doubled quote for the quote.
-func quoteString(b []byte) string {
+// quoteString quotes b as a string literal with a doubled quote for the
+// quote and, unless noBackslashEscapes, backslash escapes for backslash
+// and NUL.
+func quoteString(b []byte, noBackslashEscapes bool) string {
 	out := make([]byte, 0, len(b)+2)
 	out = append(out, '\'')
 	for _, c := range b {
-		switch c {
-		case '\'':
+		switch {
+		case c == '\'':
 			out = append(out, '\'', '\'')
-		case '\\':
+		case noBackslashEscapes:
+			out = append(out, c)
+		case c == '\\':
 			out = append(out, '\\', '\\')
-		case 0:
+		case c == 0:
 			out = append(out, '\\', '0')
 		default:
 			out = append(out, c)

@@ -96,7 +96,7 @@ func FuzzParseStmtExecute(f *testing.F) {
 		for i, v := range e.Values {
 			if v != nil {
 				ParamText(e.Types[2*i], e.Types[2*i+1], v)
-				ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, "utf8mb4")
+				ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, "utf8mb4", false)
 			}
 		}
 		e2, err := ParseStmtExecute(AppendStmtExecute(nil, e.ID, e), int(n), nil, nil)

@@ -184,7 +184,7 @@ const (
 // cachedText routes statement text through the cache. ok is false when
 // the statement must be planned normally.
 func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
-	if sc.cache == nil || len(sql) > maxShapeLen {
+	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode != 0 {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
@@ -229,7 +229,7 @@ type hitPlan struct {
 // cachedArgs routes one execution of a binary prepared statement through
 // the cache.
 func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
-	if sc.cache == nil || len(sql) > maxShapeLen {
+	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode != 0 {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
@@ -300,13 +300,13 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 	if client != shape {
 		// The client's text must parse too: the template stands for
 		// statements the planner accepts.
-		stmts, release, err := parsePooled(client)
+		stmts, release, err := parsePooled(client, s.Mode)
 		release()
 		if err != nil || len(stmts) != 1 {
 			return noTemplateEntry
 		}
 	}
-	stmts, release, err := parsePooled(shape)
+	stmts, release, err := parsePooled(shape, s.Mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
 		return noTemplateEntry
@@ -352,7 +352,7 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 		return noTemplateEntry
 	}
 	nmarkers := sv.markers
-	order, err := PlaceholderOrder(shape)
+	order, err := PlaceholderOrder(shape, s.Mode)
 	if err != nil {
 		return noTemplateEntry
 	}

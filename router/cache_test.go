@@ -79,7 +79,7 @@ func restoreCanonical(tb testing.TB, sql string) string {
 		return "unparsable: " + sql
 	}
 	var b strings.Builder
-	if err := stmts[0].Restore(format.NewRestoreCtx(restoreFlags, &b)); err != nil {
+	if err := stmts[0].Restore(format.NewRestoreCtx(Mode(0).restoreFlags(), &b)); err != nil {
 		tb.Fatalf("restore %q: %v", sql, err)
 	}
 	return b.String()

@@ -349,8 +349,8 @@ func Carried(name string) bool { return !untracked[name] }
 // ParseSet recognises a SET statement made only of assignments to session
 // system variables and user variables that a session can carry from one
 // pooled connection to another (see untracked). It returns them in order.
-func ParseSet(sql string) ([]SetVar, bool) {
-	stmts, release, err := parsePooled(sql)
+func ParseSet(sql string, mode Mode) ([]SetVar, bool) {
+	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
 		return nil, false
@@ -378,8 +378,8 @@ func ParseSet(sql string) ([]SetVar, bool) {
 // CHARACTER SET charset (which sets the connection's character set to the
 // server's, so only NAMES is reported as such). It returns the names as
 // written; DEFAULT is not recognised.
-func ParseSetNames(sql string) (charset, collation string, ok bool) {
-	stmts, release, err := parsePooled(sql)
+func ParseSetNames(sql string, mode Mode) (charset, collation string, ok bool) {
+	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
 		return "", "", false
@@ -423,8 +423,8 @@ type SQLPrepare struct {
 }
 
 // ParseSQLPrepare recognises PREPARE, EXECUTE and DEALLOCATE/DROP PREPARE.
-func ParseSQLPrepare(sql string) (SQLPrepare, bool) {
-	stmts, release, err := parsePooled(sql)
+func ParseSQLPrepare(sql string, mode Mode) (SQLPrepare, bool) {
+	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
 		return SQLPrepare{}, false

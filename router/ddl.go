@@ -87,7 +87,7 @@ func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) 
 	}
 	for _, sub := range r.subs {
 		tn.Name = ast.NewCIStr(sub.name)
-		q, err := restore(n, nil)
+		q, err := restore(n, nil, s.Mode)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +215,7 @@ func (sc *schema) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, er
 	defer func() { x.Tables = all }()
 	one := func(tn *ast.TableName, node, sub string) error {
 		x.Tables = []*ast.TableName{tn}
-		q, err := restore(x, nil)
+		q, err := restore(x, nil, s.Mode)
 		if err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (sc *schema) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, er
 	}
 	if len(plain) > 0 {
 		x.Tables = plain
-		q, err := restore(x, nil)
+		q, err := restore(x, nil, s.Mode)
 		if err != nil {
 			return nil, err
 		}
@@ -290,7 +290,7 @@ func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Pla
 	sc.walk(outer, s, nil) // drops default charset introducers
 	sub := r.subs[0]
 	x.Table.Name = ast.NewCIStr(sub.name)
-	q, err := restore(outer, nil)
+	q, err := restore(outer, nil, s.Mode)
 	if err != nil {
 		return nil, err
 	}

@@ -280,10 +280,6 @@ func (st *stmt) qualify(alias bool) {
 	}
 }
 
-// restoreFlags are the parser's defaults plus backslash escaping: without
-// it a string holding a backslash would be restored as a different string.
-const restoreFlags = format.DefaultRestoreFlags | format.RestoreStringEscapeBackslash
-
 // render rewrites the sharded references to target t's subtables and
 // restores n as SQL.
 func (st *stmt) render(n ast.Node, t tgt) (string, error) {
@@ -320,19 +316,19 @@ func (st *stmt) render(n ast.Node, t tgt) (string, error) {
 		}
 		sp.in.List = keep
 	}
-	return restore(n, st.lockShare)
+	return restore(n, st.lockShare, st.sess.Mode)
 }
 
 // restore turns n back into SQL. MariaDB does not know FOR SHARE, which
 // the parser writes for LOCK IN SHARE MODE; the root SELECT gets the old
 // spelling back.
-func restore(n ast.Node, lockShare *ast.SelectStmt) (string, error) {
+func restore(n ast.Node, lockShare *ast.SelectStmt, mode Mode) (string, error) {
 	var sb strings.Builder
 	var saved *ast.SelectLockInfo
 	if lockShare != nil {
 		saved, lockShare.LockInfo = lockShare.LockInfo, nil
 	}
-	err := n.Restore(format.NewRestoreCtx(restoreFlags, &sb))
+	err := n.Restore(format.NewRestoreCtx(mode.restoreFlags(), &sb))
 	if lockShare != nil {
 		lockShare.LockInfo = saved
 		sb.WriteString(" LOCK IN SHARE MODE")

@@ -153,7 +153,7 @@ func setKind(sql, up string) string {
 			return DenySQLLogBin
 		}
 	}
-	stmts, release, err := parsePooled(sql)
+	stmts, release, err := parsePooled(sql, 0)
 	defer release()
 	if err != nil || len(stmts) != 1 {
 		if strings.Contains(up, "GLOBAL") {

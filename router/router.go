@@ -104,6 +104,7 @@ func (r *Router) Prepared(sql string, s Session) error {
 type Session struct {
 	User string // login user: selects the schema
 	DB   string // current database, for unqualified table names
+	Mode Mode   // how the session's sql_mode reads text
 }
 
 // parsers holds idle parsers: a parser.Parser is not safe for concurrent
@@ -191,7 +192,15 @@ func (r *Router) Sharded(user string) bool {
 
 // plan parses sql and plans it.
 func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
-	stmts, release, err := parsePooled(sql)
+	if s.Mode&ModeForeign != 0 {
+		for _, name := range sc.ruleNames {
+			if mentionsWord(sql, name) {
+				return nil, notSupported("statements on sharded table %s are not supported by shardgate under sql_mode=ORACLE: its parser does not read that grammar", name)
+			}
+		}
+		return sc.defPlan, nil
+	}
+	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
 	if err != nil {
 		for _, name := range sc.ruleNames {
@@ -222,8 +231,9 @@ func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
 // point into the parser's memory: release returns the parser to the pool
 // and must be called only once the tree is no longer used. A parser that
 // panicked is dropped, its state unknown.
-func parsePooled(sql string) (stmts []ast.StmtNode, release func(), err error) {
+func parsePooled(sql string, mode Mode) (stmts []ast.StmtNode, release func(), err error) {
 	p := parsers.Get().(*parser.Parser)
+	p.SetSQLMode(mode.parserMode())
 	stmts, err = parse(p, sql)
 	if err == errParserPanic {
 		return nil, func() {}, err
@@ -312,7 +322,10 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 	if sc == nil || len(sc.rules) == 0 {
 		return nil, false
 	}
-	stmts, release, err := parsePooled(sql)
+	if s.Mode&ModeForeign != 0 {
+		return nil, false
+	}
+	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
 	if err != nil || len(stmts) < 2 {
 		return nil, false

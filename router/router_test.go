@@ -323,18 +323,18 @@ func TestRouteArgs(t *testing.T) {
 	if err != nil || p.Kind != Forward || p.Targets[0].Subtable != "sbtest1_0002" {
 		t.Fatalf("UPDATE by the second placeholder: %+v %v", p, err)
 	}
-	if n := Placeholders(p.Targets[0].SQL); n != 2 {
+	if n := Placeholders(p.Targets[0].SQL, 0); n != 2 {
 		t.Errorf("target SQL %q keeps %d placeholders, want 2", p.Targets[0].SQL, n)
 	}
 	p, err = r.RouteArgs("SELECT c FROM sbtest1 WHERE id IN (?, ?) AND k = '?'", s, []Arg{{ArgInt, "1"}, {ArgInt, "3"}})
 	if err != nil || len(p.Targets) != 2 {
 		t.Fatalf("IN over two subtables: %+v %v", p, err)
 	}
-	got, err := Inline("SELECT /* ? */ c FROM sbtest1 WHERE id IN (?, ?) AND c = '?'", []string{"1", "_utf8mb4 X'41'"})
+	got, err := Inline("SELECT /* ? */ c FROM sbtest1 WHERE id IN (?, ?) AND c = '?'", []string{"1", "_utf8mb4 X'41'"}, 0)
 	if want := "SELECT /* ? */ c FROM sbtest1 WHERE id IN (1, _utf8mb4 X'41') AND c = '?'"; err != nil || got != want {
 		t.Errorf("Inline = %q, %v; want %q", got, err, want)
 	}
-	if _, err := Inline("SELECT ?", nil); err == nil {
+	if _, err := Inline("SELECT ?", nil, 0); err == nil {
 		t.Error("Inline with a missing value: no error")
 	}
 }

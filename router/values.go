@@ -165,14 +165,14 @@ func (r *Router) RouteArgs(sql string, s Session, args []Arg) (*Plan, error) {
 // Placeholders counts the ? placeholders of a statement the parser
 // restored (outside quoted strings and names), to check that a target's
 // SQL still has every parameter of the prepared statement.
-func Placeholders(sql string) int {
+func Placeholders(sql string, mode Mode) int {
 	n := 0
 	var quote byte
 	for i := 0; i < len(sql); i++ {
 		c := sql[i]
 		switch {
 		case quote != 0:
-			if c == '\\' && quote != '`' {
+			if c == '\\' && quote != '`' && mode&ModeNoBackslashEscapes == 0 {
 				i++
 			} else if c == quote {
 				quote = 0
@@ -190,8 +190,8 @@ func Placeholders(sql string) int {
 // same order, for running a prepared statement's execution through the
 // text path (cross-shard executions are merged from text results). The
 // literals must be valid SQL literals.
-func Inline(sql string, literals []string) (string, error) {
-	stmts, release, err := parsePooled(sql)
+func Inline(sql string, literals []string, mode Mode) (string, error) {
+	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil {
 		return "", mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
@@ -231,11 +231,11 @@ var markerRe = regexp.MustCompile("\x00shardgate\\?([0-9]+);")
 // order is the client's. Restoring may move placeholders: LIMIT ? OFFSET ?
 // is written LIMIT ?,? with the offset first, so a client's parameter
 // block must be reordered before it is passed on.
-func PlaceholderOrder(sql string) ([]int, error) {
+func PlaceholderOrder(sql string, mode Mode) ([]int, error) {
 	if strings.Contains(sql, markerPrefix) {
 		return nil, notSupported("a prepared statement that contains %q", markerPrefix)
 	}
-	stmts, release, err := parsePooled(sql)
+	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil {
 		return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
@@ -245,7 +245,7 @@ func PlaceholderOrder(sql string) ([]int, error) {
 	}
 	stmts[0].Accept(markerReplacer{})
 	var b strings.Builder
-	if err := stmts[0].Restore(format.NewRestoreCtx(restoreFlags, &b)); err != nil {
+	if err := stmts[0].Restore(format.NewRestoreCtx(mode.restoreFlags(), &b)); err != nil {
 		return nil, notSupported("cannot restore the statement: %v", err)
 	}
 	var order []int
@@ -260,7 +260,7 @@ func PlaceholderOrder(sql string) ([]int, error) {
 		moved = moved || i != len(order)
 		order = append(order, i)
 	}
-	if n := CountPlaceholders(sql); len(order) != n {
+	if n := CountPlaceholders(sql, mode); len(order) != n {
 		return nil, notSupported("the restored statement has %d of the %d placeholders", len(order), n)
 	}
 	if !moved {
@@ -284,8 +284,8 @@ func (markerReplacer) Leave(n ast.Node) (ast.Node, bool) {
 
 // CountPlaceholders returns the number of ? placeholders of a statement
 // (0 when it does not parse).
-func CountPlaceholders(sql string) int {
-	stmts, release, _ := parsePooled(sql)
+func CountPlaceholders(sql string, mode Mode) int {
+	stmts, release, _ := parsePooled(sql, mode)
 	defer release()
 	n := 0
 	for _, st := range stmts {

@@ -22,7 +22,7 @@ func TestPlaceholderOrder(t *testing.T) {
 		{"UPDATE t SET a = ? WHERE id = ?", nil},
 	}
 	for _, tc := range tests {
-		got, err := router.PlaceholderOrder(tc.sql)
+		got, err := router.PlaceholderOrder(tc.sql, 0)
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, %v, want %v", tc.sql, got, err, tc.want)
 		}

@@ -519,46 +519,148 @@ func TestAttackPolicy(t *testing.T) {
 	mustExec(t, admin, "SET GLOBAL max_connections = "+before)
 }
 
-// TestAttackRewriteModes: under sql_mode NO_BACKSLASH_ESCAPES or
-// ANSI_QUOTES the server reads text the proxy rewrites differently than
-// the router does: DELETE FROM t WHERE c='\” OR 1=1 -- ' AND id=5 deletes
-// nothing on one MariaDB, and must not delete every row of every subtable
-// through the proxy. Statements on sharded tables are refused in these
-// modes (1235); the rows stay.
+// TestAttackRewriteModes: under sql_mode NO_BACKSLASH_ESCAPES, ANSI_QUOTES
+// or PIPES_AS_CONCAT the server reads text differently than in the
+// default mode: DELETE FROM acct WHERE balance='\” OR 1=1 -- ' AND id=5
+// deletes nothing on one MariaDB, and must not delete every row of every
+// subtable through the proxy (it did when the router parsed with the
+// default mode and restored the string with the quote doubled). The
+// router parses in the session's mode, as the server reports it, and
+// each statement must have the same outcome (rows affected, rows seen,
+// rows left) as on one MariaDB holding the same rows, whichever route
+// set the mode.
 func TestAttackRewriteModes(t *testing.T) {
 	_, db := txnProxy(t, config.TransactionMulti)
+	srv := backends(t)[0]
+	ref := openDB(t, directDSN(srv, "", ""))
+	mustExec(t, ref, "DROP DATABASE IF EXISTS mode_ref", "CREATE DATABASE mode_ref")
+	t.Cleanup(func() { ref.Exec("DROP DATABASE IF EXISTS mode_ref") })
+	ref = openDB(t, directDSN(srv, "mode_ref", ""))
+	const (
+		create = "CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL)"
+		load   = "INSERT INTO acct (id, balance) VALUES (1,100),(2,100),(3,100),(4,100),(5,100),(6,100),(7,100),(8,100)"
+	)
+	mustExec(t, ref, create, load)
+	reload := func(c execer) {
+		t.Helper()
+		mustExec(t, c, "DELETE FROM acct WHERE id > 0", load)
+	}
 	for _, tc := range []struct {
-		mode    string
-		refused []string
+		name, set string
+		stmts     []string
+		prepared  []string // with the values 1, 6, a\
 	}{
-		{"NO_BACKSLASH_ESCAPES", []string{
+		{"NO_BACKSLASH_ESCAPES", "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'", []string{
 			`DELETE FROM acct WHERE balance='\'' OR 1=1 -- ' AND id=5`,
 			`SELECT COUNT(*) FROM acct WHERE id = 5 OR '\' OR 1=1 -- '`,
+			`SELECT COUNT(*) FROM acct WHERE id = 5 OR 'a\' = 'a\'`,
+			`UPDATE acct SET balance = LENGTH('\'' OR id > 0 -- ') WHERE id = 6`,
+			`SELECT balance FROM acct WHERE id = 6`,
+			`DELETE FROM acct WHERE id IN (1, 2) AND 'x\' = 'x\'`,
+		}, []string{
+			`SELECT COUNT(*) FROM acct WHERE id IN (?, ?) OR 'a\' = ?`,
+			`SELECT COUNT(*) FROM acct WHERE id IN (?, ?) AND 'a\'' = ?`,
+			`UPDATE acct SET balance = 7 WHERE id IN (?, ?) AND 'a\' = ?`,
 		}},
-		{"ANSI_QUOTES", []string{
-			`DELETE FROM acct WHERE "id" = 5`,
+		{"ANSI_QUOTES", "SET sql_mode = 'ANSI_QUOTES'", []string{
 			`SELECT COUNT(*) FROM acct WHERE "balance" = "balance"`,
+			`SELECT "id" FROM acct WHERE "id" = 3`,
+			`DELETE FROM acct WHERE "id" = 5`,
+			`SELECT COUNT(*) FROM acct WHERE "id" IN (1, 2, 3)`,
+		}, []string{
+			`SELECT COUNT(*) FROM acct WHERE "id" IN (?, ?) OR "balance" = ?`,
 		}},
-		{"ANSI", []string{`DELETE FROM acct WHERE "id" = 5`}},
+		{"ANSI", "SET @@session.sql_mode = 'ANSI'", []string{
+			`SELECT COUNT(*) FROM acct WHERE id = 5 || id = 6`,
+			`SELECT "id" || 'x' FROM acct WHERE "id" = 7`,
+			`DELETE FROM acct WHERE "id" = 5 || 1`,
+		}, []string{
+			`SELECT COUNT(*) FROM acct WHERE id IN (?, ?) || "balance" = ?`,
+		}},
+		{"PIPES_AS_CONCAT", "SET SESSION sql_mode = 'PIPES_AS_CONCAT'", []string{
+			`SELECT COUNT(*) FROM acct WHERE id = 5 || 0`,
+			`DELETE FROM acct WHERE id = 1 || 2`,
+		}, nil},
 	} {
-		t.Run(tc.mode, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			s := conn(t, db)
 			defer s.Close()
-			mustExec(t, s, "SET SESSION sql_mode = '"+tc.mode+"'")
-			for _, q := range tc.refused {
-				_, err := s.ExecContext(t.Context(), q)
-				wantSQLError(t, err, mysql.ErNotSupported, "42000")
+			r := conn(t, ref)
+			defer r.Close()
+			reload(s)
+			reload(r)
+			if tc.set != "" {
+				mustExec(t, s, tc.set)
+				mustExec(t, r, tc.set)
 			}
-			// Without backslashes or double quotes both read the same.
-			if got := queryValue(t, s, "SELECT COUNT(*) FROM acct WHERE balance = 100 AND 'it''s' = 'it''s'"); got != "8" {
-				t.Errorf("a plain statement under %s: %s", tc.mode, got)
+			for _, q := range tc.stmts {
+				got, want := outcome(t, s, q), outcome(t, r, q)
+				if got != want {
+					t.Errorf("%s\n proxy: %s\n  one MariaDB: %s", q, got, want)
+				}
+			}
+			// A cross-shard prepared execution: its text is read in the
+			// session's mode, its values inlined as hex.
+			for _, q := range tc.prepared {
+				got, want := outcome(t, s, q, 1, 6, `a\`), outcome(t, r, q, 1, 6, `a\`)
+				if got != want {
+					t.Errorf("prepared %s\n proxy: %s\n  one MariaDB: %s", q, got, want)
+				}
 			}
 			mustExec(t, s, "SET SESSION sql_mode = DEFAULT")
-			if got := queryValue(t, s, "SELECT COUNT(*) FROM acct"); got != "8" {
-				t.Errorf("%s rows left of 8", got)
+			mustExec(t, r, "SET SESSION sql_mode = DEFAULT")
+			if got, want := queryValue(t, s, "SELECT COUNT(*) FROM acct"), queryValue(t, r, "SELECT COUNT(*) FROM acct"); got != want {
+				t.Errorf("%s rows left, one MariaDB %s", got, want)
 			}
 		})
 	}
+	// sql_mode=ORACLE is a grammar the proxy's parser does not read:
+	// statements on sharded tables are refused, others run.
+	s := conn(t, db)
+	defer s.Close()
+	mustExec(t, s, "SET sql_mode = ORACLE")
+	_, err := s.ExecContext(t.Context(), "DELETE FROM acct WHERE id = 5")
+	wantSQLError(t, err, mysql.ErNotSupported, "42000")
+	if got := queryValue(t, s, "SELECT 'a' || 'b' FROM dual"); got != "ab" {
+		t.Errorf("an unsharded statement under ORACLE: %s", got)
+	}
+	mustExec(t, s, "SET sql_mode = DEFAULT")
+}
+
+// outcome runs q and describes what it did: its rows, or the rows it
+// affected, or its error code.
+func outcome(t *testing.T, c *sql.Conn, q string, args ...any) string {
+	t.Helper()
+	if strings.HasPrefix(q, "SELECT") {
+		rows, err := c.QueryContext(t.Context(), q, args...)
+		if err != nil {
+			return errCode(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var v sql.NullString
+			if err := rows.Scan(&v); err != nil {
+				return err.Error()
+			}
+			out = append(out, v.String)
+		}
+		return "rows " + strings.Join(out, ",")
+	}
+	res, err := c.ExecContext(t.Context(), q, args...)
+	if err != nil {
+		return errCode(err)
+	}
+	n, _ := res.RowsAffected()
+	return fmt.Sprintf("%d affected", n)
+}
+
+func errCode(err error) string {
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		return fmt.Sprintf("error %d", me.Number)
+	}
+	return err.Error()
 }
 
 // TestAttackCharsetInlining: values bound to a cross-shard prepared

@@ -41,7 +41,7 @@ var errCloseSession = errors.New("close session")
 
 // routerSession is what the router needs to know of the session.
 func (h *handler) routerSession() router.Session {
-	return router.Session{User: h.c.user, DB: h.c.st.DB}
+	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode()}
 }
 
 // dispatch runs one command. A non-nil error that is not errCloseSession
@@ -198,9 +198,6 @@ func (h *handler) query(p []byte) error {
 		}
 		return err
 	}
-	if err := h.checkRewrite(plan, sql); err != nil {
-		return err
-	}
 	var start time.Time
 	if c.srv.sqlLog != nil || c.srv.slow > 0 {
 		start = time.Now()
@@ -249,30 +246,6 @@ func (h *handler) allowed(sql, keyword string) error {
 	}
 }
 
-// checkRewrite refuses a plan whose targets run SQL the router wrote
-// (subtable names, pushed-down clauses, inlined values) from sql when the
-// session's sql_mode makes the server read sql differently from the
-// router, which parses with the default sql_mode: under
-// NO_BACKSLASH_ESCAPES a backslash (the router reads \' as a quote inside
-// a string, the server as the string's end), under ANSI_QUOTES a double
-// quote ("x" is a name, not a string). Without those characters both read
-// the same, and the router writes strings with doubled quotes and names with
-// backquotes. The server says which modes are on in every status.
-func (h *handler) checkRewrite(plan *router.Plan, sql string) error {
-	st := h.c.st
-	nbe := st.Status&mysql.StatusNoBackslashEscapes != 0 && strings.IndexByte(sql, '\\') >= 0
-	ansi := st.Status&mysql.StatusAnsiQuotes != 0 && strings.IndexByte(sql, '"') >= 0
-	if !nbe && !ansi {
-		return nil
-	}
-	for i := range plan.Targets {
-		if plan.Targets[i].SQL != "" {
-			return mysql.NewError(mysql.ErNotSupported, "this statement on sharded tables is not supported by shardgate while sql_mode has NO_BACKSLASH_ESCAPES or ANSI_QUOTES: the proxy rewrites it and would read its backslashes or double quotes differently than the server; write strings in single quotes without backslashes")
-		}
-	}
-	return nil
-}
-
 // local runs the statements other than transaction control of a
 // single-statement text that the proxy answers itself (SQL-level PREPARE,
 // tracked SET, SET NAMES, USE); handled is false for the others.
@@ -284,7 +257,7 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 	case stmt.Keyword == "EXECUTE" && isExecuteImmediate(sql):
 		return true, mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
 	case stmt.Keyword == "PREPARE":
-		if _, ok := router.ParseSQLPrepare(sql); !ok || router.HasExecutableComment(sql) {
+		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok || router.HasExecutableComment(sql) {
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal or a user variable, without executable comments")
 		}
 	}
@@ -297,10 +270,10 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.sqlPrepare(sql)
 	case stmt.Keyword == "SET":
-		if vars, ok := router.ParseSet(sql); ok {
+		if vars, ok := router.ParseSet(sql, c.st.Mode()); ok {
 			return true, h.setTracked(sql, vars)
 		}
-		if cs, coll, ok := router.ParseSetNames(sql); ok {
+		if cs, coll, ok := router.ParseSetNames(sql, c.st.Mode()); ok {
 			if id, ok := mysql.CollationByName(cs, coll); ok {
 				// The connections the session uses follow on next use.
 				c.st.Coll, c.st.ClientCharset = id, ""

@@ -159,11 +159,11 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err != nil {
 		// Placeholders where the merge needs constants (HAVING, LIMIT):
 		// take the metadata from the statement with 0 in their place.
-		lits := make([]string, router.CountPlaceholders(sql))
+		lits := make([]string, router.CountPlaceholders(sql, c.st.Mode()))
 		for i := range lits {
 			lits[i] = "0"
 		}
-		text, ierr := router.Inline(sql, lits)
+		text, ierr := router.Inline(sql, lits, c.st.Mode())
 		if ierr != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 	if err := c.st.Stmts.Room(); err != nil {
 		return err
 	}
-	if n := router.CountPlaceholders(sql); n != 0 {
+	if n := router.CountPlaceholders(sql, c.st.Mode()); n != 0 {
 		return mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax near '?': %s takes no parameters", router.Classify(sql).Keyword)
 	}
 	ps, err := c.st.Stmts.Add(sql, 0)
@@ -384,15 +384,12 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		}
 		return err
 	}
-	if err := h.checkRewrite(plan, ps.SQL); err != nil {
-		return err
-	}
 	t := &plan.Targets[0]
 	q := t.SQL
 	if q == "" {
 		q = ps.SQL
 	}
-	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q) != ps.NParams) {
+	if plan.Kind != router.Forward || (t.SQL != "" && router.Placeholders(q, c.st.Mode()) != ps.NParams) {
 		return s.executeInlined(ps, e)
 	}
 	var order []int
@@ -400,7 +397,7 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		// The restored SQL may have moved placeholders (LIMIT ? OFFSET ?
 		// becomes LIMIT ?,? with the offset first).
 		if !ps.Ordered {
-			if ps.Order, err = router.PlaceholderOrder(ps.SQL); err != nil {
+			if ps.Order, err = router.PlaceholderOrder(ps.SQL, c.st.Mode()); err != nil {
 				return err
 			}
 			ps.Ordered = true
@@ -439,22 +436,19 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 		} else if i < len(ps.HasLong) && ps.HasLong[i] {
 			v = mysql.LongDataValue(ps.Long[i])
 		}
-		lit, ok := mysql.ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, charset)
+		lit, ok := mysql.ParamLiteral(e.Types[2*i], e.Types[2*i+1], v, charset, c.st.Mode()&router.ModeNoBackslashEscapes != 0)
 		if !ok {
 			return mysql.NewError(mysql.ErWrongArguments, "Incorrect arguments to mysqld_stmt_execute: parameter %d (type %#x) cannot be used in a cross-shard execution", i+1, e.Types[2*i])
 		}
 		lits[i] = lit
 	}
 	ps.Long, ps.HasLong = nil, nil
-	text, err := router.Inline(ps.SQL, lits)
+	text, err := router.Inline(ps.SQL, lits, c.st.Mode())
 	if err != nil {
 		return err
 	}
 	plan, err := c.srv.router.Route(text, h.routerSession())
 	if err != nil {
-		return err
-	}
-	if err := h.checkRewrite(plan, ps.SQL); err != nil {
 		return err
 	}
 	switch plan.Kind {

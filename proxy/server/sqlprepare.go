@@ -16,7 +16,7 @@ import (
 // false when it is not one the proxy runs itself.
 func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 	c, stmts := h.c, &h.c.st.Stmts
-	sp, ok := router.ParseSQLPrepare(sql)
+	sp, ok := router.ParseSQLPrepare(sql, c.st.Mode())
 	if !ok {
 		return false, nil
 	}
@@ -55,7 +55,7 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	n := router.CountPlaceholders(text)
+	n := router.CountPlaceholders(text, c.st.Mode())
 	if n != len(sp.Using) {
 		return true, mysql.NewError(mysql.ErWrongArguments, "Incorrect arguments to EXECUTE")
 	}
@@ -63,7 +63,7 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 	for i, u := range sp.Using {
 		lits[i] = c.st.UserVar(u)
 	}
-	inlined, err := router.Inline(text, lits)
+	inlined, err := router.Inline(text, lits, c.st.Mode())
 	if err != nil {
 		return true, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 )
 
 // Acquire returns a backend connection to node for the next statement,
@@ -127,8 +128,13 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 		return
 	}
 	for _, c := range changes {
-		if name, value, ok := c.SystemVariable(); ok && strings.EqualFold(name, "character_set_client") {
-			s.ClientCharset = value
+		if name, value, ok := c.SystemVariable(); ok {
+			switch {
+			case strings.EqualFold(name, "character_set_client"):
+				s.ClientCharset = value
+			case strings.EqualFold(name, "sql_mode"):
+				s.mode = router.ParseMode(value)
+			}
 		}
 		switch c.Type {
 		case mysql.TrackTransactionState:

@@ -28,6 +28,9 @@ type State struct {
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
 	LastInsertID  uint64 // last non-zero insert id reported to the client
+	// mode is the session's sql_mode as the server last reported it
+	// (session tracking), as far as it changes how text is read.
+	mode router.Mode
 
 	// pinned are the backend connections the session holds between
 	// statements, at most one per node: for its whole life once sticky
@@ -130,5 +133,21 @@ func (s *State) Reset() {
 	s.Coll = s.HandshakeColl
 	s.ClientCharset = ""
 	s.LastInsertID = 0
+	s.mode = 0
 	s.Status = mysql.StatusAutocommit
+}
+
+// Mode is how the session's sql_mode reads statement text: the mode the
+// server last reported, with the two flags every response's status
+// carries (so a server whose global sql_mode has them is read right from
+// the first statement).
+func (s *State) Mode() router.Mode {
+	m := s.mode
+	if s.Status&mysql.StatusNoBackslashEscapes != 0 {
+		m |= router.ModeNoBackslashEscapes
+	}
+	if s.Status&mysql.StatusAnsiQuotes != 0 {
+		m |= router.ModeANSIQuotes
+	}
+	return m
 }

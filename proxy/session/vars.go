@@ -50,6 +50,9 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 	}
 	for i, t := range targets {
 		lit := literalOf(res.Columns[i], res.Rows[0][i])
+		if t == "@@SESSION.`sql_mode`" {
+			s.mode = router.ParseMode(string(res.Rows[0][i]))
+		}
 		s.vars = slices.DeleteFunc(s.vars, func(v trackedVar) bool { return v.target == t })
 		if lit == "NULL" && strings.HasPrefix(t, "@`") {
 			delete(bc.Vars, t) // a NULL user variable is an unset one
