@@ -172,6 +172,9 @@ func (h *handler) query(p []byte) error {
 	multi := st.MultiStmts && strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0
 	if !multi {
 		switch {
+		case stmt.Keyword == "BEGIN" && st.Mode()&router.ModeForeign != 0:
+			// Under sql_mode=ORACLE, BEGIN opens a block, not a
+			// transaction: the server says what it makes of it.
 		case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
 			if handled, err := h.txnStatement(sql); handled {
 				return err
@@ -276,7 +279,7 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 		if cs, coll, ok := router.ParseSetNames(sql, c.st.Mode()); ok {
 			if id, ok := mysql.CollationByName(cs, coll); ok {
 				// The connections the session uses follow on next use.
-				c.st.Coll, c.st.ClientCharset = id, ""
+				c.st.SetNames(id)
 				return true, c.okStatus()
 			}
 		}

@@ -129,11 +129,24 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 	}
 	for _, c := range changes {
 		if name, value, ok := c.SystemVariable(); ok {
-			switch {
-			case strings.EqualFold(name, "character_set_client"):
+			switch strings.ToLower(name) {
+			case "character_set_client":
 				s.ClientCharset = value
-			case strings.EqualFold(name, "sql_mode"):
+			case "sql_mode":
 				s.mode = router.ParseMode(value)
+			}
+			switch strings.ToLower(name) {
+			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":
+				// The character sets are now what the statement left on
+				// the connection (the session keeps it), not those of
+				// one collation: the proxy leaves them alone until the
+				// client's next SET NAMES, which must then run on it.
+				if s.ClientCharset == "" {
+					if coll, ok := mysql.CollationByID(s.Coll); ok && s.Coll != 0 {
+						s.ClientCharset = coll.Charset
+					}
+				}
+				s.Coll, bc.Collation = 0, 0
 			}
 		}
 		switch c.Type {
@@ -188,6 +201,18 @@ func (s *State) ReleaseAll() {
 // while it holds one.
 func (s *State) Shared(node string) bool {
 	return s.InTxn() || s.pinnedOn(s.nodes[node]) != nil
+}
+
+// SetNames records the client's SET NAMES (collation coll). The
+// connections the session holds run it on their next use even when the
+// proxy believes they have coll: a statement the server did not report
+// (SET character_set_results = NULL is not) may have changed one of the
+// character sets since.
+func (s *State) SetNames(coll byte) {
+	s.Coll, s.ClientCharset = coll, ""
+	for _, bc := range s.pinned {
+		bc.Collation = 0
+	}
 }
 
 // Holds reports whether the session holds bc.
@@ -258,7 +283,7 @@ func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
 			return err
 		}
 	}
-	if bc.Collation != s.Coll {
+	if s.Coll != 0 && bc.Collation != s.Coll {
 		coll, _ := mysql.CollationByID(s.Coll)
 		if _, err := bc.Exec(coll.SetNamesSQL()); err != nil {
 			return err
