@@ -699,3 +699,76 @@ func TestAttackCharsetInlining(t *testing.T) {
 		t.Errorf("utf8mb4: %d rows deleted, want 0", n)
 	}
 }
+
+// TestAttackGlobalLocks: with the policy off (deny_statements: []), a
+// client may take locks that block every writer of the server: FLUSH
+// TABLES WITH READ LOCK, LOCK TABLES, BACKUP STAGE, FLUSH ... FOR EXPORT.
+// They last while its session does, as on one MariaDB, and end with it:
+// the next client's INSERT on the pooled connection (or on another) must
+// not wait. Before the session state was tracked, FLUSH TABLES WITH READ
+// LOCK was taken for DDL, the pooled connection kept the global read
+// lock, and the next INSERT was still blocked after 6 s.
+func TestAttackGlobalLocks(t *testing.T) {
+	s := backends(t)[0]
+	cfg := onePoolConfig(t) // one pooled connection: the next client gets the attacker's
+	cfg.DenyStatements = nil
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "attack_t")
+	direct := openDB(t, directDSN(s, "attack_t", ""))
+	mustExec(t, direct, "CREATE TABLE IF NOT EXISTS locked (id INT PRIMARY KEY AUTO_INCREMENT) ENGINE=InnoDB")
+	for _, attack := range [][]string{
+		{"FLUSH TABLES WITH READ LOCK"},
+		{"FLUSH /*!40101 TABLES */ WITH READ LOCK"},
+		{"/* x */ FLUSH TABLES WITH READ LOCK"},
+		{"FLUSH TABLES locked WITH READ LOCK"},
+		{"FLUSH TABLES locked FOR EXPORT"},
+		{"LOCK TABLES locked READ"},
+		{"LOCK TABLE locked WRITE"},
+		{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"},
+		{"BACKUP LOCK attack_t.locked"},
+		{"SET @x = 1; FLUSH TABLES WITH READ LOCK"},
+		{"FLUSH TABLES WITH READ LOCK", "UNLOCK TABLES"},
+	} {
+		t.Run(strings.Join(attack, "; "), func(t *testing.T) {
+			// The same client capabilities: the same pool partition.
+			const params = "multiStatements=true"
+			victim := conn(t, openDB(t, p.dsn("attack_t", params)))
+			defer victim.Close()
+			queryValue(t, victim, "SELECT 1")
+			adb := openDB(t, p.dsn("attack_t", params))
+			attacker := conn(t, adb)
+			for _, q := range attack {
+				if _, err := attacker.ExecContext(t.Context(), q); err != nil {
+					t.Logf("%s: %v", q, err)
+				}
+			}
+			attacker.Close()
+			adb.Close()
+			eventually(t, 5*time.Second, "the attacker's session to end", func() bool { return p.srv.Stats().Sessions == 1 })
+			// The victim first: a new login resets the connection it takes.
+			for i := range 2 {
+				c := victim
+				if i == 1 {
+					c = conn(t, openDB(t, p.dsn("attack_t", params)))
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+				_, err := c.ExecContext(ctx, "INSERT INTO locked VALUES ()")
+				cancel()
+				if err != nil {
+					t.Fatalf("client %d's INSERT: %v", i+1, err)
+				}
+				if i == 0 {
+					// A client of the server itself, beside the proxy.
+					d := conn(t, direct)
+					mustExec(t, d, "SET SESSION lock_wait_timeout = 2", "INSERT INTO locked VALUES ()")
+					d.Close()
+				}
+			}
+			// No session holds any lock on the table: a write lock is
+			// granted at once.
+			d := conn(t, direct)
+			defer d.Close()
+			mustExec(t, d, "SET SESSION lock_wait_timeout = 2", "LOCK TABLES locked WRITE", "UNLOCK TABLES")
+		})
+	}
+}
