@@ -58,7 +58,7 @@ func Default() *Config {
 // DenyKinds are the kinds of statements deny_statements may name: those
 // that act on the server all clients share through the proxy's backend
 // account. All are refused by default.
-var DenyKinds = []string{"shutdown", "set_global", "account", "read_lock", "plugin", "replication", "sql_log_bin"}
+var DenyKinds = []string{"shutdown", "set_global", "account", "read_lock", "plugin", "replication", "sql_log_bin", "stored_program"}
 
 // Transaction modes (transaction_mode).
 const (

@@ -80,6 +80,10 @@ func (p *Policy) Check(sql, keyword string) string {
 			return why
 		}
 	}
+	if p.deny[DenyStoredProgram] {
+		// The split cuts a stored program's body at its semicolons.
+		return programKind(sql)
+	}
 	return ""
 }
 
@@ -116,6 +120,9 @@ func denyKind(sql, kw string) string {
 	case "CREATE", "ALTER", "DROP", "RENAME":
 		if second == "USER" || second == "ROLE" {
 			return DenyAccount
+		}
+		if k := programKind(sql); k != "" {
+			return k
 		}
 	case "FLUSH":
 		if readLock(up) {

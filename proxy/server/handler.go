@@ -244,6 +244,8 @@ func (h *handler) allowed(sql, keyword string) error {
 		return nil
 	case "blacklist":
 		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; this statement is in shardgate's blacklist_sql_file")
+	case router.DenyStoredProgram:
+		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; shardgate does not create stored programs whose body has KILL, dynamic SQL (PREPARE, EXECUTE) or a statement it refuses: they would run with the rights of the backend account every client shares (deny_statements: stored_program; quote a name spelled like one of these words)")
 	default:
 		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; shardgate does not run %s statements for clients: they act on the server every client shares through the proxy's backend account (deny_statements: %s)", strings.ReplaceAll(why, "_", " "), why)
 	}
