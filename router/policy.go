@@ -163,8 +163,13 @@ func setKind(sql, up string) string {
 	stmts, release, err := parsePooled(sql, 0)
 	defer release()
 	if err != nil || len(stmts) != 1 {
-		if strings.Contains(up, "GLOBAL") {
+		// Text the parser does not read (SET STATEMENT ... FOR ...): the
+		// words decide.
+		switch {
+		case strings.Contains(up, "GLOBAL"):
 			return DenySetGlobal
+		case strings.Contains(up, "SQL_LOG_BIN"):
+			return DenySQLLogBin
 		}
 		return ""
 	}

@@ -22,6 +22,8 @@ func TestPolicy(t *testing.T) {
 		{"SET @x=1 /*M!, GLOBAL max_connections=1 */", "set_global"},
 		{"SET sql_log_bin = 0", "sql_log_bin"},
 		{"SET @x=1 /*M!, sql_log_bin=0 */", "sql_log_bin"},
+		{"SET STATEMENT sql_log_bin = 0 FOR DELETE FROM t", "sql_log_bin"},
+		{"SET STATEMENT max_statement_time = 1 FOR SELECT 1", ""},
 		{"SET PASSWORD = PASSWORD('x')", "account"},
 		{"SET PASSWORD FOR 'app'@'%' = 'x'", "account"},
 		{"ALTER USER CURRENT_USER() IDENTIFIED BY 'x'", "account"},
