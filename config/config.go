@@ -39,6 +39,7 @@ func Default() *Config {
 		ShutdownTimeout:   10 * time.Second,
 		MaxConnections:    10000,
 		MergeMemoryLimit:  256 << 20,
+		MaxAllowedPacket:  64 << 20,
 		PlanCacheSize:     4096,
 		TransactionMode:   TransactionMulti,
 		DenyStatements:    append([]string(nil), DenyKinds...),
@@ -121,6 +122,13 @@ type Config struct {
 	// hold per statement; past it the client gets error 1038. Default
 	// 256 MiB.
 	MergeMemoryLimit int64 `yaml:"merge_memory_limit"`
+	// MaxAllowedPacket bounds, in bytes, one command a logged-in client
+	// sends (one logical packet, compressed or not) and the long data
+	// (COM_STMT_SEND_LONG_DATA) of one prepared statement's execution;
+	// past it the client gets error 1153 (or 1105 at the execution). Until
+	// a client has logged in, the bound is 64 KiB. Default 64 MiB, at most
+	// 1 GiB (MySQL's largest).
+	MaxAllowedPacket int `yaml:"max_allowed_packet"`
 	// PlanCacheSize bounds the statement shapes (text with its literals
 	// stripped) whose single-shard plans each schema keeps, so that
 	// statements seen before are routed without parsing. 0 disables the

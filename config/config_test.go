@@ -360,6 +360,16 @@ func TestProblems(t *testing.T) {
 			{"prometheus_addr", 15, `"0.0.0.0:70800": port 70800 is out of range 0-65535`},
 		}},
 		{"ipv6 listen", base + "web_addr: \"[::1]:9797\"\nprometheus_addr: \":7080\"\n", nil},
+		{"admin beyond loopback without credentials", base + "web_addr: 0.0.0.0:9797\n", []Problem{
+			{"web_addr", 14, `"0.0.0.0:9797" listens beyond loopback: set web_user and web_password`},
+		}},
+		{"admin beyond loopback with credentials", base + "web_addr: :9797\nweb_user: admin\nweb_password: s3cret\n", nil},
+		{"half-set admin credentials", base + "web_password: s3cret\n", []Problem{
+			{"web_user", 0, "web_user and web_password must be set together (one without the other would leave the admin listener open)"},
+		}},
+		{"max_allowed_packet out of range", base + "max_allowed_packet: 2147483648\n", []Problem{
+			{"max_allowed_packet", 14, "must be between 1024 and 1073741824 bytes, got 2147483648"},
+		}},
 		{"bad allow_ips", base + "allow_ips: 127.0.0.1,10.0.0.0/33,bogus\n", []Problem{
 			{"allow_ips", 14, `"10.0.0.0/33" is not an IP or CIDR`},
 			{"allow_ips", 14, `"bogus" is not an IP or CIDR`},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -406,6 +407,15 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.PlanCacheSize < 0 {
 		v.add("plan_cache_size", "must be 0 (no cache) or positive, got %d", c.PlanCacheSize)
 	}
+	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
+		v.add("max_allowed_packet", "must be between 1024 and 1073741824 bytes, got %d", c.MaxAllowedPacket)
+	}
+	if (c.WebUser == "") != (c.WebPassword == "") {
+		v.add("web_user", "web_user and web_password must be set together (one without the other would leave the admin listener open)")
+	}
+	if c.WebAddr != "" && c.WebUser == "" && !loopbackAddr(c.WebAddr) {
+		v.add("web_addr", "%q listens beyond loopback: set web_user and web_password", c.WebAddr)
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}
@@ -452,4 +462,18 @@ func checkTCP(v *validator, path string, t *TCPOptions) {
 			v.add(joinKey(path, f.key), "must be positive")
 		}
 	}
+}
+
+// loopbackAddr reports whether a listen address host:port is on loopback
+// only (127.0.0.0/8, ::1, localhost).
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

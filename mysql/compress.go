@@ -22,8 +22,9 @@ type compressState struct {
 		Flush() error
 	}
 	seq   uint8
-	in    []byte // decompressed bytes not yet consumed
-	inBuf bytes.Buffer
+	lr    io.LimitedReader // the current frame's payload as sent
+	frame io.Reader        // the current frame's payload as data (lr, or zr over lr)
+	left  int              // bytes of data left in the current frame
 	zr    io.ReadCloser
 	out   []byte // logical bytes waiting to be compressed
 	zbuf  bytes.Buffer
@@ -46,19 +47,43 @@ func (c *Conn) EnableCompression() {
 
 type zReader struct{ z *compressState }
 
+// Read decompresses the current frame straight into p: nothing holds a
+// whole frame, so a frame that declares (or inflates to) 16 MiB costs the
+// zlib window and what the logical packet reader keeps of it, which
+// max_allowed_packet bounds.
 func (r zReader) Read(p []byte) (int, error) {
 	z := r.z
-	for len(z.in) == 0 {
-		if err := z.readPacket(); err != nil {
+	for z.left == 0 {
+		if err := z.nextFrame(); err != nil {
 			return 0, err
 		}
 	}
-	n := copy(p, z.in)
-	z.in = z.in[n:]
-	return n, nil
+	if len(p) > z.left {
+		p = p[:z.left]
+	}
+	n, err := z.frame.Read(p)
+	z.left -= n
+	switch {
+	case z.left == 0:
+		// Drain whatever is left of the compressed payload (the adler32
+		// trailer) so the next header starts where it should.
+		if _, derr := io.Copy(io.Discard, &z.lr); derr != nil {
+			return n, unexpectedEOF(derr)
+		}
+		err = nil
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		if z.lr.N > 0 {
+			return n, unexpectedEOF(err) // the connection ended inside the frame
+		}
+		return n, ErrMalformedPacket // the frame is shorter than it says
+	case err != nil && z.frame != io.Reader(&z.lr):
+		return n, ErrMalformedPacket
+	}
+	return n, err
 }
 
-func (z *compressState) readPacket() error {
+// nextFrame reads a frame header and sets up the reading of its payload.
+func (z *compressState) nextFrame() error {
 	var h [7]byte
 	if _, err := io.ReadFull(z.raw, h[:]); err != nil {
 		return err
@@ -66,34 +91,22 @@ func (z *compressState) readPacket() error {
 	clen := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
 	z.seq = h[3] + 1
 	ulen := int(h[4]) | int(h[5])<<8 | int(h[6])<<16
-	z.inBuf.Reset()
+	z.lr = io.LimitedReader{R: z.raw, N: int64(clen)}
 	if ulen == 0 {
-		if _, err := io.CopyN(&z.inBuf, z.raw, int64(clen)); err != nil {
-			return unexpectedEOF(err)
-		}
-		z.in = z.inBuf.Bytes()
+		// Sent uncompressed.
+		z.frame, z.left = &z.lr, clen
 		return nil
 	}
-	lr := io.LimitReader(z.raw, int64(clen))
 	var err error
 	if z.zr == nil {
-		z.zr, err = zlib.NewReader(lr)
+		z.zr, err = zlib.NewReader(&z.lr)
 	} else {
-		err = z.zr.(zlib.Resetter).Reset(lr, nil)
+		err = z.zr.(zlib.Resetter).Reset(&z.lr, nil)
 	}
 	if err != nil {
 		return ErrMalformedPacket
 	}
-	z.inBuf.Grow(ulen)
-	if _, err := io.CopyN(&z.inBuf, z.zr, int64(ulen)); err != nil {
-		return ErrMalformedPacket
-	}
-	// Drain whatever is left of the compressed payload (e.g. the adler32
-	// trailer) so the next header starts where it should.
-	if _, err := io.Copy(io.Discard, lr); err != nil {
-		return unexpectedEOF(err)
-	}
-	z.in = z.inBuf.Bytes()
+	z.frame, z.left = z.zr, ulen
 	return nil
 }
 

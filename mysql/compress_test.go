@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -158,8 +159,72 @@ func TestCompressedReadMalformed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := readerConn(tc.stream, testBuf)
 			c.EnableCompression()
-			if p, err := c.ReadPacket(); err == nil {
-				t.Errorf("ReadPacket = %q, want an error", p)
+			// Frames are decompressed as they are read: a frame shorter
+			// than it says may first yield the packets it holds, and the
+			// error comes at the latest with the next read.
+			p, err := c.ReadPacket()
+			if err == nil {
+				p, err = c.ReadPacket()
+			}
+			if err == nil || err == io.EOF {
+				t.Errorf("ReadPacket = %q, %v; want an error", p, err)
+			}
+		})
+	}
+}
+
+// TestCompressionBomb: frames are inflated as their data is read, into
+// the logical packet, whose size MaxPacket (max_allowed_packet, or the
+// small limit before login) bounds: a 16 KiB frame that inflates to
+// 16 MiB costs what the limit allows, not 16 MiB, and 64 frames that
+// inflate to 1 GiB end with 1153 after at most the limit's worth.
+func TestCompressionBomb(t *testing.T) {
+	const F = MaxPacketPayload
+	// frames returns n compressed frames carrying the logical stream of
+	// physical packets of F bytes each (headers ff ff ff seq), all zeros.
+	frames := func(n int) []byte {
+		var out []byte
+		buf := make([]byte, F)
+		for i := 0; i < n; i++ {
+			clear(buf)
+			for x := i * F; x < (i+1)*F; x++ {
+				if k := x % (F + 4); k < 4 {
+					buf[x-i*F] = []byte{0xff, 0xff, 0xff, byte(x / (F + 4))}[k]
+				} else {
+					x += F + 4 - k - 1 // skip to the next header
+				}
+			}
+			out = append(out, compressedFrame(byte(i), buf, true)...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		frames int
+		limit  int
+	}{
+		{"one 16 MiB frame before login", 1, 64 << 10},
+		{"1 GiB under a 16 MiB limit", 64, 16 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := frames(tc.frames)
+			if len(stream) > tc.frames*(32<<10) {
+				t.Fatalf("bomb of %d bytes", len(stream))
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			c := readerConn(stream, testBuf)
+			c.MaxPacket = tc.limit
+			c.EnableCompression()
+			_, err := c.ReadPacket()
+			runtime.ReadMemStats(&after)
+			if err != ErrPacketTooLarge {
+				t.Errorf("ReadPacket: %v, want ErrPacketTooLarge", err)
+			}
+			// Doubling up to the limit allocates about twice the limit.
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > uint64(3*tc.limit+(1<<20)) {
+				t.Errorf("allocated %d KiB under a %d KiB limit", grew>>10, tc.limit>>10)
 			}
 		})
 	}

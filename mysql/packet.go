@@ -34,6 +34,12 @@ type Conn struct {
 	// (0 = no limit beyond memory).
 	MaxPacket int
 
+	// DiscardOversized makes ReadPacket read and drop the rest of a packet
+	// over MaxPacket before it returns ErrPacketTooLarge, so the peer, who
+	// has sent it whole, can read the error that follows instead of a
+	// reset connection. Memory stays bounded; the time is the peer's.
+	DiscardOversized bool
+
 	// ReadTimeout, when set, is a deadline for each read from the network
 	// (armed only when the read buffer runs dry, so buffered packets cost
 	// nothing).
@@ -159,7 +165,8 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		return nil, err
 	}
 	if c.MaxPacket > 0 && n > c.MaxPacket {
-		return nil, ErrPacketTooLarge
+		c.br.Discard(4)
+		return nil, c.tooLarge(n)
 	}
 	if n < MaxPacketPayload && 4+n <= c.br.Size() {
 		c.arm(4 + n)
@@ -174,15 +181,22 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 	buf := c.large[:0]
 	for {
 		if c.MaxPacket > 0 && len(buf)+n > c.MaxPacket {
-			return nil, ErrPacketTooLarge
+			return nil, c.tooLarge(n)
 		}
-		start := len(buf)
-		buf = grow(buf, n)
-		if c.ReadTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
-		}
-		if _, err := io.ReadFull(c.br, buf[start:start+n]); err != nil {
-			return nil, unexpectedEOF(err)
+		// The buffer grows with the bytes that arrive, not with the
+		// length the header declares: a peer that announces 16 MiB and
+		// sends a trickle costs what it sent.
+		for left := n; left > 0; {
+			chunk := min(left, max(readChunk, len(buf)))
+			start := len(buf)
+			buf = growMax(buf, chunk, c.MaxPacket)
+			if c.ReadTimeout > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
+			}
+			if _, err := io.ReadFull(c.br, buf[start:start+chunk]); err != nil {
+				return nil, unexpectedEOF(err)
+			}
+			left -= chunk
 		}
 		if n < MaxPacketPayload {
 			break
@@ -198,16 +212,51 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 	return buf, nil
 }
 
+// tooLarge returns ErrPacketTooLarge for a packet whose current physical
+// packet has n bytes left, after discarding them and the packets that
+// continue it when DiscardOversized is set.
+func (c *Conn) tooLarge(n int) error {
+	if !c.DiscardOversized {
+		return ErrPacketTooLarge
+	}
+	for {
+		if c.ReadTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
+		}
+		if _, err := c.br.Discard(n); err != nil {
+			return unexpectedEOF(err)
+		}
+		if n < MaxPacketPayload {
+			return ErrPacketTooLarge
+		}
+		var err error
+		if n, err = c.readHeader(); err != nil {
+			return unexpectedEOF(err)
+		}
+		c.br.Discard(4)
+	}
+}
+
+// readChunk is the first step by which ReadPacket's buffer for a large
+// packet grows (then by what it already holds, doubling).
+const readChunk = 64 << 10
+
 // maxKeptLarge bounds the buffer a Conn keeps for packets larger than its
 // read buffer: thousands of connections that each once read a big packet
 // must not each keep it.
 const maxKeptLarge = 64 << 10
 
-func grow(b []byte, n int) []byte {
+// growMax is grow with the new capacity at most limit (when > 0) once
+// the bytes fit: a buffer doubling towards max_allowed_packet stops there.
+func growMax(b []byte, n, limit int) []byte {
 	if cap(b)-len(b) >= n {
 		return b[:len(b)+n]
 	}
-	nb := make([]byte, len(b)+n, 2*cap(b)+n)
+	c := 2*cap(b) + n
+	if limit > 0 && c > limit && len(b)+n <= limit {
+		c = limit
+	}
+	nb := make([]byte, len(b)+n, c)
 	copy(nb, b)
 	return nb
 }

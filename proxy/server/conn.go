@@ -55,9 +55,10 @@ type conn struct {
 	idle        atomic.Bool // waiting for the next command
 }
 
-// maxClientPacket bounds one client command, as MySQL's largest
-// max_allowed_packet (1 GiB) does; the backend enforces its own limit.
-const maxClientPacket = 1 << 30
+// preAuthPacket bounds a packet from a client that has not logged in
+// yet: a handshake response is a few hundred bytes, and an
+// unauthenticated socket must not make the proxy hold max_allowed_packet.
+const preAuthPacket = 64 << 10
 
 // serveConn runs one client connection to completion.
 func (s *Server) serveConn(nc net.Conn) {
@@ -82,7 +83,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		buf: make([]byte, 0, 256),
 	}
 	c.h = newHandler(c)
-	c.c.MaxPacket = maxClientPacket
+	c.c.MaxPacket = preAuthPacket
 	c.c.LendWriteBuffer()
 	defer nc.Close()
 	if !s.allowed(nc.RemoteAddr()) {
@@ -115,6 +116,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		c.log.Debug("handshake failed", zap.Error(err))
 		return
 	}
+	c.c.MaxPacket, c.c.DiscardOversized = s.cfg.MaxAllowedPacket, true
 	c.log = c.log.With(zap.String("user", c.user))
 	c.log.Debug("client connected")
 	c.loop()

@@ -294,11 +294,17 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		if ps.Long == nil {
 			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
 		}
-		ps.Long[i] = append(ps.Long[i], p[7:]...)
 		ps.HasLong[i] = true
+		if ps.LongSize += len(p) - 7; ps.LongSize > c.srv.cfg.MaxAllowedPacket {
+			// The data is dropped; the execution gets the error, as the
+			// server reports it (no reply is due here).
+			ps.Long[i] = nil
+			return nil
+		}
+		ps.Long[i] = append(ps.Long[i], p[7:]...)
 		return nil
 	case mysql.ComStmtReset:
-		ps.Long, ps.HasLong = nil, nil
+		ps.ClearLong()
 		if bc := s.cursorConn(ps); bc != nil {
 			// Closes the cursor there too.
 			s.pbuf = binary.LittleEndian.AppendUint32(append(s.pbuf[:0], mysql.ComStmtReset), ps.CursorID)
@@ -335,6 +341,10 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
 	e := &s.exec
+	if ps.LongSize > c.srv.cfg.MaxAllowedPacket {
+		ps.ClearLong()
+		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg.MaxAllowedPacket)
+	}
 	if err := e.Parse(p, ps.NParams, ps.Types, ps.HasLong); err != nil {
 		return err
 	}
@@ -442,7 +452,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 		}
 		lits[i] = lit
 	}
-	ps.Long, ps.HasLong = nil, nil
+	ps.ClearLong()
 	text, err := router.Inline(ps.SQL, lits, c.st.Mode())
 	if err != nil {
 		return err
@@ -521,7 +531,7 @@ func (s *stmtHandler) cursorConn(ps *session.Stmt) *backend.Conn {
 // the backend statement, whose parameter i is the client's order[i] (i
 // when order is nil); MySQL keeps it only until the execution.
 func sendLongData(bc *backend.Conn, st *backend.Stmt, ps *session.Stmt, order []int) error {
-	defer func() { ps.Long, ps.HasLong = nil, nil }()
+	defer ps.ClearLong()
 	for i := range ps.HasLong {
 		j := i
 		if order != nil {

@@ -34,6 +34,7 @@ type Stmt struct {
 	Types     []byte   // parameter types bound by the last execution
 	Long      [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
 	HasLong   []bool
+	LongSize  int // bytes of long data received since the last execution
 	// Order maps the placeholders of the targets' restored SQL to the
 	// client's (router.PlaceholderOrder), nil when they are in the
 	// client's order; Ordered says it has been computed.
@@ -120,3 +121,6 @@ func (t *Stmts) Room() error {
 	}
 	return nil
 }
+
+// ClearLong forgets the long data sent for the next execution.
+func (st *Stmt) ClearLong() { st.Long, st.HasLong, st.LongSize = nil, nil, 0 }

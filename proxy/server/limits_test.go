@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"bytes"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// heapInUse returns the bytes the Go heap holds after a collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestLimitPreAuthPacket: before a client has logged in, a packet may be
+// at most 64 KiB. 500 sockets that each announce a 16 MiB packet
+// (ff ff ff 01) and trickle bytes used to cost 16 MiB each, allocated for
+// the declared length; now each is closed at once, the proxy's heap grows
+// by less than 100 MB while they are open, and a normal login works
+// meanwhile.
+func TestLimitPreAuthPacket(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	db := openDB(t, p.dsn("", ""))
+	queryValue(t, db, "SELECT 1")
+	before := heapInUse()
+	var socks []*rawConn
+	for range 500 {
+		r := dialRaw(t, p.addr)
+		if _, err := r.nc.Write(append([]byte{0xff, 0xff, 0xff, 0x01}, bytes.Repeat([]byte("x"), 100)...)); err != nil {
+			t.Fatal(err)
+		}
+		socks = append(socks, r)
+	}
+	// Let the proxy read what the sockets sent.
+	time.Sleep(time.Second)
+	if got := queryValue(t, db, "SELECT 2"); got != "2" {
+		t.Errorf("a logged-in client meanwhile: %s", got)
+	}
+	c := conn(t, openDB(t, p.dsn("", "")))
+	if got := queryValue(t, c, "SELECT 3"); got != "3" {
+		t.Errorf("a new login meanwhile: %s", got)
+	}
+	c.Close()
+	grew := int64(heapInUse()) - int64(before)
+	if grew > 100<<20 {
+		t.Errorf("the proxy's heap grew by %d MiB for 500 unauthenticated sockets", grew>>20)
+	}
+	t.Logf("heap growth with 500 sockets announcing 16 MiB: %d KiB", grew>>10)
+	for _, r := range socks[:5] {
+		r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 512)
+		var err error
+		for err == nil {
+			_, err = r.nc.Read(buf)
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("an unauthenticated socket over the limit is still open after 5 s")
+		}
+	}
+}
+
+// TestLimitMaxAllowedPacket: a logged-in client's command is bounded by
+// max_allowed_packet (error 1153, as the server answers), and so is the
+// long data of one execution (error 1105 at the execution); within the
+// bounds both work.
+func TestLimitMaxAllowedPacket(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.MaxAllowedPacket = 1 << 20
+	p := startProxy(t, cfg)
+
+	r := dialRaw(t, p.addr)
+	r.login(rawCaps)
+	big := append([]byte{mysql.ComQuery}, "SELECT '"...)
+	big = append(big, bytes.Repeat([]byte("y"), 2<<20)...)
+	big = append(big, '\'')
+	r.command(big)
+	r.expectErr(mysql.ErNetPacketTooLarge)
+
+	// go-sql-driver sends arguments larger than its maxAllowedPacket as
+	// long data, in chunks.
+	db := openDB(t, p.dsn("", "maxAllowedPacket=65536"))
+	var n int
+	if err := db.QueryRow("SELECT LENGTH(?)", bytes.Repeat([]byte("z"), 512<<10)).Scan(&n); err != nil || n != 512<<10 {
+		t.Fatalf("512 KiB of long data: %d, %v", n, err)
+	}
+	err := db.QueryRow("SELECT LENGTH(?)", bytes.Repeat([]byte("z"), 2<<20)).Scan(&n)
+	wantSQLError(t, err, mysql.ErUnknownError, "HY000")
+	if err := db.QueryRow("SELECT LENGTH(?)", []byte("after")).Scan(&n); err != nil || n != 5 {
+		t.Fatalf("the next execution: %d, %v", n, err)
+	}
+}
