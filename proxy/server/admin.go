@@ -16,6 +16,7 @@ type Stats struct {
 	Sessions      int    `json:"sessions"`
 	ConnsTotal    uint64 `json:"connections_total"`
 	ConnsRejected uint64 `json:"connections_rejected"`
+	AcceptErrors  uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
 	Queries       uint64 `json:"queries_total"`
 	ErrorsSent    uint64 `json:"errors_total"`
 	Goroutines    int    `json:"goroutines"`
@@ -45,7 +46,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.sessions)
 	s.mu.Unlock()
-	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(),
+	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {
@@ -139,6 +140,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_client_connections", "gauge", "Client connections open now.", st.Sessions)
 	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
 	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
+	metric("shardgate_accept_errors_total", "counter", "Accept failures waited out (out of file descriptors or memory).", st.AcceptErrors)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
 	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
 	metric("shardgate_plan_cache_hits_total", "counter", "Statements on sharded schemas routed from the plan cache without parsing.", st.PlanCacheHits)

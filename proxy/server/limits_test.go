@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"net"
+	"os"
+	"syscall"
 	"runtime"
 	"testing"
 	"time"
@@ -96,4 +98,55 @@ func TestLimitMaxAllowedPacket(t *testing.T) {
 	if err := db.QueryRow("SELECT LENGTH(?)", []byte("after")).Scan(&n); err != nil || n != 5 {
 		t.Fatalf("the next execution: %d, %v", n, err)
 	}
+}
+
+// TestLimitAcceptEMFILE: when the process runs out of file descriptors,
+// Accept fails with EMFILE; the proxy used to return from Serve and shut
+// down. It now waits and retries: with the limit lowered and idle
+// sockets holding every descriptor, it keeps listening, and once they
+// close a login works.
+func TestLimitAcceptEMFILE(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	db := openDB(t, p.dsn("", ""))
+	queryValue(t, db, "SELECT 1") // the pool's connection is open before the limit
+
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(len(fds) + 40)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) }
+	defer restore()
+	var socks []net.Conn
+	for range 300 {
+		nc, err := net.DialTimeout("tcp", p.addr, time.Second)
+		if err != nil {
+			break // this process is out of descriptors too
+		}
+		socks = append(socks, nc)
+	}
+	eventually(t, 5*time.Second, "Accept to fail for lack of descriptors", func() bool { return p.srv.Stats().AcceptErrors > 0 })
+	for _, nc := range socks {
+		nc.Close()
+	}
+	restore()
+	select {
+	case <-p.serveDone:
+		t.Fatalf("Serve returned: %v", p.serveErr)
+	case <-time.After(100 * time.Millisecond):
+	}
+	c := conn(t, openDB(t, p.dsn("", "")))
+	if got := queryValue(t, c, "SELECT 2"); got != "2" {
+		t.Errorf("a login after the sockets closed: %s", got)
+	}
+	t.Logf("%d sockets opened; %d accept errors waited out", len(socks), p.srv.Stats().AcceptErrors)
 }

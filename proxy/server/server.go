@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,6 +71,7 @@ type Server struct {
 
 	// Counters for operators.
 	connsTotal, queries, errorsSent, rejected atomic.Uint64
+	acceptErrors                              atomic.Uint64 // Accept failures retried
 }
 
 // Options carries the server's collaborators.
@@ -188,8 +190,12 @@ func (s *Server) Serve(l net.Listener) error {
 			if s.shutting.Load() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retryableAccept(err) {
+				// Out of descriptors (EMFILE, ENFILE) or memory, or a
+				// connection aborted before it was accepted: the proxy
+				// keeps serving the clients it has and tries again, as
+				// net/http does.
+				s.acceptErrors.Add(1)
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
 				time.Sleep(backoff)
@@ -342,6 +348,21 @@ func (s *Server) allowed(addr net.Addr) bool {
 	ip = ip.Unmap()
 	for _, p := range s.allow {
 		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryableAccept reports whether an Accept error is one to wait out:
+// a timeout, or a lack of resources that closing connections cures.
+func retryableAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EPROTO, syscall.EPERM} {
+		if errors.Is(err, e) {
 			return true
 		}
 	}
