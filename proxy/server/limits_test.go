@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"net"
 	"os"
-	"syscall"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
