@@ -31,19 +31,21 @@ func Default() *Config {
 		WriteBuffer: 16384,
 	}
 	return &Config{
-		Addr:              "127.0.0.1:9696",
-		LogLevel:          "info",
-		LogSQL:            "off",
-		ProxyCharset:      "utf8mb4",
-		DefaultAuthPlugin: "mysql_native_password",
-		ShutdownTimeout:   10 * time.Second,
-		MaxConnections:    10000,
-		MergeMemoryLimit:  256 << 20,
-		MaxAllowedPacket:  64 << 20,
-		PlanCacheSize:     4096,
-		TransactionMode:   TransactionMulti,
-		DenyStatements:    append([]string(nil), DenyKinds...),
-		Frontend:          tcp,
+		Addr:                     "127.0.0.1:9696",
+		LogLevel:                 "info",
+		LogSQL:                   "off",
+		ProxyCharset:             "utf8mb4",
+		DefaultAuthPlugin:        "mysql_native_password",
+		ShutdownTimeout:          10 * time.Second,
+		MaxConnections:           10000,
+		MergeMemoryLimit:         256 << 20,
+		MaxAllowedPacket:         64 << 20,
+		ClientWriteTimeout:       60 * time.Second,
+		IdleInTransactionTimeout: 5 * time.Minute,
+		PlanCacheSize:            4096,
+		TransactionMode:          TransactionMulti,
+		DenyStatements:           append([]string(nil), DenyKinds...),
+		Frontend:                 tcp,
 		Backend: BackendOptions{
 			TCPOptions:     tcp,
 			DialTimeout:    3 * time.Second,
@@ -129,6 +131,18 @@ type Config struct {
 	// a client has logged in, the bound is 64 KiB. Default 64 MiB, at most
 	// 1 GiB (MySQL's largest).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
+	// ClientWriteTimeout bounds one write to a client (MariaDB's
+	// net_write_timeout): a client that stops reading a result is
+	// disconnected after it, and the backend connection that was sending
+	// the result is closed (the server stops the statement), so it cannot
+	// hold a pooled connection for good. Default 60s; 0 turns it off.
+	ClientWriteTimeout time.Duration `yaml:"client_write_timeout"`
+	// IdleInTransactionTimeout disconnects a client that waits longer than
+	// this for its next command inside a transaction (MariaDB's
+	// idle_transaction_timeout); the transaction is rolled back and the
+	// connections it held go back to the pool. Default 5m; 0 turns it
+	// off.
+	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
 	// PlanCacheSize bounds the statement shapes (text with its literals
 	// stripped) whose single-shard plans each schema keeps, so that
 	// statements seen before are routed without parsing. 0 disables the

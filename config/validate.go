@@ -407,6 +407,12 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.PlanCacheSize < 0 {
 		v.add("plan_cache_size", "must be 0 (no cache) or positive, got %d", c.PlanCacheSize)
 	}
+	if c.ClientWriteTimeout < 0 {
+		v.add("client_write_timeout", "%v is negative; use 0 to turn it off", c.ClientWriteTimeout)
+	}
+	if c.IdleInTransactionTimeout < 0 {
+		v.add("idle_in_transaction_timeout", "%v is negative; use 0 to turn it off", c.IdleInTransactionTimeout)
+	}
 	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
 		v.add("max_allowed_packet", "must be between 1024 and 1073741824 bytes, got %d", c.MaxAllowedPacket)
 	}

@@ -17,6 +17,7 @@ type Stats struct {
 	ConnsTotal    uint64 `json:"connections_total"`
 	ConnsRejected uint64 `json:"connections_rejected"`
 	AcceptErrors  uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
+	IdleTxnClosed uint64 `json:"idle_in_transaction_closed"`
 	Queries       uint64 `json:"queries_total"`
 	ErrorsSent    uint64 `json:"errors_total"`
 	Goroutines    int    `json:"goroutines"`
@@ -46,7 +47,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.sessions)
 	s.mu.Unlock()
-	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(),
+	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(), IdleTxnClosed: s.idleTxnClosed.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {
@@ -141,6 +142,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
 	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
 	metric("shardgate_accept_errors_total", "counter", "Accept failures waited out (out of file descriptors or memory).", st.AcceptErrors)
+	metric("shardgate_idle_in_transaction_closed_total", "counter", "Clients disconnected by idle_in_transaction_timeout.", st.IdleTxnClosed)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
 	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
 	metric("shardgate_plan_cache_hits_total", "counter", "Statements on sharded schemas routed from the plan cache without parsing.", st.PlanCacheHits)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -74,10 +75,14 @@ func (s *Server) serveConn(nc net.Conn) {
 			tc.SetWriteBuffer(s.cfg.Frontend.SocketWriteBuffer)
 		}
 	}
+	var wnc net.Conn = nc
+	if d := s.cfg.ClientWriteTimeout; d > 0 {
+		wnc = writeDeadlineConn{nc, d}
+	}
 	c := &conn{
 		srv: s,
 		nc:  nc,
-		c:   mysql.NewConn(nc, s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
+		c:   mysql.NewConn(wnc, s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
 		id:  id,
 		log: s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
 		buf: make([]byte, 0, 256),
@@ -131,9 +136,21 @@ func (c *conn) loop() {
 			return
 		}
 		c.c.ResetSeq()
+		idleTxn := c.srv.cfg.IdleInTransactionTimeout > 0 && c.st.InTxn()
+		if idleTxn {
+			c.c.ReadTimeout = c.srv.cfg.IdleInTransactionTimeout
+		}
 		p, err := c.c.ReadPacket()
+		if idleTxn {
+			c.c.ReadTimeout = 0
+			c.nc.SetReadDeadline(time.Time{})
+		}
 		c.idle.Store(false)
 		if err != nil {
+			if idleTxn && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.srv.idleTxnClosed.Add(1)
+				c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg.IdleInTransactionTimeout))
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				var se *mysql.SQLError
 				if errors.As(err, &se) {
@@ -216,4 +233,17 @@ func (c *conn) writeFlush(p []byte) error {
 		return err
 	}
 	return c.c.Flush()
+}
+
+// writeDeadlineConn gives every write to the client a deadline
+// (client_write_timeout): a client that stops reading cannot hold the
+// session, and the backend connection relaying to it, for good.
+type writeDeadlineConn struct {
+	net.Conn
+	d time.Duration
+}
+
+func (w writeDeadlineConn) Write(p []byte) (int, error) {
+	w.Conn.SetWriteDeadline(time.Now().Add(w.d))
+	return w.Conn.Write(p)
 }

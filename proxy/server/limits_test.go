@@ -150,3 +150,76 @@ func TestLimitAcceptEMFILE(t *testing.T) {
 	}
 	t.Logf("%d sockets opened; %d accept errors waited out", len(socks), p.srv.Stats().AcceptErrors)
 }
+
+// TestLimitStalledReaders: 64 clients that send a query with a large
+// result and stop reading used to hold all 64 pooled connections for good
+// (a new client got 1040 after the acquire timeout). client_write_timeout
+// ends them: the backend connections are closed (the server stops the
+// statements) and a new client's SELECT 1 succeeds.
+func TestLimitStalledReaders(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 64
+	cfg.ClientWriteTimeout = 2 * time.Second
+	cfg.Backend.AcquireTimeout = 10 * time.Second
+	p := startProxy(t, cfg)
+	for range 64 {
+		r := dialRaw(t, p.addr)
+		r.login(rawCaps)
+		r.command(append([]byte{mysql.ComQuery}, "SELECT REPEAT('x', 1000000) FROM mysql.seq_1_to_2000"...))
+		// and never read
+	}
+	most := 0
+	eventually(t, 10*time.Second, "the stalled statements to hold most of the pool", func() bool {
+		most = max(most, p.srv.Stats().Nodes[0].InUse)
+		return most >= 48
+	})
+	db := openDB(t, p.dsn("", ""))
+	start := time.Now()
+	if got := queryValue(t, db, "SELECT 1"); got != "1" {
+		t.Fatalf("a new client's SELECT 1: %s", got)
+	}
+	t.Logf("a new client's SELECT 1 answered after %v", time.Since(start).Round(time.Millisecond))
+	eventually(t, 20*time.Second, "the stalled statements to end on the server", func() bool {
+		return queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT REPEAT%'") == "0"
+	})
+}
+
+// TestLimitIdleInTransaction: a client idle inside a transaction longer
+// than idle_in_transaction_timeout is disconnected, its transaction rolled
+// back and its connection returned: the next client gets the one pooled
+// connection. A client idle outside a transaction stays.
+func TestLimitIdleInTransaction(t *testing.T) {
+	s := backends(t)[0]
+	cfg := onePoolConfig(t)
+	cfg.IdleInTransactionTimeout = time.Second
+	cfg.Backend.AcquireTimeout = 10 * time.Second
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "idle_t")
+	direct := openDB(t, directDSN(s, "idle_t", ""))
+	mustExec(t, direct, "CREATE TABLE t (id INT PRIMARY KEY)")
+
+	idle := conn(t, openDB(t, p.dsn("idle_t", "")))
+	queryValue(t, idle, "SELECT 1")
+	inTxn := conn(t, openDB(t, p.dsn("idle_t", "")))
+	mustExec(t, inTxn, "BEGIN", "INSERT INTO t VALUES (1)")
+	start := time.Now()
+	next := conn(t, openDB(t, p.dsn("idle_t", "")))
+	if got := queryValue(t, next, "SELECT COUNT(*) FROM t"); got != "0" {
+		t.Errorf("the next client sees %s rows of an open transaction", got)
+	}
+	t.Logf("the next client got the connection after %v", time.Since(start).Round(time.Millisecond))
+	if _, err := inTxn.ExecContext(t.Context(), "COMMIT"); err == nil {
+		t.Errorf("COMMIT after the idle timeout succeeded")
+	}
+	if got := queryValue(t, direct, "SELECT COUNT(*) FROM t"); got != "0" {
+		t.Errorf("%s rows committed", got)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := queryValue(t, idle, "SELECT 2"); got != "2" {
+		t.Errorf("a client idle outside a transaction: %s", got)
+	}
+	if n := p.srv.Stats().IdleTxnClosed; n != 1 {
+		t.Errorf("idle_in_transaction_closed = %d, want 1", n)
+	}
+}

@@ -72,6 +72,7 @@ type Server struct {
 	// Counters for operators.
 	connsTotal, queries, errorsSent, rejected atomic.Uint64
 	acceptErrors                              atomic.Uint64 // Accept failures retried
+	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
 }
 
 // Options carries the server's collaborators.
