@@ -68,6 +68,7 @@ type DialOptions struct {
 	Variant        uint32 // subset of VariantCaps
 	DialTimeout    time.Duration
 	ReadTimeout    time.Duration // per network read, 0 = none
+	CommandTimeout time.Duration // bound of the proxy's own commands, 0 = none
 	NoDelay        bool
 	ReadBuffer     int
 	WriteBuffer    int
@@ -97,12 +98,14 @@ type Conn struct {
 	// to SQL literals.
 	Vars map[string]string
 
-	node     *Node
-	gen      uint64 // the node's generation when the connection was last known good
-	tracking bool   // session state trackers are on
-	created  time.Time
-	lastUsed time.Time
-	broken   bool
+	node *Node
+	gen  uint64 // the node's generation when the connection was last known good
+	// commandTimeout bounds the proxy's own commands (bound/unbound).
+	commandTimeout time.Duration
+	tracking       bool // session state trackers are on
+	created        time.Time
+	lastUsed       time.Time
+	broken         bool
 
 	// Statements prepared on this connection by PrepareCached, by text,
 	// and their preparation order for eviction.
@@ -157,6 +160,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	}
 	nc.SetDeadline(time.Time{})
 	c.ReadTimeout = o.ReadTimeout
+	c.commandTimeout = o.CommandTimeout
 	c.lastUsed = time.Now()
 	return c, nil
 }
@@ -226,6 +230,8 @@ func (c *Conn) handshake(o DialOptions) error {
 // all session state: variables, temporary tables, prepared statements,
 // locks and transactions; the collation returns to the handshake's.
 func (c *Conn) ChangeUser(db string) error {
+	c.bound()
+	defer c.unbound()
 	plugin := mysql.AuthNativePassword
 	auth, err := scramble(plugin, c.salt, c.password)
 	if err != nil {
@@ -259,6 +265,22 @@ func (c *Conn) ChangeUser(db string) error {
 	// Whether the multi-statement option survives a change of user differs
 	// between servers: set it again so the recorded state is the real one.
 	return c.SetMultiStatements(c.MultiStmts)
+}
+
+// bound arms the deadline of one of the proxy's own commands (a ping, a
+// login change, a SET, a COMMIT it sends): a server that stops answering
+// fails it after CommandTimeout instead of holding the session, KILL or
+// shutdown. unbound clears it.
+func (c *Conn) bound() {
+	if c.commandTimeout > 0 {
+		c.NetConn().SetDeadline(time.Now().Add(c.commandTimeout))
+	}
+}
+
+func (c *Conn) unbound() {
+	if c.commandTimeout > 0 {
+		c.NetConn().SetDeadline(time.Time{})
+	}
 }
 
 // Abort closes the network connection under its owner, so a read or write
@@ -397,6 +419,8 @@ func (c *Conn) readOK() (mysql.OK, error) {
 
 // Ping sends COM_PING.
 func (c *Conn) Ping() error {
+	c.bound()
+	defer c.unbound()
 	if err := c.command(mysql.ComPing, ""); err != nil {
 		c.broken = true
 		return err
@@ -407,6 +431,8 @@ func (c *Conn) Ping() error {
 
 // UseDB sends COM_INIT_DB and records the database on success.
 func (c *Conn) UseDB(db string) error {
+	c.bound()
+	defer c.unbound()
 	if err := c.command(mysql.ComInitDB, db); err != nil {
 		c.broken = true
 		return err
@@ -420,6 +446,8 @@ func (c *Conn) UseDB(db string) error {
 
 // SetMultiStatements toggles CLIENT_MULTI_STATEMENTS with COM_SET_OPTION.
 func (c *Conn) SetMultiStatements(on bool) error {
+	c.bound()
+	defer c.unbound()
 	opt := mysql.OptionMultiStatementsOff
 	if on {
 		opt = mysql.OptionMultiStatementsOn
@@ -440,6 +468,8 @@ func (c *Conn) SetMultiStatements(on bool) error {
 // (variables, temporary tables, prepared statements, locks, transactions).
 // The collation returns to the handshake's; the database is kept.
 func (c *Conn) ResetConnection(handshakeCollation byte) error {
+	c.bound()
+	defer c.unbound()
 	if err := c.command(mysql.ComResetConnection, ""); err != nil {
 		c.broken = true
 		return err
@@ -480,6 +510,8 @@ func (c *Conn) ParseOK(p []byte) (mysql.OK, []byte, error) {
 // own small queries: SET NAMES, KILL, version checks). Multiple result sets
 // are read and the last one is returned.
 func (c *Conn) Exec(query string) (*Result, error) {
+	c.bound()
+	defer c.unbound()
 	if err := c.command(mysql.ComQuery, query); err != nil {
 		c.broken = true
 		return nil, err

@@ -47,6 +47,11 @@ type Node struct {
 	idle   [numVariants][]*Conn
 	nidle  int
 	closed bool
+	// busy are the connections checked out: when the node goes down,
+	// the statements running on them are aborted, so they fail within the
+	// health check's time instead of waiting on a server that does not
+	// answer.
+	busy map[*Conn]struct{}
 
 	up        atomic.Bool
 	downErr   atomic.Pointer[error]
@@ -64,6 +69,9 @@ type Node struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// ctx ends with Close: a health check in progress stops then.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // NewNode builds a node; call Start to check it and begin health checks.
@@ -79,6 +87,7 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 		done:     make(chan struct{}),
 	}
 	n.up.Store(true)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n
 }
 
@@ -111,6 +120,7 @@ func (n *Node) Close() {
 	n.nidle = 0
 	n.mu.Unlock()
 	close(n.stop)
+	n.cancel()
 	<-n.done
 	for _, c := range idle {
 		c.Close()
@@ -152,7 +162,8 @@ func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
 	return DialOptions{
 		User: n.cfg.User, Password: n.cfg.Password, DB: db, Collation: coll, Variant: variant,
 		DialTimeout: n.opts.DialTimeout, ReadTimeout: n.opts.ReadTimeout, NoDelay: n.opts.NoDelay,
-		ReadBuffer: n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
+		CommandTimeout: n.opts.CommandTimeout,
+		ReadBuffer:     n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
 		SockReadBuf: n.opts.SocketReadBuffer, SockWriteBuf: n.opts.SocketWriteBuffer,
 	}
 }
@@ -229,6 +240,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 			}
 			c.gen = gen
 		}
+		n.checkout(c)
 		return c, nil
 	}
 	// Make room: drop an idle connection of another variant if the node is
@@ -264,7 +276,32 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	c.node = n
 	c.gen = n.gen.Load()
 	n.storeVersion(c.ServerVersion)
+	n.checkout(c)
 	return c, nil
+}
+
+// checkout records c as checked out.
+func (n *Node) checkout(c *Conn) {
+	n.mu.Lock()
+	if n.busy == nil {
+		n.busy = make(map[*Conn]struct{})
+	}
+	n.busy[c] = struct{}{}
+	n.mu.Unlock()
+}
+
+// AbortBusy aborts every checked-out connection (the node is down, or the
+// proxy's shutdown deadline passed): whatever runs on them fails now.
+func (n *Node) AbortBusy() {
+	n.mu.Lock()
+	busy := make([]*Conn, 0, len(n.busy))
+	for c := range n.busy {
+		busy = append(busy, c)
+	}
+	n.mu.Unlock()
+	for _, c := range busy {
+		c.Abort()
+	}
 }
 
 func (n *Node) expired(c *Conn, now time.Time) bool {
@@ -279,6 +316,7 @@ func (n *Node) Put(c *Conn) {
 		n.gen.Add(1)
 	}
 	n.mu.Lock()
+	delete(n.busy, c)
 	if c.broken || n.closed || n.expired(c, c.lastUsed) {
 		n.mu.Unlock()
 		c.Close()
@@ -323,11 +361,14 @@ func (n *Node) check(initial bool) {
 	if to <= 0 {
 		to = 3 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), to)
+	ctx, cancel := context.WithTimeout(n.ctx, to)
 	defer cancel()
 	c, err := Dial(ctx, n.Addr, n.dialOptions("", 0, 0))
 	if err == nil {
+		c.commandTimeout = to // a health check waits no longer than a dial
+		stop := context.AfterFunc(ctx, c.Abort)
 		err = c.Ping()
+		stop()
 		n.storeVersion(c.ServerVersion)
 		c.Close()
 	}
@@ -369,6 +410,7 @@ func (n *Node) markDown(err error) {
 	n.downErr.Store(&err)
 	n.gen.Add(1)
 	n.closeIdle()
+	n.AbortBusy()
 	if n.up.Swap(false) && n.onHealth != nil {
 		n.onHealth(n.Name, false, err)
 	}

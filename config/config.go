@@ -54,6 +54,7 @@ func Default() *Config {
 			MaxLifetime:    time.Hour,
 			PingAfterIdle:  30 * time.Second,
 			HealthInterval: 2 * time.Second,
+			CommandTimeout: 30 * time.Second,
 		},
 	}
 }
@@ -269,6 +270,11 @@ type BackendOptions struct {
 	PingAfterIdle time.Duration `yaml:"ping_after_idle"`
 	// HealthInterval is the health-check period per node. Default 2s.
 	HealthInterval time.Duration `yaml:"health_interval"`
+	// CommandTimeout bounds each command the proxy sends on its own
+	// (ping, COM_CHANGE_USER, the SETs that carry a session, COMMIT and
+	// ROLLBACK of a transaction across nodes), so a server that stops
+	// answering cannot hold a session, KILL or shutdown. Default 30s.
+	CommandTimeout time.Duration `yaml:"command_timeout"`
 }
 
 // Load reads the file at path and parses it with Parse. A configuration error

@@ -249,6 +249,22 @@ func (s *Server) Kill() error {
 	return nil
 }
 
+// Pause stops the server's process with SIGSTOP: its sockets stay open
+// and nothing answers, as when a machine hangs. Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a server stopped by Pause.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errNotRunning
+	}
+	return s.proc.cmd.Process.Signal(sig)
+}
+
 // Stop shuts the server down cleanly with SIGTERM, killing it after 30 s. Stopping a stopped server is a no-op.
 // It reports an error if the server had died on its own before Stop, so crashes do not go unnoticed.
 func (s *Server) Stop() error {

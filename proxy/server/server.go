@@ -265,6 +265,11 @@ wait:
 				}
 			}
 			s.mu.Unlock()
+			// Sessions may be waiting on a backend in commands of the
+			// proxy's own (COM_CHANGE_USER when they end, a COMMIT).
+			for _, n := range s.order {
+				n.AbortBusy()
+			}
 			<-done
 			break wait
 		}
