@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/session"
 )
 
 // TestFaultBackendPaused: a backend that stops answering (SIGSTOP: its
@@ -94,4 +97,115 @@ func TestFaultBackendPaused(t *testing.T) {
 	}
 	t.Logf("shutdown returned after %v", time.Since(start).Round(time.Millisecond))
 	resume()
+}
+
+// TestFaultKilledBetweenCommits: a transaction across two nodes commits on
+// node1, then node2's server dies (kill -9) before its COMMIT. The client
+// gets 1180 naming what committed and what failed; a client of node1 is
+// unaffected; after node2 restarts, node1 kept the write and node2's was
+// rolled back by crash recovery; no pooled connection is left checked out.
+func TestFaultKilledBetweenCommits(t *testing.T) {
+	srvs := backends(t)
+	doomed := srvs[1] // node2
+	p, db := txnProxy(t, config.TransactionMulti)
+	other := conn(t, db)
+	c := conn(t, db)
+	mustExec(t, c, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 1", "UPDATE acct SET balance = 2 WHERE id = 2")
+	hook := func(node string) {
+		if node == "node2" {
+			doomed.Kill()
+		}
+	}
+	session.BeforeCommit.Store(&hook)
+	defer session.BeforeCommit.Store(nil)
+	restarted := false
+	defer func() {
+		if !restarted {
+			doomed.Restart()
+		}
+	}()
+	_, err := c.ExecContext(t.Context(), "COMMIT")
+	session.BeforeCommit.Store(nil)
+	wantSQLError(t, err, mysql.ErErrorDuringCommit, "HY000")
+	if msg := err.Error(); !strings.Contains(msg, "committed on node1") || !strings.Contains(msg, "failed on node2") {
+		t.Errorf("the error does not say what committed: %v", err)
+	}
+	if got := queryValue(t, other, "SELECT balance FROM acct WHERE id = 5"); got != "100" {
+		t.Errorf("node1 for another client: %s", got)
+	}
+	restarted = true
+	if err := doomed.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node2 to be back", func() bool {
+		var v string
+		return other.QueryRowContext(t.Context(), "SELECT balance FROM acct WHERE id = 2").Scan(&v) == nil
+	})
+	if got := balances(t, other); got != "1,1|2,100|5,100|6,100" {
+		t.Errorf("after recovery: %s, want node1's write kept and node2's rolled back", got)
+	}
+	eventually(t, 5*time.Second, "no connection left checked out", func() bool {
+		for _, n := range p.srv.Stats().Nodes {
+			if n.InUse > 1 { // other's own, at most
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestFaultKilledMidTransaction: node2's server dies inside a transaction
+// that wrote on both nodes. The client's next statement fails (1430 or a
+// closed connection: its transaction is gone); node1's write is rolled
+// back when the session ends; other clients are unaffected and no pooled
+// connection leaks.
+func TestFaultKilledMidTransaction(t *testing.T) {
+	srvs := backends(t)
+	doomed := srvs[1]
+	p, db := txnProxy(t, config.TransactionMulti)
+	other := conn(t, db)
+	c := conn(t, db)
+	mustExec(t, c, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 1", "UPDATE acct SET balance = 2 WHERE id = 2")
+	if err := doomed.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			doomed.Restart()
+		}
+	}()
+	_, err := c.ExecContext(t.Context(), "UPDATE acct SET balance = 3 WHERE id = 6")
+	if err == nil || !lostBackend(err) {
+		t.Errorf("the next statement: %v, want the backend lost", err)
+	}
+	if _, err := c.ExecContext(t.Context(), "COMMIT"); err == nil {
+		t.Errorf("COMMIT succeeded after the node died mid-transaction")
+	}
+	c.Close()
+	if got := queryValue(t, other, "SELECT balance FROM acct WHERE id = 5"); got != "100" {
+		t.Errorf("node1 for another client: %s", got)
+	}
+	eventually(t, 5*time.Second, "node1's write to be rolled back", func() bool {
+		return queryValue(t, other, "SELECT balance FROM acct WHERE id = 1") == "100"
+	})
+	restarted = true
+	if err := doomed.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node2 to be back", func() bool {
+		var v string
+		return other.QueryRowContext(t.Context(), "SELECT balance FROM acct WHERE id = 2").Scan(&v) == nil
+	})
+	if got := balances(t, other); got != "1,100|2,100|5,100|6,100" {
+		t.Errorf("after recovery: %s", got)
+	}
+	eventually(t, 5*time.Second, "no connection left checked out", func() bool {
+		for _, n := range p.srv.Stats().Nodes {
+			if n.InUse > 1 {
+				return false
+			}
+		}
+		return true
+	})
 }

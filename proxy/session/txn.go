@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -256,6 +257,11 @@ func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
 	}
 }
 
+// BeforeCommit, when set (by fault tests), is called with the node's name
+// before each COMMIT that End sends: a test can kill a server between the
+// commits of a transaction across nodes.
+var BeforeCommit atomic.Pointer[func(node string)]
+
 // savepoint is one SAVEPOINT of the open transaction.
 type savepoint struct{ name, sql string }
 
@@ -279,6 +285,9 @@ func (s *State) End(commit bool) error {
 		w := word
 		if firstErr != nil {
 			w = "ROLLBACK"
+		}
+		if h := BeforeCommit.Load(); h != nil && w == "COMMIT" {
+			(*h)(bc.Node().Name)
 		}
 		_, err := bc.Exec(w)
 		switch {
