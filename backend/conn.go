@@ -297,7 +297,10 @@ func scramble(plugin string, salt []byte, password string) ([]byte, error) {
 	case mysql.AuthCachingSha2Password:
 		return mysql.ScrambleCachingSha2(salt, password), nil
 	case mysql.AuthClearPassword:
-		return append([]byte(password), 0), nil
+		// The backend asks for the password itself: on a connection
+		// without TLS anyone on the path could read it, and a server (or
+		// something posing as one) could ask only to learn it.
+		return nil, mysql.NewError(mysql.ErAccessDenied, "backend asks for the %s plugin, which would send the password in clear; shardgate does not answer it without TLS", plugin)
 	}
 	return nil, mysql.NewError(mysql.ErAccessDenied, "backend asks for unsupported auth plugin %q", plugin)
 }

@@ -78,6 +78,15 @@ type Config struct {
 	Addr string `yaml:"addr"`
 	// Users are the accounts clients log in with. At least one is required.
 	Users []User `yaml:"user_list"`
+	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
+	// clients' TLS connections get; both or neither. The files are read
+	// again when they change (certificate rotation without a restart).
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// RequireSecureTransport refuses clients that do not use TLS (error
+	// 1045). Needs tls_cert.
+	RequireSecureTransport bool `yaml:"require_secure_transport"`
+
 	// WebAddr is the admin HTTP listener; "" disables it.
 	WebAddr string `yaml:"web_addr"`
 	// WebUser and WebPassword guard the admin HTTP listener.

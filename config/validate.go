@@ -413,6 +413,12 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.IdleInTransactionTimeout < 0 {
 		v.add("idle_in_transaction_timeout", "%v is negative; use 0 to turn it off", c.IdleInTransactionTimeout)
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		v.add("tls_cert", "tls_cert and tls_key must be set together")
+	}
+	if c.RequireSecureTransport && c.TLSCert == "" {
+		v.add("require_secure_transport", "needs tls_cert and tls_key")
+	}
 	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
 		v.add("max_allowed_packet", "must be between 1024 and 1073741824 bytes, got %d", c.MaxAllowedPacket)
 	}

@@ -105,6 +105,33 @@ func (c *Conn) writer() *bufio.Writer {
 	return c.bw
 }
 
+// TakeBuffered returns (a copy of) the bytes read from the network but not
+// yet consumed, and drops them from c: a client that sends its TLS
+// ClientHello right behind the SSLRequest has them here, and the TLS
+// layer must read them first.
+func (c *Conn) TakeBuffered() []byte {
+	n := c.rawBR.Buffered()
+	if n == 0 {
+		return nil
+	}
+	b, _ := c.rawBR.Peek(n)
+	out := append([]byte(nil), b...)
+	c.rawBR.Discard(n)
+	return out
+}
+
+// UseConn makes c read and write through nc from now on: the TLS
+// connection a client asked for, over the connection c had (see
+// TakeBuffered for what c had buffered).
+func (c *Conn) UseConn(nc net.Conn) {
+	c.nc = nc
+	c.rawBR.Reset(nc)
+	if c.rawBW != nil {
+		c.rawBW.Reset(nc)
+	}
+	c.br, c.bw = c.rawBR, c.rawBW
+}
+
 // NetConn returns the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
@@ -124,6 +151,15 @@ func (c *Conn) ResetSeq() {
 	if c.z != nil {
 		c.z.seq = 0
 	}
+}
+
+// WaitReadable blocks until the peer sends a byte (kept for the next
+// read) or the connection fails: a watcher's view of a client that sends
+// nothing while its statement runs. Only one goroutine may read c at a
+// time: the owner must not read until WaitReadable has returned.
+func (c *Conn) WaitReadable() error {
+	_, err := c.br.Peek(1)
+	return err
 }
 
 // Buffered reports how many bytes are waiting in the read buffer.

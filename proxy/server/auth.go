@@ -2,13 +2,20 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/session"
 )
+
+// sslRequestLen is the length of an SSLRequest packet: capabilities, max
+// packet size, collation and 23 reserved bytes.
+const sslRequestLen = 32
 
 // handshakeTimeout bounds the whole authentication exchange.
 const handshakeTimeout = 10 * time.Second
@@ -29,7 +36,7 @@ func (c *conn) handshake() error {
 		ServerVersion: srv.version(),
 		ConnectionID:  c.id,
 		Salt:          salt,
-		Capabilities:  serverCaps,
+		Capabilities:  srv.caps,
 		Charset:       srv.coll,
 		Status:        mysql.StatusAutocommit,
 		AuthPlugin:    plugin,
@@ -41,12 +48,35 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return err
 	}
+	if srv.tls != nil && len(p) == sslRequestLen && binary.LittleEndian.Uint32(p)&mysql.ClientSSL != 0 {
+		// SSLRequest: the rest of the login, and the session, go
+		// through TLS.
+		raw := c.c.NetConn()
+		tc := tls.Server(&prefixConn{raw, c.c.TakeBuffered()}, srv.tls)
+		if err := tc.Handshake(); err != nil {
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+		var nc net.Conn = tc
+		if d := srv.cfg.ClientWriteTimeout; d > 0 {
+			nc = writeDeadlineConn{tc, d}
+		}
+		c.c.UseConn(nc)
+		c.tls = true
+		if p, err = c.c.ReadPacket(); err != nil {
+			return err
+		}
+	}
+	if srv.cfg.RequireSecureTransport && !c.tls {
+		e := mysql.NewError(mysql.ErAccessDenied, "Access denied: connections without TLS are refused (require_secure_transport)")
+		c.writeErr(e)
+		return e
+	}
 	hr, err := mysql.ParseHandshakeResponse(p)
 	if err != nil {
 		c.writeErr(mysql.NewError(mysql.ErHandshake, "Bad handshake"))
 		return err
 	}
-	c.caps = hr.Capabilities & serverCaps
+	c.caps = hr.Capabilities & srv.caps
 	coll := hr.Charset
 	if _, ok := mysql.CollationByID(coll); !ok {
 		coll = srv.coll
@@ -125,14 +155,24 @@ func (c *conn) authenticate(user, plugin string, resp []byte) error {
 			}
 			return c.writeFlush([]byte{mysql.AuthMoreData, mysql.CachingSha2FastAuthOK})
 		}
-		// Full authentication: the password itself is needed, so without
-		// TLS it travels RSA-encrypted with the proxy's public key.
+		// Full authentication: the password itself is needed. Over TLS
+		// the client sends it as it is; without TLS it travels
+		// RSA-encrypted with the proxy's public key.
 		if err := c.writeFlush([]byte{mysql.AuthMoreData, mysql.CachingSha2FullAuth}); err != nil {
 			return err
 		}
 		p, err := c.c.ReadPacket()
 		if err != nil {
 			return err
+		}
+		if c.tls {
+			got := bytes.TrimSuffix(p, []byte{0})
+			if !known || !bytes.Equal(got, []byte(password)) {
+				resp = p
+				return denied()
+			}
+			srv.sha2Remember(user, password)
+			return nil
 		}
 		if len(p) != 1 || p[0] != mysql.CachingSha2RequestPublicKey {
 			// A cleartext password over an unencrypted connection is

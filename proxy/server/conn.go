@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"github.com/shardgate/shardgate/router"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -50,7 +52,13 @@ type conn struct {
 	buf     []byte // scratch for packets the proxy builds
 
 	act     activity                     // for SHOW PROCESSLIST
+	tls     bool                         // the client upgraded to TLS
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
+	// watch notices a client that leaves while its statement runs (see
+	// watchStatement).
+	watch      *time.Timer
+	watchDone  chan struct{}
+	watchArmed atomic.Bool
 	// runningMany are the backends of a cross-shard merge under way.
 	runningMany atomic.Pointer[[]*backend.Conn]
 	idle        atomic.Bool // waiting for the next command
@@ -167,7 +175,11 @@ func (c *conn) loop() {
 			}
 			continue
 		}
+		watched := c.startWatch(p)
 		quit, err := c.h.dispatch(p)
+		if watched {
+			c.stopWatch()
+		}
 		if err != nil && !errors.Is(err, engine.ErrAnswered) {
 			var se *mysql.SQLError
 			if errors.As(err, &se) {
@@ -246,4 +258,82 @@ type writeDeadlineConn struct {
 func (w writeDeadlineConn) Write(p []byte) (int, error) {
 	w.Conn.SetWriteDeadline(time.Now().Add(w.d))
 	return w.Conn.Write(p)
+}
+
+// watchAfter is how long a statement runs before the proxy starts
+// watching its client's socket: a client that disconnects then has its
+// statement stopped on the backend (KILL QUERY), as the server does for
+// its own clients. Short statements never start the watch.
+const watchAfter = time.Second
+
+// startWatch arms the watch for the command in p; it reports whether
+// stopWatch must be called. Commands during which the proxy itself reads
+// from the client (LOAD DATA LOCAL INFILE) are not watched.
+func (c *conn) startWatch(p []byte) bool {
+	if p[0] != mysql.ComQuery && p[0] != mysql.ComStmtExecute {
+		return false
+	}
+	if p[0] == mysql.ComQuery && mayBeLoad(p[1:]) && router.Classify(string(p[1:])).Keyword == "LOAD" {
+		return false
+	}
+	if c.watch == nil {
+		c.watch = time.AfterFunc(watchAfter, c.watchClient)
+		c.watchDone = make(chan struct{}, 1)
+	} else {
+		c.watch.Reset(watchAfter)
+	}
+	return true
+}
+
+// watchClient runs when a statement has run for watchAfter: it waits for
+// the client's socket to close (or to send the next command early) and,
+// if the client left, kills what the session runs on its backends.
+func (c *conn) watchClient() {
+	c.watchArmed.Store(true)
+	err := c.c.WaitReadable()
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The client is gone: stop its statement on the backend.
+		c.log.Info("client left during its statement; stopping it on the backend")
+		if bc := c.running.Load(); bc != nil {
+			killOn(bc, func() bool { return c.running.Load() == bc })
+		}
+		if many := c.runningMany.Load(); many != nil {
+			for _, bc := range *many {
+				killOn(bc, func() bool { return c.runningMany.Load() == many })
+			}
+		}
+	}
+	c.watchDone <- struct{}{}
+}
+
+// stopWatch ends the watch: a watcher that started is woken (a read
+// deadline in the past) and waited for, so the session reads the client
+// alone again.
+func (c *conn) stopWatch() {
+	if c.watch.Stop() {
+		return // never fired
+	}
+	// The timer fired (or is about to): wait for the watcher.
+	for !c.watchArmed.Load() {
+		runtime.Gosched()
+	}
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+	<-c.watchDone
+	c.watchArmed.Store(false)
+	c.nc.SetReadDeadline(time.Time{})
+}
+
+// mayBeLoad is a cheap first look for LOAD DATA: the text starts with an
+// L after blanks, or with a comment (Classify decides then).
+func mayBeLoad(q []byte) bool {
+	for _, b := range q {
+		switch b {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case 'L', 'l', '/', '#', '-', '(':
+			return true
+		}
+		return false
+	}
+	return false
 }

@@ -209,3 +209,39 @@ func TestFaultKilledMidTransaction(t *testing.T) {
 		return true
 	})
 }
+
+// TestFaultClientLeavesMidStatement: a client that disconnects while its
+// statement runs has the statement stopped on the backend (KILL QUERY),
+// as MariaDB stops its own clients' statements; before, a SLEEP(20) kept
+// running, holding a pooled connection, for its 20 s.
+func TestFaultClientLeavesMidStatement(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	direct := openDB(t, directDSN(s, "", ""))
+	for _, q := range []string{
+		"SELECT SLEEP(20) /* leaves text */",
+		"SELECT SLEEP(20), seq FROM mysql.seq_1_to_3 /* leaves rows */",
+	} {
+		r := dialRaw(t, p.addr)
+		r.login(rawCaps)
+		r.command(append([]byte{mysql.ComQuery}, q...))
+		runningThread(t, direct, q)
+		time.Sleep(1500 * time.Millisecond) // past the watch's start
+		r.nc.Close()
+		start := time.Now()
+		eventually(t, 5*time.Second, "the statement to stop on the server", func() bool {
+			return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = '"+q+"'") == "0"
+		})
+		t.Logf("%s stopped %v after the client left", q, time.Since(start).Round(time.Millisecond))
+	}
+	eventually(t, 5*time.Second, "the pool to be free", func() bool { return p.srv.Stats().Nodes[0].InUse == 0 })
+	// A statement that outlives the watch's start still works for a
+	// client that stays, and the next command reads normally.
+	c := conn(t, openDB(t, p.dsn("", "")))
+	if got := queryValue(t, c, "SELECT SLEEP(1.5) + 1"); got != "1" {
+		t.Errorf("a long statement: %s", got)
+	}
+	if got := queryValue(t, c, "SELECT 2"); got != "2" {
+		t.Errorf("the next one: %s", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,10 @@ type Server struct {
 	users  map[string]string
 	allow  []netip.Prefix
 	coll   byte // collation announced in the handshake
+	// tls is the TLS configuration clients may upgrade to (nil without
+	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
+	tls  *tls.Config
+	caps uint32
 
 	nextID   atomic.Uint32
 	shutting atomic.Bool
@@ -108,7 +113,18 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if !ok {
 		coll = 45
 	}
+	caps := serverCaps
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		store, err := newCertStore(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg, caps = store.tlsConfig(), caps|mysql.ClientSSL
+	}
 	s := &Server{
+		tls:       tlsCfg,
+		caps:      caps,
 		cfg:       cfg,
 		log:       o.Log,
 		sqlLog:    o.SQLLog,
