@@ -183,6 +183,7 @@ func TestDefaults(t *testing.T) {
 		MaxLifetime:    time.Hour,
 		PingAfterIdle:  30 * time.Second,
 		HealthInterval: 2 * time.Second,
+		CommandTimeout: 30 * time.Second,
 	}
 	if c.Backend != wantBackend {
 		t.Errorf("Backend = %+v, want %+v", c.Backend, wantBackend)
