@@ -29,10 +29,16 @@ func Main(m *testing.M, n int, run func(c *Cluster) int) {
 	os.Exit(mainCode(m, n, run))
 }
 
-// listing reports whether the binary only lists tests (go test -list), which needs no servers.
+// listing reports whether the binary only lists tests (go test -list) or
+// fuzzes (go test -fuzz, whose targets here run without servers: every
+// worker process would otherwise start its own), which needs no servers.
 func listing() bool {
-	f := flag.Lookup("test.list")
-	return f != nil && f.Value.String() != ""
+	for _, name := range []string{"test.list", "test.fuzz"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func mainCode(m *testing.M, n int, run func(c *Cluster) int) (code int) {

@@ -18,6 +18,7 @@ type Stats struct {
 	ConnsRejected uint64 `json:"connections_rejected"`
 	AcceptErrors  uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
 	IdleTxnClosed uint64 `json:"idle_in_transaction_closed"`
+	Panics        uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
 	Queries       uint64 `json:"queries_total"`
 	ErrorsSent    uint64 `json:"errors_total"`
 	Goroutines    int    `json:"goroutines"`
@@ -47,7 +48,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.sessions)
 	s.mu.Unlock()
-	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(), IdleTxnClosed: s.idleTxnClosed.Load(),
+	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(), IdleTxnClosed: s.idleTxnClosed.Load(), Panics: s.panics.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {

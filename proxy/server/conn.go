@@ -121,6 +121,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 	defer func() {
 		if r := recover(); r != nil {
+			c.srv.panics.Add(1)
 			c.log.Error("panic in session", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			c.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
 		}

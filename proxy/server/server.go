@@ -77,6 +77,7 @@ type Server struct {
 	// Counters for operators.
 	connsTotal, queries, errorsSent, rejected atomic.Uint64
 	acceptErrors                              atomic.Uint64 // Accept failures retried
+	panics                                    atomic.Uint64 // sessions ended by a panic (a bug)
 	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
 }
 
