@@ -24,8 +24,10 @@ const handshakeTimeout = 10 * time.Second
 // On failure the client has been sent an ERR packet where possible.
 func (c *conn) handshake() error {
 	srv := c.srv
-	c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	defer c.nc.SetDeadline(time.Time{})
+	// Reads only: writes have client_write_timeout, whose deadline the
+	// writer keeps (a deadline cleared here would leave them without one).
+	c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	defer c.nc.SetReadDeadline(time.Time{})
 	salt, err := mysql.NewSalt()
 	if err != nil {
 		return err
@@ -58,7 +60,7 @@ func (c *conn) handshake() error {
 		}
 		var nc net.Conn = tc
 		if d := srv.cfg.ClientWriteTimeout; d > 0 {
-			nc = writeDeadlineConn{tc, d}
+			nc = &writeDeadlineConn{Conn: tc, d: d}
 		}
 		c.c.UseConn(nc)
 		c.tls = true

@@ -85,7 +85,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	var wnc net.Conn = nc
 	if d := s.cfg.ClientWriteTimeout; d > 0 {
-		wnc = writeDeadlineConn{nc, d}
+		wnc = &writeDeadlineConn{Conn: nc, d: d}
 	}
 	c := &conn{
 		srv: s,
@@ -250,14 +250,21 @@ func (c *conn) writeFlush(p []byte) error {
 
 // writeDeadlineConn gives every write to the client a deadline
 // (client_write_timeout): a client that stops reading cannot hold the
-// session, and the backend connection relaying to it, for good.
+// session, and the backend connection relaying to it, for good. The
+// deadline is moved only when a quarter of it has passed since it was
+// last set (setting it costs more than reading the clock), so a write
+// always has at least three quarters of the timeout.
 type writeDeadlineConn struct {
 	net.Conn
-	d time.Duration
+	d    time.Duration
+	last time.Time
 }
 
-func (w writeDeadlineConn) Write(p []byte) (int, error) {
-	w.Conn.SetWriteDeadline(time.Now().Add(w.d))
+func (w *writeDeadlineConn) Write(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(w.last) > w.d/4 {
+		w.Conn.SetWriteDeadline(now.Add(w.d))
+		w.last = now
+	}
 	return w.Conn.Write(p)
 }
 

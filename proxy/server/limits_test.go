@@ -160,7 +160,7 @@ func TestLimitStalledReaders(t *testing.T) {
 	s := backends(t)[0]
 	cfg := newConfig(t, s)
 	cfg.Nodes[0].MaxConnsLimit = 64
-	cfg.ClientWriteTimeout = 2 * time.Second
+	cfg.ClientWriteTimeout = 5 * time.Second
 	cfg.Backend.AcquireTimeout = 10 * time.Second
 	p := startProxy(t, cfg)
 	for range 64 {
@@ -170,7 +170,7 @@ func TestLimitStalledReaders(t *testing.T) {
 		// and never read
 	}
 	most := 0
-	eventually(t, 10*time.Second, "the stalled statements to hold most of the pool", func() bool {
+	eventually(t, 15*time.Second, "the stalled statements to hold most of the pool", func() bool {
 		most = max(most, p.srv.Stats().Nodes[0].InUse)
 		return most >= 48
 	})
@@ -180,8 +180,9 @@ func TestLimitStalledReaders(t *testing.T) {
 		t.Fatalf("a new client's SELECT 1: %s", got)
 	}
 	t.Logf("a new client's SELECT 1 answered after %v", time.Since(start).Round(time.Millisecond))
+	direct := openDB(t, directDSN(s, "", ""))
 	eventually(t, 20*time.Second, "the stalled statements to end on the server", func() bool {
-		return queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT REPEAT%'") == "0"
+		return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT REPEAT%'") == "0"
 	})
 }
 
