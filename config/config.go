@@ -40,6 +40,7 @@ func Default() *Config {
 		MaxConnections:           10000,
 		MergeMemoryLimit:         256 << 20,
 		MaxAllowedPacket:         64 << 20,
+		MaxUnauthenticated:       512,
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
 		PlanCacheSize:            4096,
@@ -141,6 +142,11 @@ type Config struct {
 	// a client has logged in, the bound is 64 KiB. Default 64 MiB, at most
 	// 1 GiB (MySQL's largest).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
+	// MaxUnauthenticated caps the client connections that have not
+	// logged in yet (each has 10 s to do it, and may send at most 64 KiB
+	// meanwhile); past it new connections get error 1040 at once. Default
+	// 512.
+	MaxUnauthenticated int `yaml:"max_unauthenticated_connections"`
 	// ClientWriteTimeout bounds one write to a client (MariaDB's
 	// net_write_timeout): a client that stops reading a result is
 	// disconnected after it, and the backend connection that was sending

@@ -428,6 +428,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.WebAddr != "" && c.WebUser == "" && !loopbackAddr(c.WebAddr) {
 		v.add("web_addr", "%q listens beyond loopback: set web_user and web_password", c.WebAddr)
 	}
+	if c.MaxUnauthenticated <= 0 {
+		v.add("max_unauthenticated_connections", "must be positive, got %d", c.MaxUnauthenticated)
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}

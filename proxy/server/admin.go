@@ -13,15 +13,17 @@ import (
 
 // Stats is a snapshot of the server for operators.
 type Stats struct {
-	Sessions      int    `json:"sessions"`
-	ConnsTotal    uint64 `json:"connections_total"`
-	ConnsRejected uint64 `json:"connections_rejected"`
-	AcceptErrors  uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
-	IdleTxnClosed uint64 `json:"idle_in_transaction_closed"`
-	Panics        uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
-	Queries       uint64 `json:"queries_total"`
-	ErrorsSent    uint64 `json:"errors_total"`
-	Goroutines    int    `json:"goroutines"`
+	Sessions                int    `json:"sessions"`
+	ConnsTotal              uint64 `json:"connections_total"`
+	ConnsRejected           uint64 `json:"connections_rejected"`
+	AcceptErrors            uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
+	IdleTxnClosed           uint64 `json:"idle_in_transaction_closed"`
+	Panics                  uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
+	Unauthenticated         int64  `json:"unauthenticated"`
+	UnauthenticatedRejected uint64 `json:"unauthenticated_rejected"`
+	Queries                 uint64 `json:"queries_total"`
+	ErrorsSent              uint64 `json:"errors_total"`
+	Goroutines              int    `json:"goroutines"`
 	// Plan cache of the sharded schemas: statements routed from a cached
 	// template, statements planned, shapes held.
 	PlanCacheHits   uint64      `json:"plan_cache_hits_total"`
@@ -49,6 +51,7 @@ func (s *Server) Stats() Stats {
 	n := len(s.sessions)
 	s.mu.Unlock()
 	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(), IdleTxnClosed: s.idleTxnClosed.Load(), Panics: s.panics.Load(),
+		Unauthenticated: s.unauth.Load(), UnauthenticatedRejected: s.unauthRejected.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {
@@ -143,6 +146,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
 	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
 	metric("shardgate_accept_errors_total", "counter", "Accept failures waited out (out of file descriptors or memory).", st.AcceptErrors)
+	metric("shardgate_unauthenticated_rejected_total", "counter", "Connections refused past max_unauthenticated_connections.", st.UnauthenticatedRejected)
 	metric("shardgate_idle_in_transaction_closed_total", "counter", "Clients disconnected by idle_in_transaction_timeout.", st.IdleTxnClosed)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
 	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)

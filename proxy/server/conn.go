@@ -126,7 +126,16 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
 		}
 	}()
-	if err := c.handshake(); err != nil {
+	if s.unauth.Add(1) > int64(s.cfg.MaxUnauthenticated) {
+		s.unauth.Add(-1)
+		s.unauthRejected.Add(1)
+		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_unauthenticated_connections %d are logging in)", s.cfg.MaxUnauthenticated))
+		c.c.Flush()
+		return
+	}
+	err := c.handshake()
+	s.unauth.Add(-1)
+	if err != nil {
 		c.log.Debug("handshake failed", zap.Error(err))
 		return
 	}

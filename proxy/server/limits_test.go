@@ -224,3 +224,41 @@ func TestLimitIdleInTransaction(t *testing.T) {
 		t.Errorf("idle_in_transaction_closed = %d, want 1", n)
 	}
 }
+
+// TestLimitUnauthenticated: connections that have not logged in are
+// capped (max_unauthenticated_connections): past it a new connection gets
+// 1040 at once instead of holding memory and a goroutine; once the idle
+// sockets are gone (or their 10 s to log in have passed), logins work.
+func TestLimitUnauthenticated(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.MaxUnauthenticated = 50
+	p := startProxy(t, cfg)
+	var idle []net.Conn
+	for range 50 {
+		r := dialRaw(t, p.addr) // reads the greeting, sends nothing
+		idle = append(idle, r.nc)
+	}
+	eventually(t, 5*time.Second, "50 connections logging in", func() bool { return p.srv.Stats().Unauthenticated == 50 })
+	nc, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c := mysql.NewConn(nc, 0, 0)
+	pk, err := c.ReadPacket()
+	if err != nil || len(pk) == 0 || pk[0] != mysql.ErrHeader || mysql.ParseErr(pk).Code != mysql.ErTooManyConnections {
+		t.Fatalf("the 51st connection: %v %v, want ERR 1040", describe(pk), err)
+	}
+	for _, nc := range idle {
+		nc.Close()
+	}
+	eventually(t, 5*time.Second, "the idle sockets to go", func() bool { return p.srv.Stats().Unauthenticated == 0 })
+	if got := queryValue(t, openDB(t, p.dsn("", "")), "SELECT 1"); got != "1" {
+		t.Errorf("a login afterwards: %s", got)
+	}
+	if n := p.srv.Stats().UnauthenticatedRejected; n != 1 {
+		t.Errorf("unauthenticated_rejected = %d, want 1", n)
+	}
+}

@@ -77,6 +77,8 @@ type Server struct {
 	// Counters for operators.
 	connsTotal, queries, errorsSent, rejected atomic.Uint64
 	acceptErrors                              atomic.Uint64 // Accept failures retried
+	unauth                                    atomic.Int64  // connections that have not logged in yet
+	unauthRejected                            atomic.Uint64 // refused past max_unauthenticated_connections
 	panics                                    atomic.Uint64 // sessions ended by a panic (a bug)
 	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
 }
