@@ -66,6 +66,7 @@ type Node struct {
 
 	// Counters for operators.
 	dials, dialFails, acquireTimeouts atomic.Uint64
+	stmtEvictions                     atomic.Uint64 // cached statements given back after 1461
 
 	stop chan struct{}
 	done chan struct{}
@@ -147,6 +148,7 @@ type Stats struct {
 	Dials           uint64
 	DialFailures    uint64
 	AcquireTimeouts uint64
+	StmtEvictions   uint64 // cached statements given back after the server's max_prepared_stmt_count (1461)
 }
 
 // Stats returns a snapshot of the node's pool.
@@ -155,7 +157,8 @@ func (n *Node) Stats() Stats {
 	idle := n.nidle
 	n.mu.Unlock()
 	return Stats{Name: n.Name, Addr: n.Addr, Up: n.up.Load(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
-		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load()}
+		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
+		StmtEvictions: n.stmtEvictions.Load()}
 }
 
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {

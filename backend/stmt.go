@@ -2,6 +2,7 @@ package backend
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/shardgate/shardgate/mysql"
 )
@@ -26,14 +27,48 @@ func (c *Conn) PrepareCached(query string) (*Stmt, error) {
 	if s := c.stmts[query]; s != nil {
 		return s, nil
 	}
-	if len(c.stmtOrder) >= maxCachedStmts {
+	s, err := c.prepareCached(query)
+	var se *mysql.SQLError
+	if errors.As(err, &se) && se.Code == erMaxPreparedStmtCount && len(c.stmtOrder) > 0 {
+		// The server's max_prepared_stmt_count is shared by every
+		// connection: give back this connection's cached statements
+		// (the oldest half, at least one) and try once more.
+		if err := c.evictCached(max(len(c.stmtOrder)/2, 1)); err != nil {
+			return nil, err
+		}
+		if c.node != nil {
+			c.node.stmtEvictions.Add(1)
+		}
+		s, err = c.prepareCached(query)
+	}
+	return s, err
+}
+
+// erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
+const erMaxPreparedStmtCount = 1461
+
+// evictCached closes the n oldest cached statements.
+func (c *Conn) evictCached(n int) error {
+	for range n {
+		if len(c.stmtOrder) == 0 {
+			return nil
+		}
 		old := c.stmtOrder[0]
 		c.stmtOrder = c.stmtOrder[1:]
 		if s := c.stmts[old]; s != nil {
 			delete(c.stmts, old)
 			if err := c.closeStmt(s.ID); err != nil {
-				return nil, err
+				return err
 			}
+		}
+	}
+	return nil
+}
+
+func (c *Conn) prepareCached(query string) (*Stmt, error) {
+	if len(c.stmtOrder) >= maxCachedStmts {
+		if err := c.evictCached(1); err != nil {
+			return nil, err
 		}
 	}
 	if err := c.command(mysql.ComStmtPrepare, query); err != nil {

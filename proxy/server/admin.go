@@ -43,6 +43,7 @@ type NodeStats struct {
 	Dials           uint64 `json:"dials_total"`
 	DialFailures    uint64 `json:"dial_failures_total"`
 	AcquireTimeouts uint64 `json:"acquire_timeouts_total"`
+	StmtEvictions   uint64 `json:"stmt_evictions_total"`
 }
 
 // Stats returns a snapshot of sessions, counters and pools.
@@ -57,7 +58,7 @@ func (s *Server) Stats() Stats {
 	for _, nd := range s.order {
 		x := nd.Stats()
 		st.Nodes = append(st.Nodes, NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
-			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts})
+			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions})
 	}
 	return st
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -260,5 +261,31 @@ func TestLimitUnauthenticated(t *testing.T) {
 	}
 	if n := p.srv.Stats().UnauthenticatedRejected; n != 1 {
 		t.Errorf("unauthenticated_rejected = %d, want 1", n)
+	}
+}
+
+// TestLimitServerPreparedCount: the proxy caches prepared statements on
+// pooled connections (up to 256 each); the server's
+// max_prepared_stmt_count, shared by all connections, can run out first.
+// Error 1461 used to reach the client; the connection now gives back its
+// oldest cached statements and prepares again.
+func TestLimitServerPreparedCount(t *testing.T) {
+	s := backends(t)[0]
+	direct := openDB(t, directDSN(s, "", ""))
+	before := queryValue(t, direct, "SELECT @@GLOBAL.max_prepared_stmt_count")
+	mustExec(t, direct, "SET GLOBAL max_prepared_stmt_count = 20")
+	defer direct.Exec("SET GLOBAL max_prepared_stmt_count = " + before)
+	cfg := onePoolConfig(t)
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn("", ""))
+	for i := range 60 {
+		var v int
+		q := fmt.Sprintf("SELECT ? + %d", i)
+		if err := db.QueryRow(q, 1).Scan(&v); err != nil || v != i+1 {
+			t.Fatalf("%s: %d, %v", q, v, err)
+		}
+	}
+	if n := p.srv.Stats().Nodes[0].StmtEvictions; n == 0 {
+		t.Errorf("no eviction counted")
 	}
 }
