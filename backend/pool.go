@@ -70,6 +70,10 @@ type Node struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// bulk serialises the callers that take several connections at once
+	// (LockBulk): two of them each holding part of what they need could
+	// otherwise wait on each other until the acquire timeout.
+	bulk sync.Mutex
 	// ctx ends with Close: a health check in progress stops then.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -282,6 +286,16 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	n.checkout(c)
 	return c, nil
 }
+
+// LockBulk is taken around the Gets of a caller that needs several
+// connections of the node at the same time (a merge over its subtables):
+// one such caller gathers its set at a time, so none waits for a
+// connection another holds while itself holding some. Callers that take
+// several nodes lock them in name order.
+func (n *Node) LockBulk() { n.bulk.Lock() }
+
+// UnlockBulk ends LockBulk.
+func (n *Node) UnlockBulk() { n.bulk.Unlock() }
 
 // checkout records c as checked out.
 func (n *Node) checkout(c *Conn) {

@@ -133,13 +133,48 @@ func (mg *merger) open(plan *router.Plan) error {
 	for i, t := range plan.Targets {
 		shared[i] = perNode[t.Node] > 1 && x.conns.Shared(t.Node)
 	}
-	for i := range plan.Targets {
-		if t := &plan.Targets[i]; !shared[i] {
-			bc, err := x.send(t)
-			if err != nil {
-				return err
+	// The targets with connections of their own gather them node by node,
+	// in name order, all of a node's at once (LockBulk): concurrent merges
+	// cannot each hold part of a pool and wait for the rest.
+	own := make([]*stream, len(plan.Targets))
+	nodes := make([]string, 0, len(perNode))
+	for node := range perNode {
+		nodes = append(nodes, node)
+	}
+	slices.Sort(nodes)
+	for _, node := range nodes {
+		bulk := false
+		if n := x.eng.nodes[node]; n != nil {
+			k := 0
+			for i, t := range plan.Targets {
+				if t.Node == node && !shared[i] {
+					k++
+				}
 			}
-			mg.streams = append(mg.streams, &stream{bc: bc})
+			if bulk = k > 1; bulk {
+				n.LockBulk()
+			}
+		}
+		for i := range plan.Targets {
+			if t := &plan.Targets[i]; t.Node == node && !shared[i] {
+				bc, err := x.send(t)
+				if err != nil {
+					if bulk {
+						x.eng.nodes[node].UnlockBulk()
+					}
+					mg.streams = slices.DeleteFunc(own, func(s *stream) bool { return s == nil })
+					return err
+				}
+				own[i] = &stream{bc: bc}
+			}
+		}
+		if bulk {
+			x.eng.nodes[node].UnlockBulk()
+		}
+	}
+	for _, s := range own {
+		if s != nil {
+			mg.streams = append(mg.streams, s)
 		}
 	}
 	mg.publish()

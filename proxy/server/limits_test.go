@@ -6,10 +6,12 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -287,5 +289,43 @@ func TestLimitServerPreparedCount(t *testing.T) {
 	}
 	if n := p.srv.Stats().Nodes[0].StmtEvictions; n == 0 {
 		t.Errorf("no eviction counted")
+	}
+}
+
+// TestLimitConcurrentMerges: a merge over four subtables of one node
+// holds four of its connections at once. Merges used to take them one by
+// one, so with a pool of four, two merges could each hold two and wait for
+// the rest until the acquire timeout (1040). They now gather a node's
+// connections one merge at a time: 8 clients running merges concurrently
+// all succeed.
+func TestLimitConcurrentMerges(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 4
+	cfg.Backend.AcquireTimeout = 3 * time.Second
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "merge_t", Table: "m", Key: "id", Type: "hash",
+		Nodes: []string{"node1"}, Locations: []int{4}}}
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "merge_t")
+	db := openDB(t, p.dsn("merge_t", ""))
+	mustExec(t, db, "CREATE TABLE m (id INT PRIMARY KEY)", "INSERT INTO m (id) VALUES (1), (2), (3), (4)")
+	errs := make(chan error, 8*10)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				var n int
+				if err := db.QueryRow("SELECT COUNT(*) FROM m WHERE SLEEP(0.02) = 0").Scan(&n); err != nil || n != 4 {
+					errs <- fmt.Errorf("%d, %v", n, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
