@@ -25,10 +25,12 @@ build:
 
 # Ctrl-C stops the proxy only; the MariaDB servers keep running until `bench/cluster.sh stop`.
 run:
-	scripts/deps.sh mariadb
+	scripts/deps.sh mariadb openssl
 	bench/cluster.sh start
 	$(MAKE) build
-	exec bin/proxy -config etc/ks.yaml
+	scripts/dev-cert.sh bin/tls
+	{ cat etc/ks.yaml; printf '\n# added by make run: a local test certificate (scripts/dev-cert.sh)\ntls_cert: bin/tls/cert.pem\ntls_key: bin/tls/key.pem\n'; } > bin/ks-run.yaml
+	exec bin/proxy -config bin/ks-run.yaml
 
 test:
 	scripts/deps.sh mariadb sysbench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench]: make sure the named tools are installed (both when none are named).
+# scripts/deps.sh [mariadb] [sysbench] [openssl]: make sure the named tools are installed (both when none are named).
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -24,8 +24,11 @@ missing_pkgs() {
 		sysbench)
 			have sysbench || echo sysbench
 			;;
+		openssl)
+			have openssl || echo openssl
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl]" >&2
 			exit 2
 			;;
 		esac
