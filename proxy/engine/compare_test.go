@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/shardgate/shardgate/mysql"
@@ -147,5 +148,24 @@ func TestHavingCompare(t *testing.T) {
 	}
 	if gs.row[0] == nil {
 		t.Errorf("MIN over '' is NULL, want ''")
+	}
+}
+
+// TestParseRatBounded: a constant like 1e999999999 (in a HAVING clause the
+// proxy evaluates) is not computed: big.Rat would build a billion-digit
+// number for minutes.
+func TestParseRatBounded(t *testing.T) {
+	for _, s := range []string{"1e999999999", "1E-999999999", "5e401", strings.Repeat("9", 2000)} {
+		if _, ok := parseRat(s); ok {
+			t.Errorf("parseRat(%.20q) accepted", s)
+		}
+		if r := textNumber([]byte(s)); r.Sign() != 0 {
+			t.Errorf("textNumber(%.20q) = %v, want 0", s, r)
+		}
+	}
+	for _, s := range []string{"1e308", "-2.5E-300", "12345678901234567890.123", "0.5"} {
+		if _, ok := parseRat(s); !ok {
+			t.Errorf("parseRat(%q) refused", s)
+		}
 	}
 }

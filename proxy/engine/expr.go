@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/shardgate/shardgate/router"
@@ -44,8 +45,7 @@ func numeric(v exprValue) (*big.Rat, bool) {
 	}
 	switch v.kind {
 	case cmpSigned, cmpUnsigned, cmpDecimal, cmpFloat:
-		r, ok := new(big.Rat).SetString(string(v.text))
-		return r, ok
+		return parseRat(string(v.text))
 	}
 	return nil, false
 }
@@ -96,11 +96,35 @@ func textNumber(s []byte) *big.Rat {
 			end = j
 		}
 	}
-	r, ok := new(big.Rat).SetString(strings.TrimSuffix(string(s[start:end]), "."))
+	r, ok := parseRat(strings.TrimSuffix(string(s[start:end]), "."))
 	if !ok {
 		return new(big.Rat)
 	}
 	return r
+}
+
+// maxRatExp and maxRatLen bound the numbers parseRat accepts: beyond
+// DOUBLE's range (1e308) and DECIMAL's 65 digits with room to spare, so
+// that a constant such as 1e999999999 in a HAVING clause cannot make the
+// proxy compute a billion-digit number.
+const (
+	maxRatExp = 400
+	maxRatLen = 1000
+)
+
+// parseRat is big.Rat's SetString for decimal numbers within maxRatExp
+// and maxRatLen; ok is false for others.
+func parseRat(s string) (*big.Rat, bool) {
+	if len(s) > maxRatLen {
+		return nil, false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(s[i+1:])
+		if err != nil || exp > maxRatExp || exp < -maxRatExp {
+			return nil, false
+		}
+	}
+	return new(big.Rat).SetString(s)
 }
 
 // eval evaluates e over a merged row with MySQL's three-valued logic.
@@ -116,7 +140,7 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if e.Value == nil {
 			return exprNull
 		}
-		if r, ok := new(big.Rat).SetString(string(e.Value)); ok {
+		if r, ok := parseRat(string(e.Value)); ok {
 			return exprValue{num: r}
 		}
 		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}

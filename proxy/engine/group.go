@@ -112,7 +112,7 @@ func (g *grouper) fold(gs *groupState, r [][]byte) error {
 				gs.flts[i] += f
 				continue
 			}
-			x, ok := new(big.Rat).SetString(string(v))
+			x, ok := parseRat(string(v))
 			if !ok {
 				return fmt.Errorf("aggregate value %q is not a number", v)
 			}
