@@ -12,6 +12,7 @@ type Stmts struct {
 	byID   map[uint32]*Stmt
 	nextID uint32
 	byName map[string]string
+	bytes  int // text held by byID and byName, bounded by MaxStmtBytes
 }
 
 // Stmt is one binary prepared statement of the session. Its id is always
@@ -60,11 +61,24 @@ func errTooManyStmts() error {
 	return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", MaxStmts)
 }
 
+// MaxStmtBytes bounds the text of the prepared statements one session
+// keeps (binary and SQL-level together): 16 382 statements of 64 MiB each
+// would otherwise be allowed.
+const MaxStmtBytes = 64 << 20
+
+func errStmtBytes() error {
+	return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements: the session's prepared statements would hold more than %d MiB of text", MaxStmtBytes>>20)
+}
+
 // Add registers a binary prepared statement and gives it an id.
 func (t *Stmts) Add(sql string, nparams int) (*Stmt, error) {
 	if len(t.byID) >= MaxStmts {
 		return nil, errTooManyStmts()
 	}
+	if t.bytes+len(sql) > MaxStmtBytes {
+		return nil, errStmtBytes()
+	}
+	t.bytes += len(sql)
 	if t.byID == nil {
 		t.byID = make(map[uint32]*Stmt)
 		t.nextID = StmtBase
@@ -85,7 +99,12 @@ func (t *Stmts) Get(id uint32) *Stmt {
 }
 
 // Close forgets a binary prepared statement.
-func (t *Stmts) Close(id uint32) { delete(t.byID, id) }
+func (t *Stmts) Close(id uint32) {
+	if ps := t.byID[id]; ps != nil {
+		t.bytes -= len(ps.SQL)
+		delete(t.byID, id)
+	}
+}
 
 // Named returns the text of the SQL-level prepared statement name.
 func (t *Stmts) Named(name string) (string, bool) {
@@ -98,9 +117,14 @@ func (t *Stmts) SetNamed(name, text string) error {
 	if t.byName == nil {
 		t.byName = make(map[string]string)
 	}
-	if _, ok := t.byName[name]; !ok && len(t.byName) >= MaxStmts {
+	old, ok := t.byName[name]
+	if !ok && len(t.byName) >= MaxStmts {
 		return errTooManyStmts()
 	}
+	if t.bytes-len(old)+len(text) > MaxStmtBytes {
+		return errStmtBytes()
+	}
+	t.bytes += len(text) - len(old)
 	t.byName[name] = text
 	return nil
 }
@@ -108,7 +132,8 @@ func (t *Stmts) SetNamed(name, text string) error {
 // DropNamed forgets SQL-level prepared statement name; it reports whether
 // it was the proxy's.
 func (t *Stmts) DropNamed(name string) bool {
-	_, ok := t.byName[name]
+	old, ok := t.byName[name]
+	t.bytes -= len(old)
 	delete(t.byName, name)
 	return ok
 }
