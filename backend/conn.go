@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"crypto/rsa"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +71,7 @@ type DialOptions struct {
 	DialTimeout    time.Duration
 	ReadTimeout    time.Duration // per network read, 0 = none
 	CommandTimeout time.Duration // bound of the proxy's own commands, 0 = none
+	TLS            *tls.Config   // nil: no TLS
 	NoDelay        bool
 	ReadBuffer     int
 	WriteBuffer    int
@@ -100,6 +103,7 @@ type Conn struct {
 
 	node *Node
 	gen  uint64 // the node's generation when the connection was last known good
+	tls  bool   // the connection runs over TLS
 	// commandTimeout bounds the proxy's own commands (bound/unbound).
 	commandTimeout time.Duration
 	tracking       bool // session state trackers are on
@@ -184,6 +188,30 @@ func (c *Conn) handshake(o DialOptions) error {
 		want &^= mysql.ClientConnectWithDB
 	}
 	c.Caps = want & h.Capabilities
+	if o.TLS != nil {
+		if h.Capabilities&mysql.ClientSSL == 0 {
+			return mysql.NewError(mysql.ErHandshake, "backend %s does not offer TLS, which its node's tls requires", c.Addr)
+		}
+		// SSLRequest, then the rest of the login inside TLS.
+		req := binary.LittleEndian.AppendUint32(nil, c.Caps|mysql.ClientSSL)
+		req = binary.LittleEndian.AppendUint32(req, mysql.MaxPacketPayload)
+		req = append(req, 45)
+		req = append(req, make([]byte, 23)...)
+		if err := c.WritePacket(req); err != nil {
+			return err
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		tc := tls.Client(c.NetConn(), o.TLS)
+		if err := tc.Handshake(); err != nil {
+			return mysql.NewError(mysql.ErHandshake, "TLS to backend %s: %v", c.Addr, err)
+		}
+		c.UseConn(tc)
+		c.tls = true
+		c.Caps |= mysql.ClientSSL
+	}
+
 	if o.Variant&h.Capabilities != o.Variant {
 		return mysql.NewError(mysql.ErHandshake, "backend %s lacks capabilities %#x the client needs", c.Addr, o.Variant&^h.Capabilities)
 	}
@@ -192,7 +220,7 @@ func (c *Conn) handshake(o DialOptions) error {
 	if plugin == "" {
 		plugin = mysql.AuthNativePassword
 	}
-	auth, err := scramble(plugin, h.Salt, o.Password)
+	auth, err := scramble(plugin, h.Salt, o.Password, c.tls)
 	if err != nil {
 		return err
 	}
@@ -233,7 +261,7 @@ func (c *Conn) ChangeUser(db string) error {
 	c.bound()
 	defer c.unbound()
 	plugin := mysql.AuthNativePassword
-	auth, err := scramble(plugin, c.salt, c.password)
+	auth, err := scramble(plugin, c.salt, c.password, c.tls)
 	if err != nil {
 		return err
 	}
@@ -290,13 +318,16 @@ func (c *Conn) Abort() {
 	c.NetConn().Close()
 }
 
-func scramble(plugin string, salt []byte, password string) ([]byte, error) {
+func scramble(plugin string, salt []byte, password string, overTLS bool) ([]byte, error) {
 	switch plugin {
 	case mysql.AuthNativePassword:
 		return mysql.ScrambleNative(salt, password), nil
 	case mysql.AuthCachingSha2Password:
 		return mysql.ScrambleCachingSha2(salt, password), nil
 	case mysql.AuthClearPassword:
+		if overTLS {
+			return append([]byte(password), 0), nil
+		}
 		// The backend asks for the password itself: on a connection
 		// without TLS anyone on the path could read it, and a server (or
 		// something posing as one) could ask only to learn it.
@@ -327,7 +358,7 @@ func (c *Conn) authResult(plugin string, salt []byte, password string) error {
 				return err
 			}
 			plugin, salt = np, nsalt
-			auth, err := scramble(plugin, salt, password)
+			auth, err := scramble(plugin, salt, password, c.tls)
 			if err != nil {
 				return err
 			}
@@ -345,6 +376,13 @@ func (c *Conn) authResult(plugin string, salt []byte, password string) error {
 			case mysql.CachingSha2FastAuthOK:
 				// The OK packet follows.
 			case mysql.CachingSha2FullAuth:
+				if c.tls {
+					// Inside TLS the password goes as it is.
+					if err := c.writeFlush(append([]byte(password), 0)); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := c.writeFlush([]byte{mysql.CachingSha2RequestPublicKey}); err != nil {
 					return err
 				}

@@ -2,8 +2,12 @@ package backend
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +78,8 @@ type Node struct {
 	// (LockBulk): two of them each holding part of what they need could
 	// otherwise wait on each other until the acquire timeout.
 	bulk sync.Mutex
+	// tls is the node's TLS configuration (nil without tls: true).
+	tls *tls.Config
 	// ctx ends with Close: a health check in progress stops then.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -93,7 +99,28 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 	}
 	n.up.Store(true)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if cfg.TLS {
+		n.tls = nodeTLS(cfg)
+	}
 	return n
+}
+
+// nodeTLS is the TLS configuration of a node: its CA (the system's roots
+// when tls_ca is empty; config validation has read the file) and the
+// name the certificate must carry.
+func nodeTLS(cfg config.Node) *tls.Config {
+	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
+	if t.ServerName == "" {
+		t.ServerName, _, _ = net.SplitHostPort(cfg.Master)
+	}
+	if cfg.TLSCA != "" {
+		pool := x509.NewCertPool()
+		if pem, err := os.ReadFile(cfg.TLSCA); err == nil {
+			pool.AppendCertsFromPEM(pem)
+		}
+		t.RootCAs = pool // empty when unreadable: every dial fails verification
+	}
+	return t
 }
 
 // ErrNodeDown is wrapped by errors for statements sent to a node marked
@@ -169,8 +196,8 @@ func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
 	return DialOptions{
 		User: n.cfg.User, Password: n.cfg.Password, DB: db, Collation: coll, Variant: variant,
 		DialTimeout: n.opts.DialTimeout, ReadTimeout: n.opts.ReadTimeout, NoDelay: n.opts.NoDelay,
-		CommandTimeout: n.opts.CommandTimeout,
-		ReadBuffer:     n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
+		CommandTimeout: n.opts.CommandTimeout, TLS: n.tls,
+		ReadBuffer: n.opts.ReadBuffer, WriteBuffer: n.opts.WriteBuffer,
 		SockReadBuf: n.opts.SocketReadBuffer, SockWriteBuf: n.opts.SocketWriteBuffer,
 	}
 }

@@ -207,6 +207,12 @@ type Node struct {
 	// DownAfterNoalive is how many seconds a backend may fail health checks
 	// before it is marked down; Parse turns 0 into 30.
 	DownAfterNoalive int `yaml:"down_after_noalive"`
+	// TLS makes every connection to the node use TLS, verifying the
+	// server's certificate against TLSCA (PEM; the system's roots when
+	// empty) and the name TLSServerName (the master's host when empty).
+	TLS           bool   `yaml:"tls"`
+	TLSCA         string `yaml:"tls_ca"`
+	TLSServerName string `yaml:"tls_server_name"`
 }
 
 // Replica is one parsed entry of a node's slave list.

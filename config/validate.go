@@ -1,8 +1,10 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -184,6 +186,16 @@ func (c *Config) validateNodes(v *validator) {
 		}
 		if n.DownAfterNoalive < 0 {
 			v.add(joinKey(p, "down_after_noalive"), "%d is negative", n.DownAfterNoalive)
+		}
+		if !n.TLS && (n.TLSCA != "" || n.TLSServerName != "") {
+			v.add(joinKey(p, "tls"), "tls_ca and tls_server_name need tls: true")
+		}
+		if n.TLSCA != "" {
+			if data, err := os.ReadFile(n.TLSCA); err != nil {
+				v.add(joinKey(p, "tls_ca"), "%v", err)
+			} else if !x509.NewCertPool().AppendCertsFromPEM(data) {
+				v.add(joinKey(p, "tls_ca"), "%s holds no PEM certificate", n.TLSCA)
+			}
 		}
 	}
 }

@@ -84,11 +84,16 @@ type Server struct {
 	Socket string
 	// ErrorLog is the server's --log-error file.
 	ErrorLog string
+	// CAFile is the certificate authority whose server certificate (for
+	// 127.0.0.1 and localhost) the server offers for TLS; TLS is optional.
+	CAFile string
 	// TmpDir is the server's private --tmpdir. It must not be shared: mariadbd deletes every "#sql*" file in its
 	// tmpdir when it starts, which breaks the temporary tables of any other server using the same directory.
 	TmpDir string
 
 	mariadbd string // path of the mariadbd binary
+	tlsCert  string // the server certificate and key files
+	tlsKey   string
 
 	mu   sync.Mutex // serialises start, Stop, Kill and Restart
 	proc *process   // nil while the server is not running; guarded by mu
@@ -150,6 +155,10 @@ func (c *Cluster) start(bins binaries, n int) error {
 	if err != nil {
 		return err
 	}
+	caFile, certFile, keyFile, err := writeTLS(c.dir)
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		name := "s" + strconv.Itoa(i)
 		sdir := filepath.Join(c.dir, name)
@@ -164,7 +173,10 @@ func (c *Cluster) start(bins binaries, n int) error {
 			Socket:   filepath.Join(sdir, "mysqld.sock"),
 			ErrorLog: filepath.Join(sdir, "error.log"),
 			TmpDir:   filepath.Join(sdir, "tmp"),
+			CAFile:   caFile,
 			mariadbd: bins.mariadbd,
+			tlsCert:  certFile,
+			tlsKey:   keyFile,
 		}
 		if err := os.Mkdir(s.TmpDir, 0o755); err != nil {
 			return fmt.Errorf("mariadbtest: %w", err)
@@ -352,6 +364,9 @@ func (s *Server) spawn(freshPort bool) error {
 		"--skip-name-resolve",
 		"--character-set-server=utf8mb4",
 		"--collation-server=utf8mb4_general_ci",
+		"--ssl-ca=" + s.CAFile,
+		"--ssl-cert=" + s.tlsCert,
+		"--ssl-key=" + s.tlsKey,
 	}
 	if !freshPort {
 		args = append(args, "--port-open-timeout="+strconv.Itoa(restartPortWait))

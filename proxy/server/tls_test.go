@@ -19,6 +19,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -164,5 +165,47 @@ func TestTLSClients(t *testing.T) {
 	})
 	if _, err := openDB(t, p.dsn("", "tls=sg-ca")).Exec("SELECT 1"); err == nil {
 		t.Errorf("the old CA still verifies after the rotation")
+	}
+}
+
+// TestTLSBackends: with tls: true and tls_ca on a node, every connection
+// the proxy opens to it runs over TLS with the certificate verified
+// (Ssl_cipher on the backend session is set); a CA that did not sign
+// the server's certificate, or a server name it does not carry, is
+// refused and the node is reported down.
+func TestTLSBackends(t *testing.T) {
+	s := backends(t)[0]
+	dir := t.TempDir()
+	otherFile := filepath.Join(dir, "other.pem")
+	os.WriteFile(otherFile, newTestCA(t, "another CA").pem, 0o600)
+
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].TLS, cfg.Nodes[0].TLSCA = true, s.CAFile
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn("", ""))
+	if got := queryValue(t, db, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'SSL_CIPHER'"); got == "" {
+		t.Errorf("the backend session has no TLS cipher")
+	}
+
+	for _, bad := range []struct {
+		name string
+		edit func(n *config.Node)
+	}{
+		{"a CA that did not sign it", func(n *config.Node) { n.TLSCA = otherFile }},
+		{"a name it does not carry", func(n *config.Node) { n.TLSServerName = "db.example.com" }},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			cfg := newConfig(t, s)
+			cfg.Nodes[0].TLS, cfg.Nodes[0].TLSCA = true, s.CAFile
+			bad.edit(&cfg.Nodes[0])
+			p := startProxy(t, cfg)
+			_, err := openDB(t, p.dsn("", "")).Exec("SELECT 1")
+			if err == nil {
+				t.Fatal("the proxy used a backend whose certificate does not verify")
+			}
+			if !strings.Contains(err.Error(), "certificate") && !strings.Contains(err.Error(), "down") {
+				t.Errorf("error %v does not say why", err)
+			}
+		})
 	}
 }
