@@ -39,6 +39,7 @@ func Default() *Config {
 		ShutdownTimeout:          10 * time.Second,
 		MaxConnections:           10000,
 		MergeMemoryLimit:         256 << 20,
+		MergeMemoryTotal:         1 << 30,
 		MaxAllowedPacket:         64 << 20,
 		MaxUnauthenticated:       512,
 		ClientWriteTimeout:       60 * time.Second,
@@ -135,6 +136,10 @@ type Config struct {
 	// hold per statement; past it the client gets error 1038. Default
 	// 256 MiB.
 	MergeMemoryLimit int64 `yaml:"merge_memory_limit"`
+	// MergeMemoryTotal bounds the rows all merges under way hold
+	// together; past it the statement that would exceed it gets error
+	// 1038. Default 1 GiB.
+	MergeMemoryTotal int64 `yaml:"merge_memory_total"`
 	// MaxAllowedPacket bounds, in bytes, one command a logged-in client
 	// sends (one logical packet, compressed or not) and the long data
 	// (COM_STMT_SEND_LONG_DATA) of one prepared statement's execution;

@@ -413,6 +413,9 @@ func (c *Config) validateExtensions(v *validator) {
 			v.add(fmt.Sprintf("deny_statements[%d]", i), "unknown kind %q; use some of %s", k, strings.Join(DenyKinds, ", "))
 		}
 	}
+	if c.MergeMemoryTotal <= 0 {
+		v.add("merge_memory_total", "must be positive, got %d", c.MergeMemoryTotal)
+	}
 	if c.MergeMemoryLimit <= 0 {
 		v.add("merge_memory_limit", "must be positive, got %d", c.MergeMemoryLimit)
 	}

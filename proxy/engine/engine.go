@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -64,12 +65,16 @@ var ErrAnswered = errors.New("error already sent to the client")
 type Engine struct {
 	nodes      map[string]*backend.Node
 	mergeLimit int64
+	// mergeTotal is what every merge under way holds, bounded by
+	// mergeTotalLimit (merge_memory_total).
+	mergeTotal      atomic.Int64
+	mergeTotalLimit int64
 }
 
 // New returns an engine over nodes; mergeLimit bounds the bytes of rows
 // one merge that cannot stream may hold (merge_memory_limit).
-func New(nodes map[string]*backend.Node, mergeLimit int64) *Engine {
-	return &Engine{nodes: nodes, mergeLimit: mergeLimit}
+func New(nodes map[string]*backend.Node, mergeLimit, mergeTotalLimit int64) *Engine {
+	return &Engine{nodes: nodes, mergeLimit: mergeLimit, mergeTotalLimit: mergeTotalLimit}
 }
 
 // Executor runs plans for one client session. It is owned by the

@@ -27,6 +27,9 @@ type merger struct {
 // the results as plan.Merge says.
 func (x *Executor) merge(plan *router.Plan) error {
 	mg := &merger{x: x, mem: budget{limit: x.eng.mergeLimit}}
+	if x.eng.mergeTotalLimit > 0 {
+		mg.mem.global, mg.mem.globalLimit = &x.eng.mergeTotal, x.eng.mergeTotalLimit
+	}
 	defer mg.close()
 	if err := mg.open(plan); err != nil {
 		return err
@@ -283,6 +286,7 @@ func (mg *merger) buffer(s *stream) error {
 // close returns every stream's connection: read to the end ones to the
 // pool, others closed (a half-read result cannot be reused).
 func (mg *merger) close() {
+	mg.mem.release()
 	mg.x.conns.RunningAll(nil)
 	for i, s := range mg.streams {
 		if !s.done && !s.drained {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
@@ -167,6 +168,12 @@ func (m *orderedMerge) Pop() any {
 // merge_memory_limit.
 type budget struct {
 	used, limit int64
+	// global, when set, is what every merge under way holds together,
+	// bounded by globalLimit (merge_memory_total); release gives back
+	// this budget's share.
+	global      *atomic.Int64
+	globalLimit int64
+	charged     int64 // what this budget added to global
 }
 
 func (b *budget) charge(n int64) error {
@@ -174,7 +181,23 @@ func (b *budget) charge(n int64) error {
 	if b.used > b.limit {
 		return errMergeMemory(b.limit)
 	}
+	if b.global == nil {
+		return nil
+	}
+	b.charged += n
+	if b.global.Add(n) > b.globalLimit {
+		return &mysql.SQLError{Code: 1038, State: "HY001", Message: fmt.Sprintf(
+			"Out of sort memory: the cross-shard queries running in the proxy together need more than merge_memory_total (%d bytes); try again, or raise merge_memory_total in ks.yaml", b.globalLimit)}
+	}
 	return nil
+}
+
+// release gives back what the budget charged to the global total.
+func (b *budget) release() {
+	if b.global != nil && b.charged > 0 {
+		b.global.Add(-b.charged)
+		b.charged = 0
+	}
 }
 
 // chargeRow charges a row: its values and a slice header per value.

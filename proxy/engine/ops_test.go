@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shardgate/shardgate/mysql"
@@ -246,5 +247,36 @@ func TestDistinctSortAndBudget(t *testing.T) {
 	var se *mysql.SQLError
 	if !errors.As(err, &se) || se.Code != 1038 || se.State != "HY001" {
 		t.Errorf("over budget: %v, want 1038 HY001", err)
+	}
+}
+
+// TestBudgetGlobal: merges under way share merge_memory_total: a merge
+// within its own limit is refused (1038) when all of them together would
+// pass the total, and what a finished merge held is given back.
+func TestBudgetGlobal(t *testing.T) {
+	var total atomic.Int64
+	a := budget{limit: 100, global: &total, globalLimit: 150}
+	b := budget{limit: 100, global: &total, globalLimit: 150}
+	if err := a.charge(90); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.charge(50); err != nil {
+		t.Fatal(err)
+	}
+	err := b.charge(20)
+	if se, ok := err.(*mysql.SQLError); !ok || se.Code != 1038 {
+		t.Fatalf("over the total: %v, want 1038", err)
+	}
+	if err := a.charge(20); err == nil { // over its own limit: not charged to the total
+		t.Fatal("over the statement's own limit")
+	}
+	a.release()
+	b.release()
+	if n := total.Load(); n != 0 {
+		t.Fatalf("%d bytes left charged after release", n)
+	}
+	c := budget{limit: 100, global: &total, globalLimit: 150}
+	if err := c.charge(99); err != nil {
+		t.Fatalf("after the others finished: %v", err)
 	}
 }

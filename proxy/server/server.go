@@ -150,7 +150,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.nodes[nc.Name] = n
 		s.order = append(s.order, n)
 	}
-	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit)
+	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit, cfg.MergeMemoryTotal)
 	var wg sync.WaitGroup
 	for _, n := range s.order {
 		wg.Add(1)
