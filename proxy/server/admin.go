@@ -21,6 +21,9 @@ type Stats struct {
 	Panics                  uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
 	Unauthenticated         int64  `json:"unauthenticated"`
 	UnauthenticatedRejected uint64 `json:"unauthenticated_rejected"`
+	PacketsTooLarge         uint64 `json:"packets_too_large"`
+	LongDataTooLarge        uint64 `json:"long_data_too_large"`
+	WriteTimeouts           uint64 `json:"client_write_timeouts"`
 	Queries                 uint64 `json:"queries_total"`
 	ErrorsSent              uint64 `json:"errors_total"`
 	Goroutines              int    `json:"goroutines"`
@@ -53,6 +56,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	st := Stats{Sessions: n, ConnsTotal: s.connsTotal.Load(), ConnsRejected: s.rejected.Load(), AcceptErrors: s.acceptErrors.Load(), IdleTxnClosed: s.idleTxnClosed.Load(), Panics: s.panics.Load(),
 		Unauthenticated: s.unauth.Load(), UnauthenticatedRejected: s.unauthRejected.Load(),
+		PacketsTooLarge: s.packetsTooLarge.Load(), LongDataTooLarge: s.longDataTooLarge.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
 	for _, nd := range s.order {
@@ -147,6 +151,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
 	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
 	metric("shardgate_accept_errors_total", "counter", "Accept failures waited out (out of file descriptors or memory).", st.AcceptErrors)
+	metric("shardgate_packets_too_large_total", "counter", "Client packets over the pre-login limit or max_allowed_packet.", st.PacketsTooLarge)
+	metric("shardgate_long_data_too_large_total", "counter", "Prepared executions refused for long data over max_allowed_packet.", st.LongDataTooLarge)
+	metric("shardgate_client_write_timeouts_total", "counter", "Clients disconnected by client_write_timeout.", st.WriteTimeouts)
 	metric("shardgate_unauthenticated_rejected_total", "counter", "Connections refused past max_unauthenticated_connections.", st.UnauthenticatedRejected)
 	metric("shardgate_idle_in_transaction_closed_total", "counter", "Clients disconnected by idle_in_transaction_timeout.", st.IdleTxnClosed)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)

@@ -135,6 +135,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	err := c.handshake()
 	s.unauth.Add(-1)
+	if errors.Is(err, mysql.ErrPacketTooLarge) {
+		s.packetsTooLarge.Add(1)
+	}
 	if err != nil {
 		c.log.Debug("handshake failed", zap.Error(err))
 		return
@@ -165,6 +168,9 @@ func (c *conn) loop() {
 		}
 		c.idle.Store(false)
 		if err != nil {
+			if errors.Is(err, mysql.ErrPacketTooLarge) {
+				c.srv.packetsTooLarge.Add(1)
+			}
 			if idleTxn && errors.Is(err, os.ErrDeadlineExceeded) {
 				c.srv.idleTxnClosed.Add(1)
 				c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg.IdleInTransactionTimeout))
@@ -190,6 +196,9 @@ func (c *conn) loop() {
 		if watched {
 			c.stopWatch()
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.srv.writeTimeouts.Add(1) // client_write_timeout: the client stopped reading
+		}
 		if err != nil && !errors.Is(err, engine.ErrAnswered) {
 			var se *mysql.SQLError
 			if errors.As(err, &se) {
@@ -200,6 +209,9 @@ func (c *conn) loop() {
 			}
 		}
 		if ferr := c.c.Flush(); ferr != nil || quit {
+			if errors.Is(ferr, os.ErrDeadlineExceeded) {
+				c.srv.writeTimeouts.Add(1)
+			}
 			return
 		}
 	}

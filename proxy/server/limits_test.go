@@ -58,6 +58,7 @@ func TestLimitPreAuthPacket(t *testing.T) {
 		t.Errorf("the proxy's heap grew by %d MiB for 500 unauthenticated sockets", grew>>20)
 	}
 	t.Logf("heap growth with 500 sockets announcing 16 MiB: %d KiB", grew>>10)
+	eventually(t, 5*time.Second, "the packets to be counted", func() bool { return p.srv.Stats().PacketsTooLarge == 500 })
 	for _, r := range socks[:5] {
 		r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		buf := make([]byte, 512)
@@ -100,6 +101,9 @@ func TestLimitMaxAllowedPacket(t *testing.T) {
 	wantSQLError(t, err, mysql.ErUnknownError, "HY000")
 	if err := db.QueryRow("SELECT LENGTH(?)", []byte("after")).Scan(&n); err != nil || n != 5 {
 		t.Fatalf("the next execution: %d, %v", n, err)
+	}
+	if st := p.srv.Stats(); st.PacketsTooLarge != 1 || st.LongDataTooLarge != 1 {
+		t.Errorf("counted %d packets and %d long data too large, want 1 and 1", st.PacketsTooLarge, st.LongDataTooLarge)
 	}
 }
 
@@ -187,6 +191,9 @@ func TestLimitStalledReaders(t *testing.T) {
 	eventually(t, 20*time.Second, "the stalled statements to end on the server", func() bool {
 		return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT REPEAT%'") == "0"
 	})
+	if n := p.srv.Stats().WriteTimeouts; n == 0 {
+		t.Errorf("no client_write_timeout counted")
+	}
 }
 
 // TestLimitIdleInTransaction: a client idle inside a transaction longer

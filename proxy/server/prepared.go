@@ -342,6 +342,7 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
 	e := &s.exec
 	if ps.LongSize > c.srv.cfg.MaxAllowedPacket {
+		c.srv.longDataTooLarge.Add(1)
 		ps.ClearLong()
 		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg.MaxAllowedPacket)
 	}

@@ -79,6 +79,9 @@ type Server struct {
 	acceptErrors                              atomic.Uint64 // Accept failures retried
 	unauth                                    atomic.Int64  // connections that have not logged in yet
 	unauthRejected                            atomic.Uint64 // refused past max_unauthenticated_connections
+	packetsTooLarge                           atomic.Uint64 // client packets over the pre-login limit or max_allowed_packet
+	longDataTooLarge                          atomic.Uint64 // executions refused for long data over max_allowed_packet
+	writeTimeouts                             atomic.Uint64 // clients disconnected by client_write_timeout
 	panics                                    atomic.Uint64 // sessions ended by a panic (a bug)
 	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
 }
