@@ -67,6 +67,20 @@ func (x *Executor) RunOn(bc *backend.Conn, p []byte, sticky bool, relay Relay) (
 // SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets; the packets
 // that end a result go through passEnd.
 func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	return relayResult(x, bc, false)
+}
+
+// RelayCursorResult is RelayResult for a COM_STMT_EXECUTE that asked for
+// a cursor: a result whose end says SERVER_STATUS_CURSOR_EXISTS ends the
+// response there (its rows come with COM_STMT_FETCH). Any other response
+// may carry that flag too without opening a cursor for the client (MariaDB
+// sets it on results of a CALL whose procedure used a cursor), so only
+// these executions read it so.
+func RelayCursorResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
+	return relayResult(x, bc, true)
+}
+
+func relayResult(x *Executor, bc *backend.Conn, cursor bool) (backend.Outcome, error) {
 	var r backend.Outcome
 	client := x.w.Client()
 	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
@@ -116,7 +130,7 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 			if err := x.passEnd(bc, &r); err != nil {
 				return r, err
 			}
-			if r.Status&mysql.StatusCursorExists != 0 {
+			if cursor && r.Status&mysql.StatusCursorExists != 0 {
 				return r, nil // COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH
 			}
 		}

@@ -112,6 +112,9 @@ func (s *stmtHandler) keptCommand(ps *session.Stmt, p []byte) error {
 	switch cmd {
 	case mysql.ComStmtExecute:
 		relay = engine.RelayResult
+		if len(p) > 5 && p[5] != 0 { // a cursor type
+			relay = engine.RelayCursorResult
+		}
 	case mysql.ComStmtFetch:
 		relay = engine.RelayFetch
 	case mysql.ComStmtReset:
@@ -510,7 +513,11 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		return err
 	}
 	s.pbuf = mysql.AppendStmtExecute(s.pbuf[:0], st.ID, e)
-	if _, err = h.x.RunOn(bc, s.pbuf, cursor, engine.RelayResult); err == nil && cursor {
+	relay := engine.RelayResult
+	if cursor {
+		relay = engine.RelayCursorResult
+	}
+	if _, err = h.x.RunOn(bc, s.pbuf, cursor, relay); err == nil && cursor {
 		ps.Cursor, ps.CursorID = bc, st.ID
 	}
 	return h.settle(err)

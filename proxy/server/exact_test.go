@@ -1,0 +1,47 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// TestExactCallWithCursor: a procedure that opens a cursor inside makes
+// MariaDB set SERVER_STATUS_CURSOR_EXISTS on the EOF of the result it
+// returns. The relay took that for a binary-protocol cursor and stopped
+// reading: CALL p1() never returned (mtr's sp-cursor and others timed out).
+// Now the flag means a cursor only for an execution that asked for one;
+// the CALL returns its row and its final OK within the 10 s bound, with
+// and without CLIENT_DEPRECATE_EOF.
+func TestExactCallWithCursor(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_t")
+	direct := openDB(t, directDSN(s, "exact_t", ""))
+	mustExec(t, direct, "CREATE TABLE t (a INT)", "INSERT INTO t VALUES (7)",
+		"CREATE PROCEDURE p1() BEGIN DECLARE x INT; DECLARE c CURSOR FOR SELECT a FROM t; OPEN c; FETCH c INTO x; CLOSE c; SELECT x; END")
+	for _, caps := range []uint32{rawCaps, rawCaps &^ mysql.ClientDeprecateEOF} {
+		r := dialRaw(t, p.addr)
+		r.loginDB("exact_t", caps)
+		r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r.command(append([]byte{mysql.ComQuery}, "CALL p1()"...))
+		if p := r.read(); len(p) == 0 || p[0] != 1 {
+			t.Fatalf("caps %#x: got %s, want a result with one column", caps, describe(p))
+		}
+		r.read() // the column
+		if caps&mysql.ClientDeprecateEOF == 0 {
+			r.read() // EOF after the columns
+		}
+		if row := r.read(); string(row) != "\x017" {
+			t.Fatalf("caps %#x: row %q, want 7", caps, row)
+		}
+		end := r.read() // EOF or OK of the result, more results to come
+		if st, ok := mysql.ResultStatus(end); !ok || st&mysql.StatusMoreResultsExists == 0 {
+			t.Fatalf("caps %#x: end of the result %s, want more results", caps, describe(end))
+		}
+		r.expectOK() // the CALL's own result
+		r.command([]byte{mysql.ComPing})
+		r.expectOK()
+	}
+}
