@@ -45,3 +45,20 @@ func TestExactCallWithCursor(t *testing.T) {
 		r.expectOK()
 	}
 }
+
+// TestExactCommentsOnly: a statement made only of comments, and text that
+// starts with no keyword, get the server's own answer (the proxy used to
+// answer 1065 to both): the same as on MariaDB directly.
+func TestExactCommentsOnly(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_t")
+	proxied := conn(t, openDB(t, p.dsn("exact_t", "")))
+	direct := conn(t, openDB(t, directDSN(s, "exact_t", "")))
+	for _, q := range []string{"/* x */", "/*!*/", "-- x\n", "# x\n", "@arg00 a from t1", "   "} {
+		got, want := outcome(t, proxied, q), outcome(t, direct, q)
+		if got != want {
+			t.Errorf("%q: proxy %s, MariaDB %s", q, got, want)
+		}
+	}
+}

@@ -152,7 +152,12 @@ func (h *handler) query(p []byte) error {
 	c.act.set("Query", sql)
 	switch stmt.Kind {
 	case router.KindEmpty:
-		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
+		if strings.TrimSpace(sql) == "" {
+			return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
+		}
+		// Comments only (the mariadb client sends "/*!*/"), or text
+		// that starts with no keyword ("@a from t"): the server says
+		// what it makes of it (OK, 1065 or 1064), as it would directly.
 	case router.KindKill:
 		if k, ok := router.ParseKill(sql); ok {
 			return c.srv.kill(c, k)
