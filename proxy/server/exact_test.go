@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +61,41 @@ func TestExactCommentsOnly(t *testing.T) {
 		got, want := outcome(t, proxied, q), outcome(t, direct, q)
 		if got != want {
 			t.Errorf("%q: proxy %s, MariaDB %s", q, got, want)
+		}
+	}
+}
+
+// TestExactChain: COMMIT/ROLLBACK AND CHAIN start a new transaction with
+// the same access mode, and RELEASE ends the connection after the answer,
+// as on MariaDB directly (the proxy used to refuse them with 1235).
+func TestExactChain(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_t")
+	direct := openDB(t, directDSN(s, "exact_t", ""))
+	mustExec(t, direct, "CREATE TABLE c (id INT PRIMARY KEY)")
+	sequences := [][]string{
+		{"BEGIN", "INSERT INTO c VALUES (1)", "COMMIT AND CHAIN", "INSERT INTO c VALUES (2)", "ROLLBACK", "SELECT COUNT(*) FROM c"},
+		{"BEGIN", "INSERT INTO c VALUES (3)", "ROLLBACK WORK AND CHAIN", "INSERT INTO c VALUES (4)", "COMMIT AND NO CHAIN", "SELECT COUNT(*) FROM c"},
+		{"START TRANSACTION READ ONLY", "COMMIT AND CHAIN", "INSERT INTO c VALUES (5)", "ROLLBACK", "SELECT COUNT(*) FROM c"},
+		{"BEGIN", "INSERT INTO c VALUES (6)", "COMMIT NO RELEASE", "SELECT COUNT(*) FROM c"},
+		{"BEGIN", "INSERT INTO c VALUES (7)", "COMMIT RELEASE", "SELECT 1"},
+		{"COMMIT AND CHAIN RELEASE"},
+	}
+	run := func(c *sql.Conn, seq []string) []string {
+		var out []string
+		for _, q := range seq {
+			out = append(out, outcome(t, c, q))
+		}
+		return out
+	}
+	for _, seq := range sequences {
+		mustExec(t, direct, "DELETE FROM c")
+		want := run(conn(t, direct), seq)
+		mustExec(t, direct, "DELETE FROM c")
+		got := run(conn(t, openDB(t, p.dsn("exact_t", ""))), seq)
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%q:\n proxy   %q\n MariaDB %q", seq, got, want)
 		}
 	}
 }

@@ -308,14 +308,28 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	txn := session.ParseTxn(sql)
 	switch txn.Verb {
 	case session.TxnNone:
-		if stmt := router.Classify(sql); stmt.Kind == router.KindTxn && stmt.Keyword != "START" && stmt.Keyword != "BEGIN" {
-			return true, mysql.NewError(mysql.ErNotSupported, "%s with AND CHAIN or RELEASE is not supported by shardgate; use COMMIT or ROLLBACK and start a new transaction", stmt.Keyword)
-		}
+		// Not a form the proxy composes: the server answers it (its
+		// syntax error, typically); what it changes shows in the status
+		// flags and session tracking like any statement's.
 		return false, nil
 	case session.TxnBegin:
 		err = st.Begin(txn.SQL)
 	case session.TxnCommit, session.TxnRollback:
+		again := st.TxnSQL()
 		err = st.End(txn.Verb == session.TxnCommit)
+		if err == nil && txn.Chain {
+			// A new transaction with the same access mode, as the
+			// server's AND CHAIN starts one.
+			if again == "" {
+				again = "START TRANSACTION"
+			}
+			err = st.Begin(again)
+		}
+		if err == nil && txn.Release {
+			h.c.okStatus()
+			h.c.c.Flush()
+			return true, errCloseSession
+		}
 	default:
 		err = st.Savepoint(txn.Verb, txn.Name, txn.SQL)
 	}

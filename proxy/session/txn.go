@@ -46,6 +46,10 @@ type Txn struct {
 	// text holds (a second statement, an executable comment) reaches a
 	// connection.
 	SQL string
+	// Chain (COMMIT/ROLLBACK AND CHAIN) starts a new transaction with
+	// the same characteristics; Release (RELEASE) ends the client's
+	// connection after the answer.
+	Chain, Release bool
 }
 
 // ParseTxn recognises transaction control statements: BEGIN [WORK], START
@@ -122,13 +126,24 @@ func ParseTxn(sql string) Txn {
 			}
 			return savepoint(TxnRollbackTo, i, "ROLLBACK TO SAVEPOINT ")
 		}
-		if i != len(w) {
-			return Txn{}
+		var chain, release bool
+		if i+1 < len(w) && w[i] == "AND" && w[i+1] == "CHAIN" {
+			chain, i = true, i+2
+		} else if i+2 < len(w) && w[i] == "AND" && w[i+1] == "NO" && w[i+2] == "CHAIN" {
+			i += 3
+		}
+		if i < len(w) && w[i] == "RELEASE" {
+			release, i = true, i+1
+		} else if i+1 < len(w) && w[i] == "NO" && w[i+1] == "RELEASE" {
+			i += 2
+		}
+		if i != len(w) || chain && release {
+			return Txn{} // AND CHAIN RELEASE is a syntax error on the server
 		}
 		if w[0] == "COMMIT" {
-			return Txn{Verb: TxnCommit, SQL: "COMMIT"}
+			return Txn{Verb: TxnCommit, SQL: "COMMIT", Chain: chain, Release: release}
 		}
-		return Txn{Verb: TxnRollback, SQL: "ROLLBACK"}
+		return Txn{Verb: TxnRollback, SQL: "ROLLBACK", Chain: chain, Release: release}
 	case "SAVEPOINT":
 		return savepoint(TxnSavepoint, 1, "SAVEPOINT ")
 	case "RELEASE":
@@ -193,6 +208,10 @@ func (s *State) InTxn() bool {
 // Begin opens an explicit transaction with the statement sql (composed by
 // ParseTxn), committing the open one first, as MySQL does. No node sees it
 // until a statement of the transaction reaches that node.
+// TxnSQL is the statement that began the open explicit transaction ("" when
+// none: autocommit off, or no transaction).
+func (s *State) TxnSQL() string { return s.txn }
+
 func (s *State) Begin(sql string) error {
 	if len(s.pinned) > 0 && s.InTxn() {
 		if err := s.End(true); err != nil {
