@@ -99,3 +99,31 @@ func TestExactChain(t *testing.T) {
 		}
 	}
 }
+
+// TestExactPreparedCompound: a prepared BEGIN NOT ATOMIC ... END is a
+// compound statement, not a transaction: it was refused (1235) and now
+// runs on the backend like on MariaDB, as text and prepared.
+func TestExactPreparedCompound(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_t")
+	const q = "BEGIN NOT ATOMIC DECLARE x INT DEFAULT 41; SELECT x + 1; END"
+	db := openDB(t, p.dsn("exact_t", ""))
+	for _, args := range [][]any{nil, {}} {
+		var v int
+		var err error
+		if args == nil {
+			err = db.QueryRow(q).Scan(&v) // text
+		} else {
+			st, perr := db.Prepare(q) // binary
+			if perr != nil {
+				t.Fatalf("prepare: %v", perr)
+			}
+			err = st.QueryRow().Scan(&v)
+			st.Close()
+		}
+		if err != nil || v != 42 {
+			t.Errorf("%s (prepared %v): %d, %v", q, args != nil, v, err)
+		}
+	}
+}

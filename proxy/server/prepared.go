@@ -56,6 +56,11 @@ func (s *stmtHandler) prepare(p []byte) error {
 		return err
 	}
 	switch {
+	case stmt.Kind == router.KindTxn && session.ParseTxn(sql).Verb == session.TxnNone:
+		// Not a transaction statement the proxy composes (BEGIN NOT
+		// ATOMIC ... END, a compound statement): the backend keeps it,
+		// like CALL.
+		return s.prepareKept(p, sql)
 	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE" || stmt.Kind == router.KindKill:
 		// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
 		// proxy's transaction statements, like their text forms; KILL is
