@@ -127,3 +127,33 @@ func TestExactPreparedCompound(t *testing.T) {
 		}
 	}
 }
+
+// TestExactSetNames: SET NAMES after the character set variables were
+// changed another way (collation_connection, or a SET NAMES of a character
+// set the proxy does not know) takes effect on the server, as directly:
+// the proxy used to keep what it believed and leave utf16 or koi8r there.
+func TestExactSetNames(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_t")
+	const probe = "SELECT CONCAT_WS(',', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"
+	for _, seq := range [][]string{
+		{"SET collation_connection = utf16_general_ci", "SET NAMES latin1"},
+		{"SET NAMES koi8r", "SET NAMES latin1"},
+		{"SET NAMES koi8r", "SET NAMES utf8mb4"},
+		{"SET character_set_results = NULL", "SET NAMES utf8mb4"},
+		{"SET NAMES latin1", "SET CHARACTER SET utf8mb4", "SET NAMES latin1"},
+	} {
+		pdb, ddb := openDB(t, p.dsn("exact_t", "")), openDB(t, directDSN(s, "exact_t", ""))
+		proxied, direct := conn(t, pdb), conn(t, ddb)
+		mustExec(t, proxied, seq...)
+		mustExec(t, direct, seq...)
+		if got, want := queryValue(t, proxied, probe), queryValue(t, direct, probe); got != want {
+			t.Errorf("%q: proxy %s, MariaDB %s", seq, got, want)
+		}
+		proxied.Close()
+		direct.Close()
+		pdb.Close() // ends the proxy session and frees its pinned connection
+		ddb.Close()
+	}
+}
