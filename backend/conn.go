@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rsa"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -193,11 +192,7 @@ func (c *Conn) handshake(o DialOptions) error {
 			return mysql.NewError(mysql.ErHandshake, "backend %s does not offer TLS, which its node's tls requires", c.Addr)
 		}
 		// SSLRequest, then the rest of the login inside TLS.
-		req := binary.LittleEndian.AppendUint32(nil, c.Caps|mysql.ClientSSL)
-		req = binary.LittleEndian.AppendUint32(req, mysql.MaxPacketPayload)
-		req = append(req, 45)
-		req = append(req, make([]byte, 23)...)
-		if err := c.WritePacket(req); err != nil {
+		if err := c.WritePacket(mysql.AppendSSLRequest(nil, c.Caps, 45)); err != nil {
 			return err
 		}
 		if err := c.Flush(); err != nil {

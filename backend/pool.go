@@ -261,20 +261,22 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		l[len(l)-1] = nil
 		n.idle[vi] = l[:len(l)-1]
 		n.nidle--
+		n.checkoutLocked(c) // in the same critical section: no second lock per Get
 		n.mu.Unlock()
 		if n.expired(c, now) {
+			n.forget(c)
 			c.Close()
 			continue
 		}
 		gen := n.gen.Load()
 		if c.gen != gen || n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
 			if err := c.Ping(); err != nil {
+				n.forget(c)
 				c.Close()
 				continue
 			}
 			c.gen = gen
 		}
-		n.checkout(c)
 		return c, nil
 	}
 	// Make room: drop an idle connection of another variant if the node is
@@ -327,10 +329,23 @@ func (n *Node) UnlockBulk() { n.bulk.Unlock() }
 // checkout records c as checked out.
 func (n *Node) checkout(c *Conn) {
 	n.mu.Lock()
+	n.checkoutLocked(c)
+	n.mu.Unlock()
+}
+
+// checkoutLocked is checkout with n.mu held.
+func (n *Node) checkoutLocked(c *Conn) {
 	if n.busy == nil {
 		n.busy = make(map[*Conn]struct{})
 	}
 	n.busy[c] = struct{}{}
+}
+
+// forget drops c from the checked-out connections without returning it
+// (it is being closed).
+func (n *Node) forget(c *Conn) {
+	n.mu.Lock()
+	delete(n.busy, c)
 	n.mu.Unlock()
 }
 

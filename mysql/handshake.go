@@ -274,3 +274,22 @@ func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 	}
 	return cu, nil
 }
+
+// SSLRequestLen is the length of an SSLRequest packet: capabilities (with
+// CLIENT_SSL), max packet size, collation and 23 reserved bytes. A client
+// sends it instead of the handshake response, upgrades the connection to
+// TLS, then sends the response inside TLS.
+const SSLRequestLen = 32
+
+// AppendSSLRequest appends an SSLRequest payload.
+func AppendSSLRequest(b []byte, caps uint32, coll byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, caps|ClientSSL)
+	b = binary.LittleEndian.AppendUint32(b, MaxPacketPayload)
+	b = append(b, coll)
+	return append(b, make([]byte, 23)...)
+}
+
+// IsSSLRequest reports whether a client's first packet is an SSLRequest.
+func IsSSLRequest(p []byte) bool {
+	return len(p) == SSLRequestLen && binary.LittleEndian.Uint32(p)&ClientSSL != 0
+}

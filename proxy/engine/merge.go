@@ -145,40 +145,43 @@ func (mg *merger) open(plan *router.Plan) error {
 		nodes = append(nodes, node)
 	}
 	slices.Sort(nodes)
+	var sendErr error
 	for _, node := range nodes {
-		bulk := false
-		if n := x.eng.nodes[node]; n != nil {
-			k := 0
-			for i, t := range plan.Targets {
-				if t.Node == node && !shared[i] {
-					k++
-				}
+		k := 0
+		for i, t := range plan.Targets {
+			if t.Node == node && !shared[i] {
+				k++
 			}
-			if bulk = k > 1; bulk {
-				n.LockBulk()
-			}
+		}
+		n := x.eng.nodes[node]
+		bulk := k > 1 && n != nil
+		if bulk {
+			n.LockBulk()
 		}
 		for i := range plan.Targets {
 			if t := &plan.Targets[i]; t.Node == node && !shared[i] {
 				bc, err := x.send(t)
 				if err != nil {
-					if bulk {
-						x.eng.nodes[node].UnlockBulk()
-					}
-					mg.streams = slices.DeleteFunc(own, func(s *stream) bool { return s == nil })
-					return err
+					sendErr = err
+					break
 				}
 				own[i] = &stream{bc: bc}
 			}
 		}
 		if bulk {
-			x.eng.nodes[node].UnlockBulk()
+			n.UnlockBulk()
+		}
+		if sendErr != nil {
+			break
 		}
 	}
 	for _, s := range own {
 		if s != nil {
-			mg.streams = append(mg.streams, s)
+			mg.streams = append(mg.streams, s) // closed by close, on error too
 		}
+	}
+	if sendErr != nil {
+		return sendErr
 	}
 	mg.publish()
 	for _, s := range mg.streams {

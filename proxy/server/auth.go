@@ -3,19 +3,13 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
-	"encoding/binary"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/session"
 )
-
-// sslRequestLen is the length of an SSLRequest packet: capabilities, max
-// packet size, collation and 23 reserved bytes.
-const sslRequestLen = 32
 
 // handshakeTimeout bounds the whole authentication exchange.
 const handshakeTimeout = 10 * time.Second
@@ -50,7 +44,7 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return err
 	}
-	if srv.tls != nil && len(p) == sslRequestLen && binary.LittleEndian.Uint32(p)&mysql.ClientSSL != 0 {
+	if srv.tls != nil && mysql.IsSSLRequest(p) {
 		// SSLRequest: the rest of the login, and the session, go
 		// through TLS.
 		raw := c.c.NetConn()
@@ -58,11 +52,7 @@ func (c *conn) handshake() error {
 		if err := tc.Handshake(); err != nil {
 			return fmt.Errorf("TLS handshake: %w", err)
 		}
-		var nc net.Conn = tc
-		if d := srv.cfg.ClientWriteTimeout; d > 0 {
-			nc = &writeDeadlineConn{Conn: tc, d: d}
-		}
-		c.c.UseConn(nc)
+		c.c.UseConn(srv.writeBounded(tc))
 		c.tls = true
 		if p, err = c.c.ReadPacket(); err != nil {
 			return err

@@ -55,7 +55,7 @@ type conn struct {
 	tls     bool                         // the client upgraded to TLS
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
 	// watch notices a client that leaves while its statement runs (see
-	// watchStatement).
+	// startWatch).
 	watch      *time.Timer
 	watchDone  chan struct{}
 	watchArmed atomic.Bool
@@ -83,14 +83,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			tc.SetWriteBuffer(s.cfg.Frontend.SocketWriteBuffer)
 		}
 	}
-	var wnc net.Conn = nc
-	if d := s.cfg.ClientWriteTimeout; d > 0 {
-		wnc = &writeDeadlineConn{Conn: nc, d: d}
-	}
 	c := &conn{
 		srv: s,
 		nc:  nc,
-		c:   mysql.NewConn(wnc, s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
+		c:   mysql.NewConn(s.writeBounded(nc), s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
 		id:  id,
 		log: s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
 		buf: make([]byte, 0, 256),
@@ -275,6 +271,15 @@ func (c *conn) writeFlush(p []byte) error {
 // deadline is moved only when a quarter of it has passed since it was
 // last set (setting it costs more than reading the clock), so a write
 // always has at least three quarters of the timeout.
+// writeBounded wraps a client connection (plain, or TLS over it) in
+// client_write_timeout, when set.
+func (s *Server) writeBounded(nc net.Conn) net.Conn {
+	if d := s.cfg.ClientWriteTimeout; d > 0 {
+		return &writeDeadlineConn{Conn: nc, d: d}
+	}
+	return nc
+}
+
 type writeDeadlineConn struct {
 	net.Conn
 	d    time.Duration

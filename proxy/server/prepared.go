@@ -433,9 +433,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 // merged like a text query, and the rows are sent in the binary protocol.
 func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) error {
 	h, c := s.h, s.h.c
-	// Values become hex literals with the client's character set as their
-	// introducer: no character set or sql_mode can read them as anything
-	// but one value, and the server converts them as it would have.
+	// Values become literals the router reads as the server will: quoted
+	// for the session's sql_mode, non-ASCII text of a non-UTF-8 character
+	// set in hex with that character set as introducer (ParamLiteral).
 	coll, _ := mysql.CollationByID(c.st.Coll)
 	charset := coll.Charset
 	if c.st.ClientCharset != "" {

@@ -129,14 +129,13 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 	}
 	for _, c := range changes {
 		if name, value, ok := c.SystemVariable(); ok {
-			switch strings.ToLower(name) {
-			case "character_set_client":
-				s.ClientCharset = value
+			switch name = strings.ToLower(name); name {
 			case "sql_mode":
 				s.mode = router.ParseMode(value)
-			}
-			switch strings.ToLower(name) {
 			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":
+				if name == "character_set_client" {
+					s.ClientCharset = value
+				}
 				// The character sets are now what the statement left on
 				// the connection (the session keeps it), not those of
 				// one collation: the proxy leaves them alone until the
