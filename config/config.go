@@ -78,6 +78,10 @@ const (
 type Config struct {
 	// Addr is the client listener, host:port. Default "127.0.0.1:9696".
 	Addr string `yaml:"addr"`
+	// Socket is an optional Unix socket path clients may also connect to
+	// (what MySQL clients use for host "localhost"); "" disables it. A
+	// stale socket file left by an earlier proxy is replaced at start.
+	Socket string `yaml:"socket"`
 	// Users are the accounts clients log in with. At least one is required.
 	Users []User `yaml:"user_list"`
 	// TLSCert and TLSKey are PEM files of the certificate (chain) and key

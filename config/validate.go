@@ -109,6 +109,9 @@ func (c *Config) validateGlobals(v *validator) {
 	} else if err := checkHostPort(c.Addr, true); err != nil {
 		v.add("addr", "%v", err)
 	}
+	if len(c.Socket) > 107 {
+		v.add("socket", "%d bytes long: a Unix socket path holds at most 107", len(c.Socket))
+	}
 	for _, f := range []struct{ key, val string }{
 		{"web_addr", c.WebAddr},
 		{"prometheus_addr", c.PrometheusAddr},

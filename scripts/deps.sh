@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench] [openssl]: make sure the named tools are installed (both when none are named).
+# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr]: make sure the named tools are installed (both when none are named).
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -27,8 +27,11 @@ missing_pkgs() {
 		openssl)
 			have openssl || echo openssl
 			;;
+		mtr)
+			[[ -x /usr/share/mysql/mysql-test/mtr ]] || echo mariadb-test
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench] [openssl]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr]" >&2
 			exit 2
 			;;
 		esac

@@ -66,6 +66,15 @@ func run(cfgPath, logLevel string) error {
 		return err
 	}
 	log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath))
+	var sock net.Listener
+	if cfg.Socket != "" {
+		if sock, err = listenUnix(cfg.Socket); err != nil {
+			ln.Close()
+			srv.Shutdown(context.Background())
+			return err
+		}
+		log.Info("shardgate listening", zap.String("socket", cfg.Socket))
+	}
 
 	var side []*http.Server
 	for _, l := range []struct {
@@ -92,8 +101,11 @@ func run(cfgPath, logLevel string) error {
 		}()
 	}
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if sock != nil {
+		go func() { errc <- srv.Serve(sock) }()
+	}
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	select {
@@ -113,6 +125,34 @@ func run(cfgPath, logLevel string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// listenUnix listens on the Unix socket path, replacing a socket file no
+// process listens on any more (left by a proxy that was killed); a socket
+// some process still answers on is an error, as is any other file there.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("socket %s: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("socket %s: another process is listening on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("socket %s: %w", path, err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	// Any local user may connect, as to MariaDB's socket; the login decides.
+	if err := os.Chmod(path, 0o777); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
 }
 
 // newLogger logs JSON to dir/file, or to stderr in console form when dir is

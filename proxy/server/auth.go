@@ -58,7 +58,7 @@ func (c *conn) handshake() error {
 			return err
 		}
 	}
-	if srv.cfg.RequireSecureTransport && !c.tls {
+	if srv.cfg.RequireSecureTransport && !c.tls && !c.local() {
 		e := mysql.NewError(mysql.ErAccessDenied, "Access denied: connections without TLS are refused (require_secure_transport)")
 		c.writeErr(e)
 		return e
@@ -157,7 +157,7 @@ func (c *conn) authenticate(user, plugin string, resp []byte) error {
 		if err != nil {
 			return err
 		}
-		if c.tls {
+		if c.tls || c.local() {
 			got := bytes.TrimSuffix(p, []byte{0})
 			if !known || !bytes.Equal(got, []byte(password)) {
 				resp = p

@@ -220,7 +220,28 @@ func (c *conn) closeNow() error {
 	return errCloseSession
 }
 
+// local reports whether the client came over the Unix socket, which, as
+// on MySQL, counts as a secure transport.
+func (c *conn) local() bool {
+	_, ok := c.nc.LocalAddr().(*net.UnixAddr)
+	return ok
+}
+
+// addr is the client's address as SHOW PROCESSLIST shows it: host:port,
+// or "localhost" over the Unix socket.
+func (c *conn) addr() string {
+	if c.local() {
+		return "localhost"
+	}
+	return c.nc.RemoteAddr().String()
+}
+
+// host is the client's host as MySQL names it: its IP address, or
+// "localhost" over the Unix socket.
 func (c *conn) host() string {
+	if c.local() {
+		return "localhost"
+	}
 	if h, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
 		return h
 	}

@@ -105,7 +105,7 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 		row := [][]byte{
 			[]byte(strconv.FormatUint(uint64(o.id), 10)),
 			[]byte(user),
-			[]byte(o.nc.RemoteAddr().String()),
+			[]byte(o.addr()),
 			engine.Nullable(db),
 			[]byte(cmd),
 			[]byte(strconv.FormatInt(secs, 10)),
