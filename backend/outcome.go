@@ -16,7 +16,8 @@ type Outcome struct {
 	Status   uint16 // server status of the final OK/EOF
 	Warnings uint16
 	InsertID uint64
-	Sent     bool // at least one packet of the response reached the client's buffer
+	Sent     bool   // at least one packet of the response reached the client's buffer
+	ErrCode  uint16 // the error code when the response ended with an ERR the relay read whole
 	// StateChanged is set when the server reported that the statement
 	// changed the session's state (SERVER_SESSION_STATE_CHANGED); State
 	// holds what it reported (mysql.ParseStateChanges), nil when the

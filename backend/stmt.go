@@ -3,6 +3,7 @@ package backend
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/shardgate/shardgate/mysql"
 )
@@ -18,14 +19,58 @@ type Stmt struct {
 	Params   [][]byte
 	Cols     [][]byte
 	Warnings uint16
+	ctx      stmtCtx // the session state it was prepared in
+}
+
+// stmtCtx is the part of a connection's session state that MariaDB fixes
+// in a statement when it prepares it: the current database (unqualified
+// names), the connection collation, and the variables the parser and
+// resolver read (sql_mode, character sets, ...). A cached statement is
+// reused only in the same context; the server itself re-prepares a
+// statement whose tables changed (and says 1615 when it gives up).
+type stmtCtx struct {
+	db   string
+	coll byte
+	vars [len(stmtCtxVars)]string
+}
+
+// stmtCtxVars are the session variables of a statement's context, as
+// Conn.Vars names them.
+var stmtCtxVars = [...]string{
+	"@@SESSION.`sql_mode`", "@@SESSION.`old_mode`", "@@SESSION.`character_set_client`",
+	"@@SESSION.`character_set_connection`", "@@SESSION.`collation_connection`",
+	"@@SESSION.`sql_select_limit`", "@@SESSION.`explicit_defaults_for_timestamp`",
+	"@@SESSION.`div_precision_increment`", "@@SESSION.`lc_time_names`",
+}
+
+// context is the connection's current stmtCtx (no allocation).
+func (c *Conn) context() stmtCtx {
+	x := stmtCtx{db: c.DB, coll: c.Collation}
+	if len(c.Vars) > 0 {
+		for i, name := range stmtCtxVars {
+			x.vars[i] = c.Vars[name]
+		}
+	}
+	return x
 }
 
 // PrepareCached returns the connection's prepared statement for query,
-// preparing it with COM_STMT_PREPARE the first time. A backend ERR is
+// preparing it with COM_STMT_PREPARE the first time and again when the
+// session state it was prepared in has changed since. A backend ERR is
 // returned as *mysql.SQLError and leaves the connection usable.
 func (c *Conn) PrepareCached(query string) (*Stmt, error) {
-	if s := c.stmts[query]; s != nil {
+	if s := c.stmts[query]; s != nil && s.ctx == c.context() {
 		return s, nil
+	}
+	return c.Prepare(query)
+}
+
+// Prepare prepares query on the connection now, replacing the cached
+// statement for it: its metadata and warnings are the server's current
+// ones (what a client's COM_STMT_PREPARE must get).
+func (c *Conn) Prepare(query string) (*Stmt, error) {
+	if err := c.Forget(query); err != nil {
+		return nil, err
 	}
 	s, err := c.prepareCached(query)
 	var se *mysql.SQLError
@@ -87,7 +132,7 @@ func (c *Conn) prepareCached(query string) (*Stmt, error) {
 		c.broken = true
 		return nil, mysql.ErrMalformedPacket
 	}
-	s := &Stmt{ID: binary.LittleEndian.Uint32(p[1:5]), Warnings: binary.LittleEndian.Uint16(p[10:12])}
+	s := &Stmt{ID: binary.LittleEndian.Uint32(p[1:5]), Warnings: binary.LittleEndian.Uint16(p[10:12]), ctx: c.context()}
 	ncols := int(binary.LittleEndian.Uint16(p[5:7]))
 	nparams := int(binary.LittleEndian.Uint16(p[7:9]))
 	for _, part := range []struct {
@@ -115,6 +160,21 @@ func (c *Conn) prepareCached(query string) (*Stmt, error) {
 	c.stmts[query] = s
 	c.stmtOrder = append(c.stmtOrder, query)
 	return s, nil
+}
+
+// Forget closes the cached statement for query, if there is one: after
+// the server said it needs to be prepared again (1615), the next
+// PrepareCached prepares it anew.
+func (c *Conn) Forget(query string) error {
+	s := c.stmts[query]
+	if s == nil {
+		return nil
+	}
+	delete(c.stmts, query)
+	if i := slices.Index(c.stmtOrder, query); i >= 0 {
+		c.stmtOrder = slices.Delete(c.stmtOrder, i, i+1)
+	}
+	return c.closeStmt(s.ID)
 }
 
 // closeStmt sends COM_STMT_CLOSE, which has no reply.

@@ -82,6 +82,11 @@ const (
 	StatusInTransReadonly    uint16 = 0x2000 // SERVER_STATUS_IN_TRANS_READONLY
 	StatusSessionStateChange uint16 = 0x4000 // SERVER_SESSION_STATE_CHANGED
 	StatusAnsiQuotes         uint16 = 0x8000 // SERVER_STATUS_ANSI_QUOTES (MariaDB): sql_mode has ANSI_QUOTES
+
+	// StatusSession are the flags that describe the session rather than
+	// the statement that answered: they hold until a statement changes
+	// them, so an answer the proxy composes carries them, and only them.
+	StatusSession = StatusInTrans | StatusAutocommit | StatusNoBackslashEscapes | StatusInTransReadonly | StatusAnsiQuotes
 )
 
 // Packet header bytes.

@@ -107,6 +107,9 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool) (backend.Outcome, e
 		switch {
 		case p.First == mysql.ErrHeader:
 			r.OK = false
+			if len(p.Small) >= 3 {
+				r.ErrCode = binary.LittleEndian.Uint16(p.Small[1:3])
+			}
 			return r, nil
 		case p.First == mysql.LocalInfileHeader && p.Small != nil:
 			if err := relayLocalInfile(client, bc); err != nil {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"database/sql"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,132 @@ func TestExactSetNames(t *testing.T) {
 		direct.Close()
 		pdb.Close() // ends the proxy session and frees its pinned connection
 		ddb.Close()
+	}
+}
+
+// TestExactPreparedAfterDDL: a statement prepared through the proxy gets
+// the server's current metadata, and runs in the session's own sql_mode,
+// database and character set, as on MariaDB directly. The proxy cached
+// backend statements by text alone: after DROP/CREATE or ALTER of the
+// table, a new COM_STMT_PREPARE answered the old columns (clients then
+// failed with 2057), and a statement prepared by one session ran in the
+// sql_mode or database of another.
+func TestExactPreparedAfterDDL(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_ps", "exact_ps2")
+	admin := openDB(t, directDSN(s, "exact_ps", ""))
+	mustExec(t, admin, "CREATE TABLE t (a INT)", "INSERT INTO t VALUES (1)",
+		"CREATE TABLE exact_ps2.t (z VARCHAR(3), y INT)", "INSERT INTO exact_ps2.t VALUES ('two', 2)")
+	execute := func(id uint32) []byte {
+		return append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0)
+	}
+	closeStmt := func(r *rawConn, id uint32) {
+		r.command(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtClose}, id))
+	}
+	for _, variant := range rawEOFVariants {
+		t.Run(variant.name, func(t *testing.T) {
+			mustExec(t, admin, "DROP TABLE IF EXISTS t", "CREATE TABLE t (a INT)", "INSERT INTO t VALUES (1)")
+			d, pr := rawPair(t, s, p, "exact_ps", variant.caps)
+			// step runs the same statement (text, or prepare+execute+close)
+			// on both and compares every packet.
+			step := func(name, q string, prepared bool) {
+				t.Helper()
+				if !prepared {
+					d.command(append([]byte{mysql.ComQuery}, q...))
+					want := d.response(false)
+					pr.command(append([]byte{mysql.ComQuery}, q...))
+					samePackets(t, name, pr.response(false), want)
+					return
+				}
+				did, dp := d.prepare(q)
+				pid, pp := pr.prepare(q)
+				samePackets(t, name+": prepare", pp, dp)
+				if did == 0 || pid == 0 {
+					return
+				}
+				d.command(execute(did))
+				want := d.response(false)
+				pr.command(execute(pid))
+				samePackets(t, name+": execute", pr.response(false), want)
+				closeStmt(d, did)
+				closeStmt(pr, pid)
+			}
+			step("before", "SELECT * FROM t", true)
+			mustExec(t, admin, "DROP TABLE t", "CREATE TABLE t (a INT, b VARCHAR(5), c DOUBLE)", "INSERT INTO t VALUES (1, 'x', 2.5)")
+			step("after DROP/CREATE", "SELECT * FROM t", true)
+			mustExec(t, admin, "ALTER TABLE t ADD d DATE, DROP b")
+			step("after ALTER", "SELECT * FROM t", true)
+
+			// A statement prepared before the ALTER and executed after it
+			// returns the new columns, as MariaDB re-prepares it.
+			did, _ := d.prepare("SELECT * FROM t")
+			pid, _ := pr.prepare("SELECT * FROM t")
+			mustExec(t, admin, "ALTER TABLE t ADD e INT DEFAULT 5")
+			d.command(execute(did))
+			want := d.response(false)
+			pr.command(execute(pid))
+			samePackets(t, "execute across ALTER", pr.response(false), want)
+			closeStmt(d, did)
+			closeStmt(pr, pid)
+
+			// The session's sql_mode, database and collation decide what
+			// a statement means when it is prepared.
+			step("default mode", "SELECT 'a' || 'b' AS x", true)
+			step("set mode", "SET sql_mode = 'PIPES_AS_CONCAT'", false)
+			step("pipes as concat", "SELECT 'a' || 'b' AS x", true)
+			step("set mode back", "SET sql_mode = DEFAULT", false)
+			step("default mode again", "SELECT 'a' || 'b' AS x", true)
+			step("use", "USE exact_ps2", false)
+			step("other database", "SELECT * FROM t", true)
+			step("use back", "USE exact_ps", false)
+			step("set names", "SET NAMES latin1", false)
+			step("latin1", "SELECT 'é' AS x, COLLATION('x') AS c", true)
+			step("set names back", "SET NAMES utf8mb4", false)
+			step("utf8mb4", "SELECT 'é' AS x, COLLATION('x') AS c", true)
+		})
+	}
+}
+
+// TestExactPreparedContext: two sessions prepare the same text in
+// different sql_modes and databases over a pool of one backend connection;
+// each execution runs as its own session prepared it (the backend's
+// statement cache used to be keyed by the text alone).
+func TestExactPreparedContext(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 1
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "exact_ctx1", "exact_ctx2")
+	admin := openDB(t, directDSN(s, "exact_ctx1", ""))
+	mustExec(t, admin, "CREATE TABLE t (v VARCHAR(10))", "INSERT INTO t VALUES ('one')",
+		"CREATE TABLE exact_ctx2.t (v VARCHAR(10))", "INSERT INTO exact_ctx2.t VALUES ('two')")
+	a := dialRaw(t, p.addr)
+	a.loginDB("exact_ctx1", rawCaps)
+	b := dialRaw(t, p.addr)
+	b.loginDB("exact_ctx2", rawCaps)
+	if _, err := b.query("SET sql_mode = 'PIPES_AS_CONCAT'"); err != nil {
+		t.Fatal(err)
+	}
+	const q = "SELECT CONCAT(v, '/', 1 || 0) FROM t"
+	aid, _ := a.prepare(q)
+	bid, _ := b.prepare(q)
+	value := func(r *rawConn, id uint32) string {
+		r.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+		resp := r.response(false)
+		// column count, column, row, EOF/OK (DEPRECATE_EOF): the row is
+		// 0x00, a null bitmap byte, then the length-encoded value.
+		if len(resp) != 4 || len(resp[2]) < 3 {
+			t.Fatalf("execute: %d packets %x", len(resp), resp)
+		}
+		return string(resp[2][3:])
+	}
+	for range 3 {
+		if got := value(a, aid); got != "one/1" {
+			t.Errorf("session in exact_ctx1 with the default sql_mode: %q, want one/1", got)
+		}
+		if got := value(b, bid); got != "two/10" {
+			t.Errorf("session in exact_ctx2 with PIPES_AS_CONCAT: %q, want two/10", got)
+		}
 	}
 }

@@ -45,6 +45,11 @@ type stmtHandler struct {
 	exec mysql.StmtExecute
 	args []router.Arg
 	pbuf []byte // scratch for packets sent to backends
+	// relayExec is relayExecution as a func value, made once; execSQL and
+	// execCursor are its arguments for the current execution.
+	relayExec  engine.Relay
+	execSQL    string
+	execCursor bool
 }
 
 // prepare answers COM_STMT_PREPARE.
@@ -189,8 +194,15 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err != nil {
 		return err
 	}
-	st, err := bc.PrepareCached(q)
-	c.st.Release(bc, false, backend.Outcome{})
+	// Prepared now, not taken from the cache: the client gets the
+	// server's current metadata and warnings (the session keeps the
+	// connection for SHOW WARNINGS when there are some).
+	st, err := bc.Prepare(q)
+	var o backend.Outcome
+	if err == nil {
+		o.Warnings = st.Warnings
+	}
+	c.st.Release(bc, false, o)
 	if err != nil {
 		if bc.Broken() {
 			return h.backendLost(bc)
@@ -518,15 +530,35 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		return err
 	}
 	s.pbuf = mysql.AppendStmtExecute(s.pbuf[:0], st.ID, e)
-	relay := engine.RelayResult
-	if cursor {
-		relay = engine.RelayCursorResult
+	if s.relayExec == nil {
+		s.relayExec = s.relayExecution
 	}
-	if _, err = h.x.RunOn(bc, s.pbuf, cursor, relay); err == nil && cursor {
+	s.execSQL, s.execCursor = q, cursor
+	if _, err = h.x.RunOn(bc, s.pbuf, cursor, s.relayExec); err == nil && cursor {
 		ps.Cursor, ps.CursorID = bc, st.ID
 	}
 	return h.settle(err)
 }
+
+// relayExecution relays the response to the execution executeOn sent.
+// When the server answers that the statement must be prepared again
+// (1615: it re-prepared it after metadata changes, and gave up), the
+// connection's cached statement is dropped, so the next execution
+// prepares it anew.
+func (s *stmtHandler) relayExecution(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+	relay := engine.RelayResult
+	if s.execCursor {
+		relay = engine.RelayCursorResult
+	}
+	r, err := relay(x, bc)
+	if err == nil && r.ErrCode == erNeedReprepare {
+		err = bc.Forget(s.execSQL)
+	}
+	return r, err
+}
+
+// erNeedReprepare is ER_NEED_REPREPARE.
+const erNeedReprepare = 1615
 
 // erStmtHasNoOpenCursor is ER_STMT_HAS_NO_OPEN_CURSOR.
 const erStmtHasNoOpenCursor = 1421

@@ -438,6 +438,28 @@ func (r *rawConn) response(fieldList bool) [][]byte {
 	}
 }
 
+// prepare sends COM_STMT_PREPARE and returns the statement id and the
+// response with the id zeroed (ids differ between the proxy and MariaDB).
+func (r *rawConn) prepare(q string) (uint32, [][]byte) {
+	r.t.Helper()
+	r.command(append([]byte{mysql.ComStmtPrepare}, q...))
+	ok := r.read()
+	if len(ok) < 12 || ok[0] != mysql.OKHeader {
+		return 0, [][]byte{ok}
+	}
+	id := binary.LittleEndian.Uint32(ok[1:5])
+	out := [][]byte{append(append([]byte{ok[0]}, 0, 0, 0, 0), ok[5:]...)}
+	for _, n := range []uint16{binary.LittleEndian.Uint16(ok[7:9]), binary.LittleEndian.Uint16(ok[5:7])} {
+		for range n {
+			out = append(out, r.read())
+		}
+		if n > 0 && r.caps&mysql.ClientDeprecateEOF == 0 {
+			out = append(out, r.read())
+		}
+	}
+	return id, out
+}
+
 // TestChangeUser drives COM_CHANGE_USER by hand: the session's state is
 // reset, and a wrong password closes the connection.
 func TestChangeUser(t *testing.T) {
@@ -503,25 +525,7 @@ func TestRawCursorParity(t *testing.T) {
 		}
 	}
 	isEOF := func(pk []byte) bool { return mysql.IsEOF(pk) }
-	// prepare returns the statement id and the response with the id zeroed.
-	prepare := func(r *rawConn, q string) (uint32, [][]byte) {
-		r.command(append([]byte{mysql.ComStmtPrepare}, q...))
-		ok := r.read()
-		if len(ok) < 12 || ok[0] != mysql.OKHeader {
-			t.Fatalf("prepare %q: %s", q, describe(ok))
-		}
-		id := binary.LittleEndian.Uint32(ok[1:5])
-		out := [][]byte{append(append([]byte{ok[0]}, 0, 0, 0, 0), ok[5:]...)}
-		for _, n := range []uint16{binary.LittleEndian.Uint16(ok[7:9]), binary.LittleEndian.Uint16(ok[5:7])} {
-			for range n {
-				out = append(out, r.read())
-			}
-			if n > 0 && r.caps&mysql.ClientDeprecateEOF == 0 {
-				out = append(out, r.read())
-			}
-		}
-		return id, out
-	}
+	prepare := func(r *rawConn, q string) (uint32, [][]byte) { return r.prepare(q) }
 	execute := func(id uint32, flags byte, v uint64) []byte {
 		ex := binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id)
 		ex = append(ex, flags)

@@ -78,7 +78,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		bc.LastInsertID = o.InsertID
 	}
 	if o.OK {
-		s.Status = o.Status &^ (mysql.StatusMoreResultsExists | mysql.StatusSessionStateChange)
+		s.Status = o.Status & mysql.StatusSession
 	}
 	if o.StateChanged {
 		s.absorb(bc, o.State, sticky)
