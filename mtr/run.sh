@@ -81,21 +81,21 @@ trap cleanup EXIT
 # A template data directory, bootstrapped once per run and copied for each server.
 rm -rf "$VAR"
 mkdir -p "$VAR/template"
-mariadb-install-db --no-defaults --datadir="$VAR/template/data" --auth-root-authentication-method=normal \
+mariadb-install-db --no-defaults --datadir="$VAR/template/var/mysqld.1/data" --auth-root-authentication-method=normal \
 	"${ROOT_FLAG[@]}" >"$VAR/template/install.log" 2>&1 || {
 	cat "$VAR/template/install.log" >&2
 	die "mariadb-install-db failed"
 }
 
-# launch DIR PORT: mariadbd with mtr's settings on the data directory DIR/data; the mtr var directory (its
-# secure-file-priv) is DIR/var.
+# launch DIR PORT: mariadbd with mtr's settings on the data directory DIR/var/mysqld.1/data, inside the mtr var
+# directory DIR/var (its secure-file-priv), as mtr lays them out: tests read ../../std_data from the data directory.
 launch() {
 	local dir=$1 port=$2
-	mkdir -p "$dir/tmp" "$dir/var/log"
+	mkdir -p "$dir/var/tmp" "$dir/var/log"
 	cat >"$dir/my.cnf" <<EOF
 [mysqld]
-datadir=$dir/data
-tmpdir=$dir/tmp
+datadir=$dir/var/mysqld.1/data
+tmpdir=$dir/var/tmp
 socket=$dir/mysqld.sock
 pid-file=$dir/mysqld.pid
 log-error=$dir/error.log
@@ -169,13 +169,16 @@ start_server() {
 	local dir=$VAR/$1
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	cp -a "$VAR/template/data" "$dir/data"
+	mkdir -p "$dir/var/mysqld.1"
+	cp -a "$VAR/template/var/mysqld.1/data" "$dir/var/mysqld.1/data"
 	launch "$dir" "$2"
 }
 
 start_proxy() {
 	cat >"$VAR/ks.yaml" <<EOF
-# mtr/run.sh: one MariaDB behind the proxy, nothing sharded; mtr logs in as root without a password.
+# mtr/run.sh: one MariaDB behind the proxy, nothing sharded; mtr logs in as root without a password, and
+# the backend account is root too (tests show it as the definer of views and routines); every kind of statement is
+# allowed, as for an operator's proxy.
 addr: 127.0.0.1:$((BASE + 2))
 socket: $VAR/proxy.sock
 web_addr: 127.0.0.1:$((BASE + 3))
@@ -190,6 +193,7 @@ nodes:
     user: root
     password: ""
     max_conns_limit: 128
+deny_statements: []
 schema_list:
   - user: root
     nodes: [node1]

@@ -3,6 +3,7 @@ package server_test
 import (
 	"database/sql"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +283,45 @@ func TestExactPreparedContext(t *testing.T) {
 		}
 		if got := value(b, bid); got != "two/10" {
 			t.Errorf("session in exact_ctx2 with PIPES_AS_CONCAT: %q, want two/10", got)
+		}
+	}
+}
+
+// TestExactRollbackWarning: ROLLBACK of a transaction that changed a
+// non-transactional table answers with MariaDB's warning 1196, which SHOW
+// WARNINGS then lists (the proxy composed a plain OK).
+func TestExactRollbackWarning(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_rb")
+	admin := openDB(t, directDSN(s, "exact_rb", ""))
+	mustExec(t, admin, "CREATE TABLE m (a INT) ENGINE=MyISAM", "CREATE TABLE i (a INT) ENGINE=InnoDB")
+	for _, end := range []string{"ROLLBACK", "ROLLBACK AND CHAIN", "ROLLBACK AND NO CHAIN"} {
+		var got [2]string
+		for i, r := range []*rawConn{dialRaw(t, s.Addr), dialRaw(t, p.addr)} {
+			if i == 0 {
+				r.sendHandshakeResponse(s.User, s.Password, "exact_rb", rawCaps)
+				r.expectOK()
+			} else {
+				r.loginDB("exact_rb", rawCaps)
+			}
+			for _, q := range []string{"BEGIN", "INSERT INTO i VALUES (1)", "INSERT INTO m VALUES (1)"} {
+				if _, err := r.query(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			r.command(append([]byte{mysql.ComQuery}, end...))
+			ok := r.read()
+			_, w, _, _ := mysql.ResultInfo(ok)
+			rows, err := r.query("SHOW WARNINGS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = fmt.Sprintf("%d warnings: %v", w, rows)
+			r.query("ROLLBACK")
+		}
+		if got[0] != got[1] || !strings.Contains(got[0], "1196") {
+			t.Errorf("%s: proxy %s; MariaDB %s", end, got[1], got[0])
 		}
 	}
 }

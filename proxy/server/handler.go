@@ -305,6 +305,7 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 // the statement is not one the proxy manages (it then runs as usual).
 func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	st := h.c.st
+	var warnings uint16
 	txn := session.ParseTxn(sql)
 	switch txn.Verb {
 	case session.TxnNone:
@@ -317,6 +318,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	case session.TxnCommit, session.TxnRollback:
 		again := st.TxnSQL()
 		err = st.End(txn.Verb == session.TxnCommit)
+		warnings = st.EndWarnings
 		if err == nil && txn.Chain {
 			// A new transaction with the same access mode, as the
 			// server's AND CHAIN starts one.
@@ -326,7 +328,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 			err = st.Begin(again)
 		}
 		if err == nil && txn.Release {
-			h.c.okStatus()
+			h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 			h.c.c.Flush()
 			return true, errCloseSession
 		}
@@ -336,7 +338,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	if err != nil {
 		return true, h.settle(err)
 	}
-	return true, h.c.okStatus()
+	return true, h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 }
 
 // setTracked runs a SET statement whose assignments the session tracks:

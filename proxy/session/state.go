@@ -28,6 +28,9 @@ type State struct {
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
 	LastInsertID  uint64 // last non-zero insert id reported to the client
+	// EndWarnings are the warnings of the servers' answers to the last
+	// End (ROLLBACK of non-transactional changes: 1196).
+	EndWarnings uint16
 	// mode is the session's sql_mode as the server last reported it
 	// (session tracking), as far as it changes how text is read.
 	mode router.Mode

@@ -300,6 +300,8 @@ func (s *State) End(commit bool) error {
 	s.Status &^= mysql.StatusInTrans
 	var done, failed, rolledBack []string
 	var firstErr error
+	var warned []*backend.Conn
+	s.EndWarnings = 0
 	for _, bc := range s.pinned {
 		w := word
 		if firstErr != nil {
@@ -308,7 +310,13 @@ func (s *State) End(commit bool) error {
 		if h := BeforeCommit.Load(); h != nil && w == "COMMIT" {
 			(*h)(bc.Node().Name)
 		}
-		_, err := bc.Exec(w)
+		res, err := bc.Exec(w)
+		if err == nil && res.OK.Warnings > 0 {
+			// ROLLBACK of changes to non-transactional tables (1196):
+			// the session keeps the connection for SHOW WARNINGS.
+			s.EndWarnings += res.OK.Warnings
+			warned = append(warned, bc)
+		}
 		switch {
 		case err == nil && firstErr == nil:
 			done = append(done, bc.Node().Name)
@@ -325,7 +333,7 @@ func (s *State) End(commit bool) error {
 			}
 		}
 	}
-	s.releaseAfterTxn()
+	s.releaseAfterTxn(warned)
 	if firstErr == nil {
 		return nil
 	}
@@ -346,8 +354,9 @@ func listSuffix(prefix string, names []string) string {
 
 // releaseAfterTxn returns the connections a finished transaction held,
 // unless the session keeps them for another reason (session state, or
-// autocommit off, which starts the next transaction at once).
-func (s *State) releaseAfterTxn() {
+// autocommit off, which starts the next transaction at once, or warnings
+// of the COMMIT or ROLLBACK for the next statement to read: keep).
+func (s *State) releaseAfterTxn(keep []*backend.Conn) {
 	if s.sticky || s.Status&mysql.StatusAutocommit == 0 {
 		// Broken ones still go back (and are closed).
 		keep := s.pinned[:0]
@@ -362,11 +371,16 @@ func (s *State) releaseAfterTxn() {
 		s.pinned = keep
 		return
 	}
+	kept := s.pinned[:0]
 	for _, bc := range s.pinned {
+		if slices.Contains(keep, bc) && !bc.Broken() {
+			kept = append(kept, bc)
+			continue
+		}
 		bc.Node().Put(bc)
 	}
-	clear(s.pinned)
-	s.pinned = s.pinned[:0]
+	clear(s.pinned[len(kept):])
+	s.pinned = kept
 }
 
 // joinTxn opens the session's transaction on a connection to a node it
