@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,7 +366,19 @@ func (n *Node) AbortBusy() {
 
 func (n *Node) expired(c *Conn, now time.Time) bool {
 	return (n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
-		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout)
+		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout) ||
+		c.waitTimedOut(now)
+}
+
+// waitTimedOut reports whether the server may have closed the connection
+// for a wait_timeout a session set on it (a second of margin).
+func (c *Conn) waitTimedOut(now time.Time) bool {
+	w, ok := c.Vars["@@SESSION.`wait_timeout`"]
+	if !ok {
+		return false
+	}
+	secs, err := strconv.ParseUint(w, 10, 32)
+	return err == nil && now.Sub(c.lastUsed) >= time.Duration(secs)*time.Second-time.Second
 }
 
 // Put returns a connection taken with Get. Broken connections are closed.

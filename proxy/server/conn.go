@@ -153,12 +153,21 @@ func (c *conn) loop() {
 			return
 		}
 		c.c.ResetSeq()
+		// The wait for the next command is bounded by the session's
+		// wait_timeout (as on the server, which closes the connection),
+		// and inside a transaction by idle_in_transaction_timeout.
 		idleTxn := c.srv.cfg.IdleInTransactionTimeout > 0 && c.st.InTxn()
-		if idleTxn {
-			c.c.ReadTimeout = c.srv.cfg.IdleInTransactionTimeout
+		wait := c.st.WaitTimeout
+		if idleTxn && (wait == 0 || c.srv.cfg.IdleInTransactionTimeout < wait) {
+			wait = c.srv.cfg.IdleInTransactionTimeout
+		} else {
+			idleTxn = false
+		}
+		if wait > 0 {
+			c.c.ReadTimeout = wait
 		}
 		p, err := c.c.ReadPacket()
-		if idleTxn {
+		if wait > 0 {
 			c.c.ReadTimeout = 0
 			c.nc.SetReadDeadline(time.Time{})
 		}
@@ -167,9 +176,13 @@ func (c *conn) loop() {
 			if errors.Is(err, mysql.ErrPacketTooLarge) {
 				c.srv.packetsTooLarge.Add(1)
 			}
-			if idleTxn && errors.Is(err, os.ErrDeadlineExceeded) {
-				c.srv.idleTxnClosed.Add(1)
-				c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg.IdleInTransactionTimeout))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if idleTxn {
+					c.srv.idleTxnClosed.Add(1)
+					c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg.IdleInTransactionTimeout))
+				} else {
+					c.log.Debug("closing a client idle for its wait_timeout", zap.Duration("wait_timeout", wait))
+				}
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				var se *mysql.SQLError

@@ -3,8 +3,11 @@ package server_test
 import (
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,6 +325,58 @@ func TestExactRollbackWarning(t *testing.T) {
 		}
 		if got[0] != got[1] || !strings.Contains(got[0], "1196") {
 			t.Errorf("%s: proxy %s; MariaDB %s", end, got[1], got[0])
+		}
+	}
+}
+
+// TestExactWaitTimeout: a session's wait_timeout closes the client's
+// connection when it idles that long, as MariaDB closes it; clients then
+// see 2013/2006. The proxy used to pass the setting to the backend
+// connection only: the backend dropped that, and the client got ERR 1430
+// with its own connection still open. Connections the session left in
+// the pool with its wait_timeout are not handed to anyone else.
+func TestExactWaitTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for wait_timeout")
+	}
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 2
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "exact_wt")
+	for _, pre := range [][]string{{}, {"BEGIN", "SELECT 1"}} {
+		var rs []*rawConn
+		for i, addr := range []string{s.Addr, p.addr} {
+			r := dialRaw(t, addr)
+			if i == 0 {
+				r.sendHandshakeResponse(s.User, s.Password, "exact_wt", rawCaps)
+				r.expectOK()
+			} else {
+				r.loginDB("exact_wt", rawCaps)
+			}
+			for _, q := range append([]string{"SET wait_timeout = 1"}, pre...) {
+				if _, err := r.query(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			rs = append(rs, r)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		for i, r := range rs {
+			r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 64)
+			n, err := r.nc.Read(buf)
+			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("%v, %s: got %d bytes %x (%v), want the connection closed", pre, []string{"MariaDB", "proxy"}[i], n, buf[:n], err)
+			}
+		}
+	}
+	// The pool still serves others (the connections that carried the
+	// short wait_timeout are not handed out dead).
+	db := openDB(t, p.dsn("exact_wt", ""))
+	for range 4 {
+		if v := queryValue(t, db, "SELECT 1"); v != "1" {
+			t.Fatalf("SELECT 1: %s", v)
 		}
 	}
 }

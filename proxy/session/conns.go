@@ -132,6 +132,8 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 			switch name = strings.ToLower(name); name {
 			case "sql_mode":
 				s.mode = router.ParseMode(value)
+			case "wait_timeout":
+				s.setWaitTimeout(value)
 			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":
 				if name == "character_set_client" {
 					s.ClientCharset = value

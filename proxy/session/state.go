@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -28,6 +29,11 @@ type State struct {
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
 	LastInsertID  uint64 // last non-zero insert id reported to the client
+	// WaitTimeout is the session's wait_timeout once the client set it
+	// (0: not set, the server's default applies): the proxy closes the
+	// client's connection after that long without a command, as the
+	// server would.
+	WaitTimeout time.Duration
 	// EndWarnings are the warnings of the servers' answers to the last
 	// End (ROLLBACK of non-transactional changes: 1196).
 	EndWarnings uint16
@@ -137,6 +143,7 @@ func (s *State) Reset() {
 	s.ClientCharset = ""
 	s.LastInsertID = 0
 	s.mode = 0
+	s.WaitTimeout = 0
 	s.Status = mysql.StatusAutocommit
 }
 

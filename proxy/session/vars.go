@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -50,8 +52,11 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 	}
 	for i, t := range targets {
 		lit := literalOf(res.Columns[i], res.Rows[0][i])
-		if t == "@@SESSION.`sql_mode`" {
+		switch t {
+		case "@@SESSION.`sql_mode`":
 			s.mode = router.ParseMode(string(res.Rows[0][i]))
+		case "@@SESSION.`wait_timeout`":
+			s.setWaitTimeout(string(res.Rows[0][i]))
 		}
 		s.vars = slices.DeleteFunc(s.vars, func(v trackedVar) bool { return v.target == t })
 		if lit == "NULL" && strings.HasPrefix(t, "@`") {
@@ -175,4 +180,12 @@ func (s *State) syncVars(bc *backend.Conn) error {
 		bc.Vars[v.target] = v.literal
 	}
 	return nil
+}
+
+// setWaitTimeout records the session's wait_timeout, in seconds as the
+// server reports it.
+func (s *State) setWaitTimeout(v string) {
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		s.WaitTimeout = time.Duration(n) * time.Second
+	}
 }
