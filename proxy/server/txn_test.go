@@ -101,6 +101,29 @@ func TestTransactionAcrossNodes(t *testing.T) {
 		mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id = 1")
 	})
 
+	t.Run("savepoints with autocommit off", func(t *testing.T) {
+		// Connector/J's way: no BEGIN, autocommit=0. The savepoint is set
+		// on node2 too when the transaction reaches it after the
+		// SAVEPOINT, so ROLLBACK TO undoes the rows there (it used to
+		// fail with 1305, or leave node2's rows to be committed).
+		c := conn(t, db)
+		mustExec(t, c, "SET autocommit = 0", "UPDATE acct SET balance = 1 WHERE id = 1", "SAVEPOINT a",
+			"UPDATE acct SET balance = 2 WHERE id = 2", // node2 joins after the savepoint
+			"UPDATE acct SET balance = 3 WHERE id = 1",
+			"ROLLBACK TO SAVEPOINT a")
+		if got := balances(t, c); got != "1,1|2,100|5,100|6,100" {
+			t.Errorf("after ROLLBACK TO SAVEPOINT: %s", got)
+		}
+		mustExec(t, c, "SAVEPOINT b", "UPDATE acct SET balance = 6 WHERE id = 6", "ROLLBACK TO b", "COMMIT")
+		if got := balances(t, db); got != "1,1|2,100|5,100|6,100" {
+			t.Errorf("after COMMIT: %s", got)
+		}
+		// The savepoints ended with the transaction.
+		_, err := c.ExecContext(t.Context(), "ROLLBACK TO SAVEPOINT a")
+		wantSQLError(t, err, 1305, "42000")
+		mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id = 1", "COMMIT", "SET autocommit = 1")
+	})
+
 	t.Run("autocommit off", func(t *testing.T) {
 		c := conn(t, db)
 		mustExec(t, c, "SET autocommit = 0", "UPDATE acct SET balance = 7 WHERE id = 5", "UPDATE acct SET balance = 8 WHERE id = 6")

@@ -38,15 +38,6 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 			}
 		}
 	}
-	if s.txn != "" && !slices.Contains(s.joined, bc) {
-		if err := s.joinTxn(bc); err != nil {
-			bc.MarkBroken() // its transaction state is unknown
-			s.unpin(bc)
-			s.Release(bc, false, backend.Outcome{})
-			return nil, err
-		}
-		s.joined = append(s.joined, bc)
-	}
 	if s.InTxn() {
 		// Every statement of the transaction on this node must use this
 		// connection, including the other targets of the same statement.
@@ -57,6 +48,18 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 			s.Release(bc, false, backend.Outcome{})
 		}
 		return nil, err
+	}
+	// The transaction reaches this node: an explicit one begins there, and
+	// its savepoints (also those of a transaction autocommit=0 began) are
+	// set there, after the session's settings (autocommit, isolation).
+	if (s.txn != "" || s.Status&mysql.StatusAutocommit == 0) && !slices.Contains(s.joined, bc) {
+		if err := s.joinTxn(bc); err != nil {
+			bc.MarkBroken() // its transaction state is unknown
+			s.unpin(bc)
+			s.Release(bc, false, backend.Outcome{})
+			return nil, err
+		}
+		s.joined = append(s.joined, bc)
 	}
 	return bc, nil
 }
@@ -265,6 +268,9 @@ func (s *State) pin(bc *backend.Conn) {
 func (s *State) unpin(bc *backend.Conn) {
 	if i := slices.Index(s.pinned, bc); i >= 0 {
 		s.pinned = slices.Delete(s.pinned, i, i+1)
+	}
+	if i := slices.Index(s.joined, bc); i >= 0 {
+		s.joined = slices.Delete(s.joined, i, i+1)
 	}
 }
 

@@ -220,6 +220,8 @@ func (s *State) Begin(sql string) error {
 	}
 	s.txn = sql
 	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
 	s.Status |= mysql.StatusInTrans
 	return nil
 }
@@ -255,8 +257,8 @@ func (s *State) Savepoint(verb TxnVerb, name, sql string) error {
 // noteSavepoint keeps the list of savepoints that a node joining the
 // transaction later must also set.
 func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
-	if s.txn == "" {
-		return
+	if s.txn == "" && s.Status&mysql.StatusAutocommit != 0 {
+		return // no transaction: the server keeps no savepoint either
 	}
 	idx := slices.IndexFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name })
 	switch verb {
@@ -386,11 +388,10 @@ func (s *State) releaseAfterTxn(keep []*backend.Conn) {
 // joinTxn opens the session's transaction on a connection to a node it
 // has not reached yet.
 func (s *State) joinTxn(bc *backend.Conn) error {
-	if s.txn == "" {
-		return nil
-	}
-	if _, err := bc.Exec(s.txn); err != nil {
-		return fmt.Errorf("starting the transaction on node %s: %w", bc.Node().Name, err)
+	if s.txn != "" {
+		if _, err := bc.Exec(s.txn); err != nil {
+			return fmt.Errorf("starting the transaction on node %s: %w", bc.Node().Name, err)
+		}
 	}
 	for _, sp := range s.savepoints {
 		if _, err := bc.Exec(sp.sql); err != nil {
