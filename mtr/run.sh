@@ -229,7 +229,11 @@ for f in "$MTR_DIR"/main/*.opt "$MTR_DIR"/main/*.cnf; do
 	name=${f##*/}
 	name=${name%.*}
 	echo "main.${name%-master} : needs server options of its own"
-done | grep -v -- '-slave :' | sort -u >"$VAR/skip.txt"
+done | grep -v -- '-slave :' >"$VAR/skip.txt"
+# Tests that stop, restart or crash the server would take it away from the rest of the run.
+grep -l -E 'restart_mysqld|shutdown_mysqld|kill_mysqld|start_mysqld|restart_abort|crash_mysqld|wait_until_disconnected|^[[:space:]]*shutdown[[:space:]]*;|shutdown_server|expect_crash|mysqld\.1\.expect' \
+	"$MTR_DIR"/main/*.test | sed 's|.*/\(.*\)\.test$|main.\1 : restarts the server|' >>"$VAR/skip.txt"
+sort -u -o "$VAR/skip.txt" "$VAR/skip.txt"
 
 make_template
 status=0

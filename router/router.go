@@ -313,6 +313,27 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 	return sc.defPlan, nil
 }
 
+// SplitStatements returns the statements of a multi-statement text, each
+// as its own text; ok is false when the text does not parse.
+func SplitStatements(sql string, m Mode) (texts []string, ok bool) {
+	if m&ModeForeign != 0 {
+		return nil, false
+	}
+	stmts, release, err := parsePooled(sql, m)
+	defer release()
+	if err != nil {
+		return nil, false
+	}
+	for _, st := range stmts {
+		t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(st.Text()), ";"))
+		if t == "" {
+			return nil, false
+		}
+		texts = append(texts, t)
+	}
+	return texts, true
+}
+
 // SplitSharded returns the statements of a multi-statement text that
 // touches sharded tables, each as its own text, so the session can route
 // and run them one by one (Route refuses such a text as a whole). ok is

@@ -195,7 +195,7 @@ func (h *handler) query(p []byte) error {
 			return err
 		}
 	} else {
-		stmt.Sticky = true // later statements were not classified
+		stmt.Sticky = h.multiSticky(sql)
 	}
 	plan, err := c.srv.router.Route(sql, h.routerSession())
 	if err != nil {
@@ -239,6 +239,28 @@ func (h *handler) query(p []byte) error {
 		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
 	}
 	return err
+}
+
+// multiSticky reports whether a multi-statement text leaves state on its
+// connection. With shard rules each statement is classified (a batch of
+// INSERTs, as Connector/J rewrites one, leaves none, so it does not tie
+// the session to a node); without, the whole text counts as leaving state:
+// the session uses one node anyway, and the text is not parsed.
+func (h *handler) multiSticky(sql string) bool {
+	c := h.c
+	if !c.srv.router.Sharded(c.user) {
+		return true
+	}
+	texts, ok := router.SplitStatements(sql, c.st.Mode())
+	if !ok {
+		return true
+	}
+	for _, q := range texts {
+		if st := router.Classify(q); st.Sticky || st.Kind == router.KindOther || st.Kind == router.KindTxn || st.Kind == router.KindEmpty {
+			return true
+		}
+	}
+	return false
 }
 
 // allowed applies the statement policy (deny_statements,

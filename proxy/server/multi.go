@@ -15,6 +15,9 @@ import (
 // queryMulti runs the statements of a split multi-statement text.
 func (h *handler) queryMulti(texts []string) error {
 	c := h.c
+	if err := h.checkMulti(texts); err != nil {
+		return err
+	}
 	defer func() { c.more = 0 }()
 	for i, q := range texts {
 		c.more = 0
@@ -27,6 +30,35 @@ func (h *handler) queryMulti(texts []string) error {
 		}
 	}
 	return nil
+}
+
+// checkMulti refuses a split text before any of it runs when one of its
+// statements would be refused for the node it runs on (the session's state
+// or transaction is on another node): a batch is never half applied
+// because of where its statements go. Statements after a USE are routed
+// at their turn only.
+func (h *handler) checkMulti(texts []string) error {
+	c := h.c
+	var nodes []string
+	txn := false
+	for _, q := range texts {
+		stmt := router.Classify(q)
+		if stmt.Keyword == "USE" {
+			break
+		}
+		if stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" {
+			txn = true // BEGIN in the text: what follows is a transaction
+			continue
+		}
+		plan, err := c.srv.router.Route(q, h.routerSession())
+		if err != nil {
+			continue // the statement gets its error at its turn
+		}
+		for _, t := range plan.Targets {
+			nodes = append(nodes, t.Node)
+		}
+	}
+	return c.st.CheckNodes(nodes, txn)
 }
 
 // queryOne runs one statement of a split text. Every response is built

@@ -467,3 +467,36 @@ func TestMergeAfterWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiStatementAcrossNodes: a multi-statement batch (Connector/J's
+// rewriteBatchedStatements) is checked for every node it reaches before
+// any of it runs, and a refusal leaves the session as it was. Before: a
+// batch on an unsharded table tied the session to node1, the next batch
+// over both nodes ran its node1 statements and was then refused; and a
+// refused cross-node read lost the session's temporary table.
+func TestMultiStatementAcrossNodes(t *testing.T) {
+	p, _ := txnProxy(t, config.TransactionMulti)
+	db := openDB(t, p.dsn("txn_t", "multiStatements=true"))
+	c := conn(t, db)
+	mustExec(t, c, "INSERT INTO plain (id, note) VALUES (10, 'a'); INSERT INTO plain (id, note) VALUES (11, 'b')",
+		"UPDATE acct SET balance = 1 WHERE id = 1; UPDATE acct SET balance = 2 WHERE id = 2")
+	if got := balances(t, db); got != "1,1|2,2|5,100|6,100" {
+		t.Errorf("after a batch over both nodes: %s", got)
+	}
+
+	// State that cannot be repeated on node2: a temporary table on node1.
+	mustExec(t, c, "CREATE TEMPORARY TABLE tmp (x INT)", "INSERT INTO tmp VALUES (42)")
+	_, err := c.ExecContext(t.Context(), "UPDATE acct SET balance = 3 WHERE id = 1; UPDATE acct SET balance = 4 WHERE id = 2")
+	wantSQLError(t, err, 1235, "42000")
+	if got := balances(t, db); got != "1,1|2,2|5,100|6,100" {
+		t.Errorf("a refused batch was partly applied: %s", got)
+	}
+	_, err = c.QueryContext(t.Context(), "SELECT COUNT(*) FROM acct")
+	wantSQLError(t, err, 1235, "42000")
+	if got := queryValue(t, c, "SELECT x FROM tmp"); got != "42" {
+		t.Errorf("temporary table after the refusals: %s", got)
+	}
+	// Statements for node1 still run there.
+	mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id = 1; UPDATE acct SET balance = 100 WHERE id = 5")
+	mustExec(t, db, "UPDATE acct SET balance = 100 WHERE id = 2", "DELETE FROM plain")
+}
