@@ -100,9 +100,10 @@ type Conn struct {
 	// to SQL literals.
 	Vars map[string]string
 
-	node *Node
-	gen  uint64 // the node's generation when the connection was last known good
-	tls  bool   // the connection runs over TLS
+	node  *Node
+	gen   uint64 // the node's generation when the connection was last known good
+	epoch uint64 // the node's epoch when the connection was made (Node.Renew)
+	tls   bool   // the connection runs over TLS
 	// commandTimeout bounds the proxy's own commands (bound/unbound).
 	commandTimeout time.Duration
 	tracking       bool // session state trackers are on

@@ -68,6 +68,9 @@ type Node struct {
 	// changes state: idle connections from an older generation may lead to
 	// a server that died, so they are pinged before reuse.
 	gen atomic.Uint64
+	// epoch advances at Renew; connections of an earlier epoch are closed
+	// instead of going back to the pool.
+	epoch atomic.Uint64
 
 	// Counters for operators.
 	dials, dialFails, acquireTimeouts atomic.Uint64
@@ -312,6 +315,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	}
 	c.node = n
 	c.gen = n.gen.Load()
+	c.epoch = n.epoch.Load()
 	n.storeVersion(c.ServerVersion)
 	n.checkout(c)
 	return c, nil
@@ -364,8 +368,18 @@ func (n *Node) AbortBusy() {
 	}
 }
 
+// Renew replaces the pooled connections: idle ones are closed now, and
+// those in use are closed when they come back. A SET GLOBAL changes what
+// new sessions start with; pooled connections are sessions begun before,
+// and would keep the old values for every client that borrows them.
+func (n *Node) Renew() {
+	n.epoch.Add(1)
+	n.closeIdle()
+}
+
 func (n *Node) expired(c *Conn, now time.Time) bool {
-	return (n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
+	return c.epoch != n.epoch.Load() ||
+		(n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
 		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout) ||
 		c.waitTimedOut(now)
 }

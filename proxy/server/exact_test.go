@@ -380,3 +380,28 @@ func TestExactWaitTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestExactSetGlobal: after SET GLOBAL through the proxy, a new client
+// session starts with the new value, as on MariaDB directly; pooled
+// connections made before kept the old one (mtr's tests that set a global
+// sql_mode and restore it then ran later tests in the wrong mode).
+func TestExactSetGlobal(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.DenyStatements = nil
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "exact_sg")
+	direct := openDB(t, directDSN(s, "exact_sg", ""))
+	orig := queryValue(t, direct, "SELECT @@GLOBAL.div_precision_increment")
+	t.Cleanup(func() { direct.Exec("SET GLOBAL div_precision_increment = " + orig) })
+	db := openDB(t, p.dsn("exact_sg", ""))
+	db.SetMaxIdleConns(0) // each query a new client session
+	for _, v := range []string{"7", "2", orig} {
+		mustExec(t, db, "SET GLOBAL div_precision_increment = "+v)
+		for range 3 {
+			if got := queryValue(t, db, "SELECT CONCAT(@@SESSION.div_precision_increment, ' ', CONNECTION_ID())"); !strings.HasPrefix(got, v+" ") {
+				t.Fatalf("after SET GLOBAL ... = %s, a new session has %s", v, got)
+			}
+		}
+	}
+}

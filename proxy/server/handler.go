@@ -225,6 +225,11 @@ func (h *handler) query(p []byte) error {
 		var res backend.Outcome
 		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
 		err = h.settle(err)
+		if err == nil && res.OK && !multi && router.SetsGlobal(sql, stmt.Keyword) {
+			// New sessions start with the new value: so do the
+			// connections the pool hands out from now on.
+			c.srv.renewPools()
+		}
 		if err == nil && stmt.Sticky && res.OK {
 			st.NoteState(stmt, sql, multi)
 			if stmt.Keyword == "SET" && !multi {

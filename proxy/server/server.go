@@ -303,6 +303,13 @@ wait:
 }
 
 // closeIdle wakes sessions blocked waiting for a command so they exit.
+// renewPools replaces every node's pooled connections (after SET GLOBAL).
+func (s *Server) renewPools() {
+	for _, n := range s.order {
+		n.Renew()
+	}
+}
+
 func (s *Server) closeIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
