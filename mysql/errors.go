@@ -40,6 +40,7 @@ const (
 	ErErrorDuringCommit    uint16 = 1180 // ER_ERROR_DURING_COMMIT: a transaction committed on some nodes only
 	ErSPDoesNotExist       uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
 	ErWrongArguments       uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
+	ErOperandColumns       uint16 = 1241 // ER_OPERAND_COLUMNS
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
@@ -63,6 +64,7 @@ var sqlStates = map[uint16]string{
 	ErUnknownCharset:       "42000",
 	ErSpecificAccessDenied: "42000",
 	ErSPDoesNotExist:       "42000",
+	ErOperandColumns:       "21000",
 }
 
 // SQLState returns the SQLSTATE MySQL uses for code, or HY000.

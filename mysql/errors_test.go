@@ -38,6 +38,7 @@ var errorCodes = []struct {
 	{"ErNetPacketsOutOfOrder", 1156, ErNetPacketsOutOfOrder, "08S01"},
 	{"ErUnknownThread", 1094, ErUnknownThread, "HY000"},
 	{"ErKillDenied", 1095, ErKillDenied, "HY000"},
+	{"ErOperandColumns", 1241, ErOperandColumns, "21000"},
 	{"ErQueryInterrupted", 1317, ErQueryInterrupted, "70100"},
 	{"ErServerShutdown", 1053, ErServerShutdown, "08S01"},
 	{"ErHostNotPrivileged", 1130, ErHostNotPrivileged, "HY000"},

@@ -158,10 +158,17 @@ func TestAttackKillRoutes(t *testing.T) {
 		}, mysql.ErNotSupported},
 		{"EXECUTE IMMEDIATE", func(tid int64) []string {
 			return []string{fmt.Sprintf("EXECUTE IMMEDIATE 'KILL QUERY %d'", tid)}
-		}, mysql.ErNotSupported},
+		}, mysql.ErUnknownThread},
 		{"EXECUTE IMMEDIATE behind a comment", func(tid int64) []string {
 			return []string{fmt.Sprintf("EXECUTE/**/IMMEDIATE CONCAT('KILL QUERY ', %d)", tid)}
-		}, mysql.ErNotSupported},
+		}, mysql.ErUnknownThread},
+		{"EXECUTE IMMEDIATE of a variable set by SELECT", func(tid int64) []string {
+			return []string{fmt.Sprintf("SELECT 'KILL QUERY %d' INTO @k3", tid), "EXECUTE IMMEDIATE @k3"}
+		}, mysql.ErUnknownThread},
+		{"EXECUTE IMMEDIATE of a stored procedure's CREATE", func(tid int64) []string {
+			return []string{"CREATE DATABASE IF NOT EXISTS kill_t",
+				fmt.Sprintf("EXECUTE IMMEDIATE CONCAT('CREATE PROCEDURE kill_t.k2() KILL QUERY ', %d)", tid)}
+		}, mysql.ErSpecificAccessDenied},
 		{"EXECUTE IMMEDIATE in an executable comment", func(tid int64) []string {
 			return []string{fmt.Sprintf("EXECUTE /*!IMMEDIATE*/ 'KILL QUERY %d'", tid)}
 		}, mysql.ErNotSupported},

@@ -405,3 +405,36 @@ func TestExactSetGlobal(t *testing.T) {
 		}
 	}
 }
+
+// TestExactExecuteImmediate: EXECUTE IMMEDIATE answers as on MariaDB
+// directly (the proxy refused it with 1235): literals, expressions, user
+// variables however they were set, USING, NULL, errors, and statements
+// that leave state.
+func TestExactExecuteImmediate(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_ei")
+	for _, variant := range rawEOFVariants {
+		t.Run(variant.name, func(t *testing.T) {
+			d, pr := rawPair(t, s, p, "exact_ei", variant.caps)
+			for _, q := range []string{
+				"EXECUTE IMMEDIATE 'SELECT ?+1 AS x' USING 41",
+				"SELECT 'SELECT CONCAT(?, _utf8mb4''é'', ?) AS y' INTO @s",
+				"EXECUTE IMMEDIATE @s USING 'a', 7",
+				"EXECUTE IMMEDIATE SFORMAT('SELECT {} AS z, ''{}'' AS w', 5, 'USING')",
+				"EXECUTE IMMEDIATE CONCAT('CREATE TEMPORARY TABLE tt', ' (a INT)')",
+				"EXECUTE IMMEDIATE 'INSERT INTO tt VALUES (?), (?)' USING 1, 2",
+				"SELECT * FROM tt",
+				"EXECUTE IMMEDIATE NULL",
+				"EXECUTE IMMEDIATE 'SELECT * FROM nosuch'",
+				"EXECUTE IMMEDIATE 'SELECT 1' USING 1",
+				"EXECUTE IMMEDIATE (SELECT 'SELECT 2 AS two')",
+			} {
+				d.command(append([]byte{mysql.ComQuery}, q...))
+				want := d.response(false)
+				pr.command(append([]byte{mysql.ComQuery}, q...))
+				samePackets(t, q, pr.response(false), want)
+			}
+		})
+	}
+}

@@ -26,6 +26,8 @@ type handler struct {
 	x    *engine.Executor
 	ps   *stmtHandler // binary prepared statements
 	qbuf []byte       // scratch for rewritten COM_QUERY packets
+	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
+	immediate bool
 }
 
 func newHandler(c *conn) *handler {
@@ -292,7 +294,10 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 	// run (to route it, and to keep KILL its own).
 	switch {
 	case stmt.Keyword == "EXECUTE" && isExecuteImmediate(sql):
-		return true, mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
+		if h.immediate {
+			return false, nil // checked: the server runs it
+		}
+		return true, h.executeImmediate(sql)
 	case stmt.Keyword == "PREPARE":
 		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok || router.HasExecutableComment(sql) {
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal or a user variable, without executable comments")

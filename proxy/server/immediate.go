@@ -1,0 +1,88 @@
+package server
+
+import (
+	"encoding/hex"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// executeImmediate runs EXECUTE IMMEDIATE <expr> [USING ...]. The proxy
+// must see the statement the server would run, as it sees every other:
+// KILL takes the proxy's ids, the statement policy applies, and sharded
+// tables need routing. So it evaluates the expression first (on the
+// session's connection to the default node, with the session's variables)
+// and checks the text it gives; the server then runs exactly that text,
+// passed as a literal in its own character set.
+func (h *handler) executeImmediate(sql string) error {
+	c := h.c
+	expr, using, ok := router.ExecuteImmediate(sql)
+	if !ok || router.HasExecutableComment(sql) {
+		return mysql.NewError(mysql.ErNotSupported, "this form of EXECUTE IMMEDIATE is not supported by shardgate")
+	}
+	text, lit, err := h.evalString(expr)
+	if err != nil {
+		return err
+	}
+	if lit != "NULL" {
+		stmt := router.Classify(text)
+		if stmt.Kind == router.KindKill {
+			if k, ok := router.ParseKill(text); ok && using == "" {
+				return c.srv.kill(c, k)
+			}
+			return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
+		}
+		if err := h.allowed(text, stmt.Keyword); err != nil {
+			return err
+		}
+		if stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" && isExecuteImmediate(text) {
+			return mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE of %s is not supported by shardgate: send it on its own", stmt.Keyword)
+		}
+		if c.srv.router.Sharded(c.user) && c.srv.router.Prepared(text, h.routerSession()) != nil {
+			return mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE of a statement on sharded tables is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
+		}
+	}
+	final := "EXECUTE IMMEDIATE " + lit
+	if using != "" {
+		final += " " + using
+	}
+	h.immediate = true
+	defer func() { h.immediate = false }()
+	return h.query(append([]byte{mysql.ComQuery}, final...))
+}
+
+// evalString evaluates an EXECUTE IMMEDIATE expression on the session's
+// connection to the default node: its value as text, and as a literal that
+// gives the same bytes in the same character set ("NULL" for NULL). The
+// server evaluates it inside an EXECUTE IMMEDIATE of its own, so what it
+// refuses there (subqueries, stored functions: 1970) it refuses here.
+func (h *handler) evalString(expr string) (text, lit string, err error) {
+	c := h.c
+	node, _ := c.srv.router.DefaultNode(c.user)
+	bc, err := c.st.Acquire(node, false)
+	if err != nil {
+		return "", "", err
+	}
+	res, err := bc.Exec("EXECUTE IMMEDIATE CONCAT('SELECT ', QUOTE(" + expr + "))")
+	if err != nil {
+		c.st.Release(bc, false, backend.Outcome{})
+		if bc.Broken() {
+			return "", "", h.backendLost(bc)
+		}
+		return "", "", err
+	}
+	c.st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status})
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || len(res.Columns) != 1 {
+		return "", "", mysql.NewError(mysql.ErOperandColumns, "Operand should contain 1 column(s)")
+	}
+	v := res.Rows[0][0]
+	if v == nil {
+		return "", "NULL", nil
+	}
+	lit = "X'" + hex.EncodeToString(v) + "'"
+	if coll, ok := mysql.CollationByID(byte(res.Columns[0].Charset)); ok && coll.Charset != "binary" && res.Columns[0].Charset < 256 {
+		lit = "_" + coll.Charset + " " + lit
+	}
+	return string(v), lit, nil
+}
