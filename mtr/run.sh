@@ -12,16 +12,16 @@
 # secure-file-priv ...), so the direct run and the proxy run start from the same state and run at the same time.
 # Results, logs and the mtr var directories stay in var/mtr/<protocol>-<direct|proxy>/ for reading afterwards.
 #
-# Environment: MTR_PORT_BASE=3340 (direct server, proxy's server, proxy, proxy admin use 4 ports from there),
-# MTR_TESTCASE_TIMEOUT=3 (minutes per test), MTR_DIR (default /usr/share/mysql/mysql-test, Debian's mariadb-test).
+# Environment: SG_MTR_PORT=3340 (direct server, proxy's server, proxy, proxy admin use 4 ports from there),
+# MTR_TESTCASE_TIMEOUT=3 (minutes per test), MTR_VAR=var/mtr (where everything goes), MTR_DIR (default /usr/share/mysql/mysql-test, Debian's mariadb-test).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 MTR_DIR=${MTR_DIR:-/usr/share/mysql/mysql-test}
-BASE=${MTR_PORT_BASE:-3340}
+BASE=${SG_MTR_PORT:-3340}
 TIMEOUT=${MTR_TESTCASE_TIMEOUT:-3}
-VAR=$ROOT/var/mtr
+VAR=${MTR_VAR:-$ROOT/var/mtr}
 
 full=0
 protocols=(text ps)
@@ -60,7 +60,7 @@ fi
 
 for port in "$BASE" $((BASE + 1)) $((BASE + 2)) $((BASE + 3)); do
 	if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		die "port $port is in use (set MTR_PORT_BASE)"
+		die "port $port is in use (set SG_MTR_PORT)"
 	fi
 done
 
@@ -156,6 +156,17 @@ DELETE FROM mysql.global_priv WHERE user = '';
 FLUSH PRIVILEGES;
 CREATE DATABASE mtr CHARSET=latin1;
 EOF
+	# What mtr/mariadb-test-wrapper.sh puts back after every test.
+	"${sql[@]}" <<'EOF'
+CREATE TABLE mtr.sg_globals (name VARCHAR(64) PRIMARY KEY, value VARCHAR(2048)) ENGINE=Aria
+  SELECT VARIABLE_NAME AS name, GLOBAL_VALUE AS value FROM information_schema.SYSTEM_VARIABLES
+   WHERE READ_ONLY = 'NO' AND VARIABLE_SCOPE <> 'SESSION ONLY'
+     AND VARIABLE_NAME NOT IN ('GTID_BINLOG_STATE', 'GTID_SLAVE_POS', 'GTID_CURRENT_POS', 'DEBUG', 'DEBUG_DBUG',
+                               'LOG_BIN_BASENAME', 'TIMESTAMP', 'RAND_SEED1', 'RAND_SEED2', 'INSERT_ID',
+                               'LAST_INSERT_ID', 'IDENTITY', 'PSEUDO_THREAD_ID');
+CREATE TABLE mtr.sg_databases (name VARCHAR(64) PRIMARY KEY) ENGINE=Aria SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA;
+CREATE TABLE mtr.sg_users (user VARCHAR(128), host VARCHAR(255)) ENGINE=Aria SELECT User AS user, Host AS host FROM mysql.global_priv;
+EOF
 	for f in mtr_warnings.sql mtr_check.sql; do
 		sed -e 's/^delimiter ||;$/delimiter ||/' -e '/^[[:space:]]*--/d' "$MTR_DIR/include/$f" | "${sql[@]}" mtr
 	done
@@ -212,12 +223,16 @@ EOF
 run_mtr() {
 	local name=$1 port=$2 socket=$3 protocol=$4 dir=$VAR/$1 log=$VAR/$4-$1.log args=()
 	[[ $protocol == ps ]] && args+=(--ps-protocol)
+	# Ports mtr reserves for itself: one block per run, apart from other runs' (SG_MTR_PORT).
+	local thread=$((200 + BASE % 100))
+	[[ $name == direct ]] || thread=$((thread + 100))
 	if ((full)); then
 		args+=(--suite=main)
 	else
 		args+=("${tests[@]}")
 	fi
-	(cd "$MTR_DIR" && ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
+	(cd "$MTR_DIR" && MYSQL_TEST=$ROOT/mtr/mariadb-test-wrapper.sh MTR_REAL_TEST=$(command -v mariadb-test) \
+		MTR_CLEAN_PORT=$port MTR_BUILD_THREAD=$thread ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
 		--vardir="$dir/var" --force --max-test-fail=0 --testcase-timeout="$TIMEOUT" --retry=0 \
 		"${args[@]}") >"$log" 2>&1 || true
 	awk '$2 == "[" && $4 == "]" { print $1, $3 }' "$log" | sort -u >"$VAR/$protocol-$name.results"

@@ -86,6 +86,13 @@ func TestExactChain(t *testing.T) {
 		{"BEGIN", "INSERT INTO c VALUES (6)", "COMMIT NO RELEASE", "SELECT COUNT(*) FROM c"},
 		{"BEGIN", "INSERT INTO c VALUES (7)", "COMMIT RELEASE", "SELECT 1"},
 		{"COMMIT AND CHAIN RELEASE"},
+		// completion_type decides what a plain COMMIT or ROLLBACK does.
+		{"SET completion_type = 'CHAIN'", "BEGIN", "INSERT INTO c VALUES (8)", "COMMIT", "INSERT INTO c VALUES (9)", "ROLLBACK",
+			"INSERT INTO c VALUES (10)", "COMMIT AND NO CHAIN", "INSERT INTO c VALUES (11)", "ROLLBACK", "SELECT COUNT(*) FROM c"},
+		{"SET completion_type = 1", "BEGIN", "COMMIT", "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+		{"SET completion_type = 1", "BEGIN", "COMMIT AND NO CHAIN", "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"},
+		{"SET completion_type = 2", "BEGIN", "INSERT INTO c VALUES (12)", "COMMIT NO RELEASE", "SELECT COUNT(*) FROM c", "BEGIN", "ROLLBACK", "SELECT 1"},
+		{"SET completion_type = 'RELEASE'", "BEGIN", "COMMIT AND CHAIN", "SELECT 1"},
 	}
 	run := func(c *sql.Conn, seq []string) []string {
 		var out []string

@@ -351,7 +351,12 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 		again := st.TxnSQL()
 		err = st.End(txn.Verb == session.TxnCommit)
 		warnings = st.EndWarnings
-		if err == nil && txn.Chain {
+		// Without AND [NO] CHAIN or [NO] RELEASE, the session's
+		// completion_type decides, as on the server.
+		ct := st.CompletionType
+		txn.Chain = txn.Chain || ct == 1 && !txn.NoChain
+		txn.Release = txn.Release || ct == 2 && !txn.NoRelease
+		if err == nil && txn.Chain && !txn.Release {
 			// A new transaction with the same access mode, as the
 			// server's AND CHAIN starts one.
 			if again == "" {

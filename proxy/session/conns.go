@@ -137,6 +137,8 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 				s.mode = router.ParseMode(value)
 			case "wait_timeout":
 				s.setWaitTimeout(value)
+			case "completion_type":
+				s.setCompletionType(value)
 			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":
 				if name == "character_set_client" {
 					s.ClientCharset = value

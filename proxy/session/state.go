@@ -34,6 +34,9 @@ type State struct {
 	// client's connection after that long without a command, as the
 	// server would.
 	WaitTimeout time.Duration
+	// CompletionType is the session's completion_type: 0 (NO_CHAIN), 1
+	// (CHAIN) or 2 (RELEASE).
+	CompletionType int
 	// EndWarnings are the warnings of the servers' answers to the last
 	// End (ROLLBACK of non-transactional changes: 1196).
 	EndWarnings uint16
@@ -144,6 +147,7 @@ func (s *State) Reset() {
 	s.LastInsertID = 0
 	s.mode = 0
 	s.WaitTimeout = 0
+	s.CompletionType = 0
 	s.Status = mysql.StatusAutocommit
 }
 

@@ -50,6 +50,9 @@ type Txn struct {
 	// the same characteristics; Release (RELEASE) ends the client's
 	// connection after the answer.
 	Chain, Release bool
+	// NoChain and NoRelease are AND NO CHAIN and NO RELEASE: said
+	// explicitly, they override completion_type.
+	NoChain, NoRelease bool
 }
 
 // ParseTxn recognises transaction control statements: BEGIN [WORK], START
@@ -126,24 +129,25 @@ func ParseTxn(sql string) Txn {
 			}
 			return savepoint(TxnRollbackTo, i, "ROLLBACK TO SAVEPOINT ")
 		}
-		var chain, release bool
+		var t Txn
 		if i+1 < len(w) && w[i] == "AND" && w[i+1] == "CHAIN" {
-			chain, i = true, i+2
+			t.Chain, i = true, i+2
 		} else if i+2 < len(w) && w[i] == "AND" && w[i+1] == "NO" && w[i+2] == "CHAIN" {
-			i += 3
+			t.NoChain, i = true, i+3
 		}
 		if i < len(w) && w[i] == "RELEASE" {
-			release, i = true, i+1
+			t.Release, i = true, i+1
 		} else if i+1 < len(w) && w[i] == "NO" && w[i+1] == "RELEASE" {
-			i += 2
+			t.NoRelease, i = true, i+2
 		}
-		if i != len(w) || chain && release {
+		if i != len(w) || t.Chain && t.Release {
 			return Txn{} // AND CHAIN RELEASE is a syntax error on the server
 		}
-		if w[0] == "COMMIT" {
-			return Txn{Verb: TxnCommit, SQL: "COMMIT", Chain: chain, Release: release}
+		t.Verb, t.SQL = TxnCommit, "COMMIT"
+		if w[0] == "ROLLBACK" {
+			t.Verb, t.SQL = TxnRollback, "ROLLBACK"
 		}
-		return Txn{Verb: TxnRollback, SQL: "ROLLBACK", Chain: chain, Release: release}
+		return t
 	case "SAVEPOINT":
 		return savepoint(TxnSavepoint, 1, "SAVEPOINT ")
 	case "RELEASE":
@@ -291,9 +295,12 @@ type savepoint struct{ name, sql string }
 // transaction. When a commit fails part way, the remaining nodes are
 // rolled back and the error (1180) says which nodes committed.
 func (s *State) End(commit bool) error {
-	word := "ROLLBACK"
+	// Said in full: the backend's completion_type (the session's) must
+	// not chain a transaction or close the connection; the proxy does
+	// what the client's statement means.
+	word := "ROLLBACK AND NO CHAIN NO RELEASE"
 	if commit {
-		word = "COMMIT"
+		word = "COMMIT AND NO CHAIN NO RELEASE"
 	}
 	s.txn = ""
 	s.savepoints = s.savepoints[:0]
@@ -307,9 +314,9 @@ func (s *State) End(commit bool) error {
 	for _, bc := range s.pinned {
 		w := word
 		if firstErr != nil {
-			w = "ROLLBACK"
+			w = "ROLLBACK AND NO CHAIN NO RELEASE"
 		}
-		if h := BeforeCommit.Load(); h != nil && w == "COMMIT" {
+		if h := BeforeCommit.Load(); h != nil && commit && firstErr == nil {
 			(*h)(bc.Node().Name)
 		}
 		res, err := bc.Exec(w)

@@ -34,7 +34,7 @@ func TestParseTxn(t *testing.T) {
 		{"SAVEPOINT `a` `b`", Txn{}},
 		{"SAVEPOINT `a`b`", Txn{}},
 		{"COMMIT AND CHAIN", Txn{Verb: TxnCommit, SQL: "COMMIT", Chain: true}},
-		{"commit work and no chain no release", Txn{Verb: TxnCommit, SQL: "COMMIT"}},
+		{"commit work and no chain no release", Txn{Verb: TxnCommit, SQL: "COMMIT", NoChain: true, NoRelease: true}},
 		{"COMMIT AND CHAIN RELEASE", Txn{}},
 		{"ROLLBACK RELEASE", Txn{Verb: TxnRollback, SQL: "ROLLBACK", Release: true}},
 		{"START TRANSACTION READ", Txn{}},

@@ -57,6 +57,8 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 			s.mode = router.ParseMode(string(res.Rows[0][i]))
 		case "@@SESSION.`wait_timeout`":
 			s.setWaitTimeout(string(res.Rows[0][i]))
+		case "@@SESSION.`completion_type`":
+			s.setCompletionType(string(res.Rows[0][i]))
 		}
 		s.vars = slices.DeleteFunc(s.vars, func(v trackedVar) bool { return v.target == t })
 		if lit == "NULL" && strings.HasPrefix(t, "@`") {
@@ -187,5 +189,18 @@ func (s *State) syncVars(bc *backend.Conn) error {
 func (s *State) setWaitTimeout(v string) {
 	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
 		s.WaitTimeout = time.Duration(n) * time.Second
+	}
+}
+
+// setCompletionType records the session's completion_type as the server
+// reports it (a name or its number).
+func (s *State) setCompletionType(v string) {
+	switch strings.ToUpper(v) {
+	case "NO_CHAIN", "0":
+		s.CompletionType = 0
+	case "CHAIN", "1":
+		s.CompletionType = 1
+	case "RELEASE", "2":
+		s.CompletionType = 2
 	}
 }
