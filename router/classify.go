@@ -33,13 +33,15 @@ type Stmt struct {
 	Sticky bool
 	// UsesLastInsertID is true when the statement calls LAST_INSERT_ID().
 	UsesLastInsertID bool
+	// UsesConnectionID is true when the statement calls CONNECTION_ID().
+	UsesConnectionID bool
 }
 
 // statefulWords are substrings (upper case) that make any statement sticky.
 var statefulWords = []string{
 	"TEMPORARY", "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK",
 	"SQL_CALC_FOUND_ROWS", "FOUND_ROWS", "ROW_COUNT", "LASTVAL", "PREVIOUS VALUE", "SETVAL",
-	"CONNECTION_ID", "SQL_LOG_BIN",
+	"SQL_LOG_BIN",
 }
 
 // Classify looks at a statement's text: first keyword, and whether it can
@@ -91,6 +93,7 @@ func Classify(sql string) Stmt {
 		}
 	}
 	st.UsesLastInsertID = strings.Contains(up, "LAST_INSERT_ID")
+	st.UsesConnectionID = strings.Contains(up, "CONNECTION_ID")
 	if st.UsesLastInsertID && setsLastInsertID(up) || st.Kind == KindDDL && kw == "FLUSH" && readLock(up) {
 		st.Sticky = true
 	}

@@ -445,3 +445,45 @@ func TestExactExecuteImmediate(t *testing.T) {
 		})
 	}
 }
+
+// TestExactConnectionID: CONNECTION_ID() returns the proxy's connection
+// id (the handshake's), in text and prepared statements, so KILL with it
+// works as on MariaDB (it returned a backend id, which KILL refused with
+// 1094); a pooled connection the session leaves returns its own id to the
+// next session that does not ask.
+func TestExactConnectionID(t *testing.T) {
+	s := backends(t)[0]
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 1
+	p := startProxy(t, cfg)
+	dbSetup(t, s, "exact_cid")
+	a := dialRaw(t, p.addr)
+	a.loginDB("exact_cid", rawCaps)
+	rows, err := a.query("SELECT CONNECTION_ID()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := rows[0][0]
+	if want := fmt.Sprint(a.hs.ConnectionID); id != want {
+		t.Errorf("CONNECTION_ID() = %s, the handshake said %s", id, want)
+	}
+	pid, _ := a.prepare("SELECT CONNECTION_ID() AS c")
+	a.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, pid), 0, 1, 0, 0, 0))
+	resp := a.response(false)
+	if len(resp) != 4 || len(resp[2]) < 6 || binary.LittleEndian.Uint32(resp[2][2:]) != a.hs.ConnectionID {
+		t.Errorf("prepared CONNECTION_ID(): %x, want %d", resp, a.hs.ConnectionID)
+	}
+	// Another session on the same (only) backend connection that does not
+	// ask sees the backend's own thread id in the processlist as itself.
+	b := dialRaw(t, p.addr)
+	b.loginDB("exact_cid", rawCaps)
+	rows, err = b.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = @@pseudo_thread_id")
+	if err != nil || rows[0][0] != "1" {
+		t.Errorf("after another session: pseudo_thread_id is not the connection's own (%v, %v)", rows, err)
+	}
+	// KILL with the id CONNECTION_ID() gave ends that session.
+	if _, err := b.query("KILL " + id); err != nil {
+		t.Fatalf("KILL %s: %v", id, err)
+	}
+	a.expectClosed()
+}

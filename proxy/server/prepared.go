@@ -190,7 +190,8 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if q == "" {
 		q = sql
 	}
-	bc, err := c.st.Acquire(t.Node, false)
+	cls := router.Classify(sql)
+	bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID || cls.UsesConnectionID)
 	if err != nil {
 		return err
 	}
@@ -220,6 +221,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err != nil {
 		return err
 	}
+	ps.UsesIDs = cls.UsesLastInsertID || cls.UsesConnectionID
 	cols := st.Cols
 	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
 		// Helper columns the merge strips are not the client's.
@@ -506,7 +508,7 @@ var inlineCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": t
 func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
 	h, c := s.h, s.h.c
 	c.srv.queries.Add(1)
-	bc, err := c.st.Acquire(node, false)
+	bc, err := c.st.Acquire(node, ps.UsesIDs)
 	if err != nil {
 		return err
 	}

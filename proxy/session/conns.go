@@ -339,6 +339,28 @@ func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
 			return err
 		}
 	}
+	// CONNECTION_ID() returns pseudo_thread_id: the proxy's connection id,
+	// which KILL and the proxy's processlist take, for statements that
+	// call it; a connection another session left so gets its own back.
+	want := uint32(0)
+	if usesLastID {
+		want = s.ConnID
+	}
+	if bc.PseudoID != want {
+		id := want
+		if id == 0 {
+			id = bc.ThreadID
+		}
+		if _, err := bc.Exec("SET pseudo_thread_id = " + strconv.FormatUint(uint64(id), 10)); err != nil {
+			if bc.Broken() {
+				return err
+			}
+			// The backend account may not set it: CONNECTION_ID() then
+			// stays the backend's.
+		} else {
+			bc.PseudoID = want
+		}
+	}
 	if usesLastID && bc.LastInsertID != s.LastInsertID {
 		if _, err := bc.Exec("DO LAST_INSERT_ID(" + strconv.FormatUint(s.LastInsertID, 10) + ")"); err != nil {
 			return err

@@ -29,6 +29,9 @@ type State struct {
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
 	LastInsertID  uint64 // last non-zero insert id reported to the client
+	// ConnID is the proxy's connection id of the session (what the client
+	// was given in the handshake, and what CONNECTION_ID() returns).
+	ConnID uint32
 	// WaitTimeout is the session's wait_timeout once the client set it
 	// (0: not set, the server's default applies): the proxy closes the
 	// client's connection after that long without a command, as the

@@ -28,6 +28,9 @@ type Stmt struct {
 	ID    uint32
 	SQL   string
 	Local bool
+	// UsesIDs is set when the statement calls LAST_INSERT_ID() or
+	// CONNECTION_ID(): the connection it runs on gets the session's.
+	UsesIDs bool
 	// Conn and BackendID locate a statement the backend keeps.
 	Conn      *backend.Conn
 	BackendID uint32
