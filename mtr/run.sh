@@ -205,6 +205,10 @@ nodes:
     password: ""
     max_conns_limit: 128
 deny_statements: []
+# Idle pooled connections close at once: tests count the server's sessions (include/count_sessions.inc).
+backend:
+  idle_timeout: 50ms
+  health_interval: 200ms
 schema_list:
   - user: root
     nodes: [node1]

@@ -347,6 +347,15 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 		return false, nil
 	case session.TxnBegin:
 		err = st.Begin(txn.SQL)
+		if err == nil && strings.Contains(txn.SQL, "CONSISTENT SNAPSHOT") {
+			// The snapshot is taken now, as on the server (on the default
+			// node; others take theirs when the transaction reaches them).
+			node, _ := h.c.srv.router.DefaultNode(h.c.user)
+			var bc *backend.Conn
+			if bc, err = st.Acquire(node, false); err == nil {
+				st.Release(bc, false, backend.Outcome{})
+			}
+		}
 	case session.TxnCommit, session.TxnRollback:
 		again := st.TxnSQL()
 		err = st.End(txn.Verb == session.TxnCommit)

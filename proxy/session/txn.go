@@ -97,6 +97,9 @@ func ParseTxn(sql string) Txn {
 		for i := 2; i < len(w); {
 			switch {
 			case i+1 < len(w) && w[i] == "READ" && (w[i+1] == "ONLY" || w[i+1] == "WRITE"):
+				if slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "READ ") }) {
+					return Txn{} // a second access mode: the server's syntax error
+				}
 				opts = append(opts, "READ "+w[i+1])
 				i += 2
 			case i+2 < len(w) && w[i] == "WITH" && w[i+1] == "CONSISTENT" && w[i+2] == "SNAPSHOT":

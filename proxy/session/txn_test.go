@@ -34,6 +34,8 @@ func TestParseTxn(t *testing.T) {
 		{"SAVEPOINT `a` `b`", Txn{}},
 		{"SAVEPOINT `a`b`", Txn{}},
 		{"COMMIT AND CHAIN", Txn{Verb: TxnCommit, SQL: "COMMIT", Chain: true}},
+		{"START TRANSACTION READ ONLY, READ WRITE", Txn{}},
+		{"START TRANSACTION READ WRITE, READ WRITE", Txn{}},
 		{"commit work and no chain no release", Txn{Verb: TxnCommit, SQL: "COMMIT", NoChain: true, NoRelease: true}},
 		{"COMMIT AND CHAIN RELEASE", Txn{}},
 		{"ROLLBACK RELEASE", Txn{Verb: TxnRollback, SQL: "ROLLBACK", Release: true}},
