@@ -25,14 +25,16 @@ const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientC
 
 // trackingSQL turns on every session state tracker: after it, each OK
 // packet reports the system variables a statement set, a change of the
-// current schema, and any other change of session state (user variables,
-// temporary tables, prepared statements, the characteristics of the next
-// transaction, ...). It is part of every pooled connection's baseline, set
-// after each login. session_track_transaction_info stays off: MariaDB's
-// query cache neither stores nor serves results while it is on, and
-// SET TRANSACTION shows as a state change anyway.
+// current schema, any other change of session state (user variables,
+// temporary tables, prepared statements, ...), and the characteristics of
+// the next transaction (SET TRANSACTION). It is part of every pooled
+// connection's baseline, set after each login. The last one costs the
+// query cache: MariaDB neither stores nor serves results while it is on.
+// It stays on because nothing else reports a SET TRANSACTION run where
+// the proxy cannot see it (a stored function), which would otherwise reach
+// the next client's transaction on a pooled connection.
 const trackingSQL = "SET SESSION session_track_state_change = ON, session_track_schema = ON, " +
-	"session_track_system_variables = '*'"
+	"session_track_system_variables = '*', session_track_transaction_info = 'CHARACTERISTICS'"
 
 // Tracking reports whether the server reports session state changes on
 // this connection (CLIENT_SESSION_TRACK and the trackers are on).

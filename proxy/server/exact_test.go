@@ -488,36 +488,3 @@ func TestExactConnectionID(t *testing.T) {
 	}
 	a.expectClosed()
 }
-
-// TestExactQueryCache: MariaDB's query cache serves statements sent
-// through the proxy (it neither stored nor served anything while the
-// proxy's backend connections tracked transaction characteristics).
-func TestExactQueryCache(t *testing.T) {
-	s := backends(t)[0]
-	p := startProxy(t, newConfig(t, s))
-	dbSetup(t, s, "exact_qc")
-	direct := openDB(t, directDSN(s, "exact_qc", ""))
-	size, typ := queryValue(t, direct, "SELECT @@GLOBAL.query_cache_size"), queryValue(t, direct, "SELECT @@GLOBAL.query_cache_type")
-	t.Cleanup(func() {
-		direct.Exec("SET GLOBAL query_cache_type = " + typ)
-		direct.Exec("SET GLOBAL query_cache_size = " + size)
-	})
-	mustExec(t, direct, "SET GLOBAL query_cache_size = 1048576", "SET GLOBAL query_cache_type = ON",
-		"CREATE TABLE qc (a INT)", "INSERT INTO qc VALUES (1), (2)")
-	db := openDB(t, p.dsn("exact_qc", ""))
-	hits := func() int {
-		var name string
-		var n int
-		if err := direct.QueryRow("SHOW GLOBAL STATUS LIKE 'Qcache_hits'").Scan(&name, &n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := hits()
-	for range 3 {
-		queryStrings(t, db, "SELECT a FROM qc ORDER BY a")
-	}
-	if got := hits() - before; got < 2 {
-		t.Errorf("3 identical SELECTs through the proxy: %d query cache hits, want 2", got)
-	}
-}
