@@ -236,7 +236,7 @@ run_mtr() {
 		args+=("${tests[@]}")
 	fi
 	(cd "$MTR_DIR" && MYSQL_TEST=$ROOT/mtr/mariadb-test-wrapper.sh MTR_REAL_TEST=$(command -v mariadb-test) \
-		MTR_CLEAN_PORT=$port MTR_BUILD_THREAD=$thread ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
+		MTR_CLEAN_PORT=$port MTR_BROKEN=$VAR/$protocol-$name.broken MTR_BUILD_THREAD=$thread ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
 		--vardir="$dir/var" --force --max-test-fail=0 --testcase-timeout="$TIMEOUT" --retry=0 \
 		"${args[@]}") >"$log" 2>&1 || true
 	awk '$2 == "[" && $4 == "]" { print $1, $3 }' "$log" | sort -u >"$VAR/$protocol-$name.results"
@@ -252,6 +252,9 @@ done | grep -v -- '-slave :' >"$VAR/skip.txt"
 # Tests that stop, restart or crash the server would take it away from the rest of the run.
 grep -l -E 'restart_mysqld|shutdown_mysqld|kill_mysqld|start_mysqld|restart_abort|crash_mysqld|wait_until_disconnected|^[[:space:]]*shutdown[[:space:]]*;|shutdown_server|expect_crash|mysqld\.1\.expect' \
 	"$MTR_DIR"/main/*.test | sed 's|.*/\(.*\)\.test$|main.\1 : restarts the server|' >>"$VAR/skip.txt"
+# Tests that rewrite the privilege tables lock every account out when they fail half way.
+grep -l -i -E 'truncate (table )?mysql\.(global_priv|user)\b|switch_to_mysql_user|(drop|rename|alter) table (if exists )?mysql\.(user|global_priv)\b' \
+	"$MTR_DIR"/main/*.test | sed 's|.*/\(.*\)\.test$|main.\1 : rewrites the privilege tables|' >>"$VAR/skip.txt"
 sort -u -o "$VAR/skip.txt" "$VAR/skip.txt"
 
 make_template
@@ -286,6 +289,12 @@ for protocol in "${protocols[@]}"; do
 		sed 's/^/  /' "$VAR/$protocol-unexpected" >&2
 		status=1
 	fi
+	for name in direct proxied; do
+		if [[ -s $VAR/$protocol-$name.broken ]]; then
+			echo "mtr $protocol: FAIL: root could not log in to the $name server after: $(sort -u "$VAR/$protocol-$name.broken" | head -3 | tr '\n' ' ')" >&2
+			status=1
+		fi
+	done
 	if [[ -s $VAR/$protocol-stale ]]; then
 		echo "mtr $protocol: listed in $expected but passing through the proxy now (remove them):" >&2
 		sed 's/^/  /' "$VAR/$protocol-stale" >&2
