@@ -36,6 +36,10 @@ const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientC
 const trackingSQL = "SET SESSION session_track_state_change = ON, session_track_schema = ON, " +
 	"session_track_system_variables = '*', session_track_transaction_info = 'CHARACTERISTICS'"
 
+// Private reports whether the connection is logged in with a client's own
+// backend account (Node.DialAs).
+func (c *Conn) Private() bool { return c.private }
+
 // Tracking reports whether the server reports session state changes on
 // this connection (CLIENT_SESSION_TRACK and the trackers are on).
 func (c *Conn) Tracking() bool { return c.tracking }
@@ -75,11 +79,16 @@ type DialOptions struct {
 	ReadTimeout    time.Duration // per network read, 0 = none
 	CommandTimeout time.Duration // bound of the proxy's own commands, 0 = none
 	TLS            *tls.Config   // nil: no TLS
-	NoDelay        bool
-	ReadBuffer     int
-	WriteBuffer    int
-	SockReadBuf    int
-	SockWriteBuf   int
+	// Scramble, when set, answers the server's authentication request
+	// (plugin and salt) in place of Password: a client logging in with a
+	// backend account answers it itself (the proxy never learns the
+	// password). Only mysql_native_password is answered this way.
+	Scramble     func(plugin string, salt []byte) ([]byte, error)
+	NoDelay      bool
+	ReadBuffer   int
+	WriteBuffer  int
+	SockReadBuf  int
+	SockWriteBuf int
 }
 
 // Conn is one authenticated connection to a backend server. It is owned by
@@ -111,6 +120,10 @@ type Conn struct {
 	gen   uint64 // the node's generation when the connection was last known good
 	epoch uint64 // the node's epoch when the connection was made (Node.Renew)
 	tls   bool   // the connection runs over TLS
+	// private marks a connection logged in with a client's own backend
+	// account (Node.DialAs): it belongs to that session and is closed,
+	// never pooled, when the session is done with it.
+	private bool
 	// commandTimeout bounds the proxy's own commands (bound/unbound).
 	commandTimeout time.Duration
 	tracking       bool // session state trackers are on
@@ -223,7 +236,16 @@ func (c *Conn) handshake(o DialOptions) error {
 	if plugin == "" {
 		plugin = mysql.AuthNativePassword
 	}
-	auth, err := scramble(plugin, h.Salt, o.Password, c.tls)
+	answer := func(plugin string, salt []byte) ([]byte, error) { return scramble(plugin, salt, o.Password, c.tls) }
+	if o.Scramble != nil {
+		answer = o.Scramble
+		if plugin != mysql.AuthNativePassword {
+			// Ask for mysql_native_password at once; the server switches
+			// to the account's own plugin if it is another.
+			plugin = mysql.AuthNativePassword
+		}
+	}
+	auth, err := answer(plugin, h.Salt)
 	if err != nil {
 		return err
 	}
@@ -246,7 +268,7 @@ func (c *Conn) handshake(o DialOptions) error {
 	if err := c.Flush(); err != nil {
 		return err
 	}
-	if err := c.authResult(plugin, h.Salt, o.Password); err != nil {
+	if err := c.authResult(plugin, h.Salt, o.Password, answer); err != nil {
 		return err
 	}
 	c.DB = o.DB
@@ -276,7 +298,7 @@ func (c *Conn) ChangeUser(db string) error {
 		c.broken = true
 		return err
 	}
-	if err := c.authResult(plugin, c.salt, c.password); err != nil {
+	if err := c.authResult(plugin, c.salt, c.password, func(p string, s []byte) ([]byte, error) { return scramble(p, s, c.password, c.tls) }); err != nil {
 		var se *mysql.SQLError
 		if !errors.As(err, &se) {
 			c.broken = true
@@ -342,7 +364,7 @@ func scramble(plugin string, salt []byte, password string, overTLS bool) ([]byte
 
 // authResult reads the server's answers until OK or ERR, following auth
 // switches and caching_sha2_password's extra round trips.
-func (c *Conn) authResult(plugin string, salt []byte, password string) error {
+func (c *Conn) authResult(plugin string, salt []byte, password string, answer func(string, []byte) ([]byte, error)) error {
 	for {
 		p, err := c.ReadPacket()
 		if err != nil {
@@ -362,7 +384,7 @@ func (c *Conn) authResult(plugin string, salt []byte, password string) error {
 				return err
 			}
 			plugin, salt = np, nsalt
-			auth, err := scramble(plugin, salt, password, c.tls)
+			auth, err := answer(plugin, salt)
 			if err != nil {
 				return err
 			}

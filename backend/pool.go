@@ -215,6 +215,28 @@ func (n *Node) Dial(ctx context.Context) (*Conn, error) {
 	return c, nil
 }
 
+// DialAs opens a connection outside the pool logged in with a client's
+// backend account, user, which answers the server's authentication itself
+// (scramble); db is the database to log in to. The connection is private:
+// Put closes it.
+func (n *Node) DialAs(ctx context.Context, user, db string, coll byte, variant uint32, scramble func(string, []byte) ([]byte, error)) (*Conn, error) {
+	o := n.dialOptions(db, coll, variant)
+	o.User, o.Password, o.Scramble = user, "", scramble
+	n.dials.Add(1)
+	c, err := Dial(ctx, n.Addr, o)
+	if err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) {
+			return nil, se // the server's own answer (1045, 1044, ...)
+		}
+		n.dialFails.Add(1)
+		return nil, n.connectError(err)
+	}
+	c.node, c.private = n, true
+	c.gen, c.epoch = n.gen.Load(), n.epoch.Load()
+	return c, nil
+}
+
 func (n *Node) connectError(err error) error {
 	var se *mysql.SQLError
 	if errors.As(err, &se) {
@@ -397,6 +419,10 @@ func (c *Conn) waitTimedOut(now time.Time) bool {
 
 // Put returns a connection taken with Get. Broken connections are closed.
 func (n *Node) Put(c *Conn) {
+	if c.private {
+		c.Close()
+		return
+	}
 	c.lastUsed = time.Now()
 	if c.broken {
 		n.gen.Add(1)

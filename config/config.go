@@ -180,6 +180,14 @@ type Config struct {
 	// not run through the proxy's shared backend account. Default: all;
 	// [] allows them all.
 	DenyStatements []string `yaml:"deny_statements"`
+	// BackendLogins names a user_list user whose schema has no shard
+	// rules. Clients whose user is not in user_list then log in with the
+	// default node's own accounts, checked by MariaDB
+	// (mysql_native_password), and use that schema: each such session has
+	// a backend connection of its own, logged in as the client's account,
+	// for its whole life, so MariaDB's privileges, CURRENT_USER() and
+	// definers are the account's. "" (default): only user_list logs in.
+	BackendLogins string `yaml:"backend_logins"`
 	// statement that would reach a second node.
 	TransactionMode string `yaml:"transaction_mode"`
 	// Frontend tunes client-side sockets.

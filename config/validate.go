@@ -399,6 +399,15 @@ func parseDate(s string, digits int, layout string) (int, error) {
 }
 
 func (c *Config) validateExtensions(v *validator) {
+	if c.BackendLogins != "" {
+		i := slices.IndexFunc(c.Schemas, func(s Schema) bool { return s.User == c.BackendLogins })
+		switch {
+		case i < 0:
+			v.add("backend_logins", "%q has no schema in schema_list", c.BackendLogins)
+		case len(c.Schemas[i].Shard) > 0:
+			v.add("backend_logins", "the schema of %q has shard rules: backend logins are for schemas without", c.BackendLogins)
+		}
+	}
 	if c.ServerVersion != "" && !serverVersionRE.MatchString(c.ServerVersion) {
 		v.add("server_version", "%q does not start with major.minor, like 8.0.36", c.ServerVersion)
 	}

@@ -205,6 +205,8 @@ nodes:
     password: ""
     max_conns_limit: 128
 deny_statements: []
+# The accounts tests create log in with their own MariaDB accounts.
+backend_logins: root
 # Idle pooled connections close at once: tests count the server's sessions (include/count_sessions.inc).
 backend:
   idle_timeout: 50ms

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"time"
@@ -80,11 +81,19 @@ func (c *conn) handshake() error {
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword
 	}
-	if err := c.authenticate(hr.User, clientPlugin, hr.AuthResponse); err != nil {
-		return err
+	if _, listed := srv.users[hr.User]; !listed && srv.cfg.BackendLogins != "" {
+		if err := c.backendLogin(hr.User, hr.Database, coll); err != nil {
+			return err
+		}
+		c.user = srv.cfg.BackendLogins // its schema routes the session
+		c.act.setUser(hr.User)
+	} else {
+		if err := c.authenticate(hr.User, clientPlugin, hr.AuthResponse); err != nil {
+			return err
+		}
+		c.user = hr.User
+		c.act.setUser(c.user)
 	}
-	c.user = hr.User
-	c.act.setUser(c.user)
 	if _, ok := srv.router.DefaultNode(c.user); !ok {
 		e := mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host())
 		c.writeErr(e)
@@ -102,6 +111,41 @@ func (c *conn) handshake() error {
 	if c.caps&mysql.ClientCompress != 0 {
 		c.c.EnableCompression()
 	}
+	return nil
+}
+
+// backendLogin logs a client in with a backend account of the default node
+// of backend_logins' schema: the proxy dials the node as that user and
+// passes each authentication request of the server on to the client (an
+// auth switch with the server's salt), so MariaDB checks the password and
+// the proxy never learns it. The connection becomes the session's own.
+func (c *conn) backendLogin(user, db string, coll byte) error {
+	srv := c.srv
+	node, _ := srv.router.DefaultNode(srv.cfg.BackendLogins)
+	n := srv.nodes[node]
+	answer := func(plugin string, salt []byte) ([]byte, error) {
+		if plugin != mysql.AuthNativePassword {
+			return nil, mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s': the account uses the %s plugin, which shardgate does not pass on (mysql_native_password only)", user, plugin)
+		}
+		if err := c.writeFlush(mysql.AppendAuthSwitch(c.buf[:0], plugin, salt)); err != nil {
+			return nil, err
+		}
+		p, err := c.c.ReadPacket()
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), p...), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	defer cancel()
+	bc, err := n.DialAs(ctx, user, db, coll, c.st.Variant, answer)
+	if err != nil {
+		c.writeErr(err)
+		return err
+	}
+	c.st.Dedicate(bc)
+	c.st.DB = db
+	c.act.setDB(db)
 	return nil
 }
 

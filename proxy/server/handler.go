@@ -506,12 +506,28 @@ func (h *handler) changeUser(p []byte) error {
 	if plugin == "" {
 		plugin = mysql.AuthNativePassword
 	}
-	if err := c.authenticate(cu.User, plugin, cu.AuthResponse); err != nil {
-		return errCloseSession // MySQL closes the connection after a failed change
+	coll := c.st.HandshakeColl
+	if _, ok := mysql.CollationByID(byte(cu.Charset)); ok && cu.Charset != 0 {
+		coll = byte(cu.Charset)
 	}
-	c.st.Reset()
-	c.user = cu.User
-	c.act.setUser(c.user)
+	// The session's own backend connection (a backend account's login)
+	// goes: the new user gets a new one, or pooled ones.
+	c.st.Undedicate()
+	if _, listed := c.srv.users[cu.User]; !listed && c.srv.cfg.BackendLogins != "" {
+		c.st.Reset()
+		if err := c.backendLogin(cu.User, "", coll); err != nil {
+			return errCloseSession
+		}
+		c.user = c.srv.cfg.BackendLogins
+		c.act.setUser(cu.User)
+	} else {
+		if err := c.authenticate(cu.User, plugin, cu.AuthResponse); err != nil {
+			return errCloseSession // MySQL closes the connection after a failed change
+		}
+		c.st.Reset()
+		c.user = cu.User
+		c.act.setUser(c.user)
+	}
 	c.st.DB = ""
 	c.act.setDB("")
 	if cu.Charset != 0 {

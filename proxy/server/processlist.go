@@ -124,7 +124,7 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	if target == nil || k.ID > uint64(^uint32(0)) {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
-	if target.act.owner() != c.user {
+	if target.act.owner() != c.act.owner() {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
 	}
 	if target == c {

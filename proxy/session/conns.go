@@ -20,6 +20,10 @@ import (
 func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	n := s.nodes[node]
 	bc := s.pinnedOn(n)
+	if s.dedicated != nil && bc != s.dedicated {
+		// Never another connection: it would run as the proxy's account.
+		return nil, mysql.NewError(mysql.ErServerLost, "the session's own backend connection is gone (or the statement is for another node than %s)", s.dedicated.Node().Name)
+	}
 	if bc == nil {
 		if err := s.canUseAnotherNode(n); err != nil {
 			return nil, err
@@ -189,7 +193,7 @@ func (s *State) keep() {
 func (s *State) ReleaseAll() {
 	dirty := s.sticky || s.txn != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
 	for _, bc := range s.pinned {
-		if dirty {
+		if dirty && !bc.Private() { // a private one is closed by Put
 			// A new login on the same connection drops everything the
 			// session left there, the database included (statements such
 			// as USE inside a multi-statement text change it unseen).
@@ -252,6 +256,27 @@ func (s *State) canUseAnotherNode(n *backend.Node) error {
 	return nil
 }
 
+// Dedicate makes bc, logged in with the client's own backend account, the
+// session's connection for good.
+func (s *State) Dedicate(bc *backend.Conn) {
+	s.dedicated = bc
+	s.pin(bc)
+	s.sticky = true
+	s.unreplayable = "a login with a backend account"
+}
+
+// Undedicate closes the session's own backend connection, if it has one.
+func (s *State) Undedicate() {
+	bc := s.dedicated
+	if bc == nil {
+		return
+	}
+	s.dedicated = nil
+	s.unpin(bc)
+	bc.Node().Put(bc) // closes it
+	s.sticky, s.unreplayable = false, ""
+}
+
 // CheckNodes returns the error a statement would get that runs on node
 // after statements on the nodes before it (a multi-statement text, checked
 // before any of it runs), or nil. It changes nothing.
@@ -310,7 +335,7 @@ func (s *State) unpin(bc *backend.Conn) {
 // the session's: database, collation, multi-statement option, variables
 // and, for statements that read it, LAST_INSERT_ID().
 func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
-	if bc.DB != s.DB {
+	if bc.DB != s.DB && !(s.DB == "" && bc.Private()) { // a new login is not the proxy's to make there
 		var err error
 		if s.DB == "" {
 			// Only a new login leaves a connection without a database.

@@ -29,6 +29,10 @@ type State struct {
 	MultiStmts    bool
 	Status        uint16 // server status of the last response
 	LastInsertID  uint64 // last non-zero insert id reported to the client
+	// dedicated is the session's own backend connection when the client
+	// logged in with a backend account (Dedicate): every statement runs on
+	// it, and nothing else.
+	dedicated *backend.Conn
 	// ConnID is the proxy's connection id of the session (what the client
 	// was given in the handshake, and what CONNECTION_ID() returns).
 	ConnID uint32
@@ -135,7 +139,16 @@ func (s *State) SetOnOtherNodes(node, sql string) error {
 // database is kept, as MySQL keeps it), after resetting and returning
 // every connection it held.
 func (s *State) Reset() {
-	s.ReleaseAll()
+	if bc := s.dedicated; bc != nil {
+		// The session's own connection stays: the server resets it.
+		s.pinned = s.pinned[:0]
+		if err := bc.ResetConnection(s.HandshakeColl); err != nil {
+			bc.MarkBroken()
+		}
+		defer func() { s.Dedicate(bc) }()
+	} else {
+		s.ReleaseAll()
+	}
 	s.txn = ""
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
