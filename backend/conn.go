@@ -108,9 +108,6 @@ type Conn struct {
 	Collation    byte
 	MultiStmts   bool
 	LastInsertID uint64
-	// PseudoID is the pseudo_thread_id a session set (what CONNECTION_ID()
-	// returns there), 0 when it is the connection's own ThreadID.
-	PseudoID uint32
 	// Vars are the session and user variables set on the connection beyond
 	// a new login's, as SQL assignment targets ("@@SESSION.`x`", "@`u`")
 	// to SQL literals.
@@ -308,7 +305,6 @@ func (c *Conn) ChangeUser(db string) error {
 	c.DB = db
 	c.Collation = c.coll
 	c.LastInsertID = 0
-	c.PseudoID = 0
 	c.Vars = nil
 	c.forgetStmts()
 	// A new login resets the trackers with every other session variable.
@@ -547,7 +543,6 @@ func (c *Conn) ResetConnection(handshakeCollation byte) error {
 	}
 	c.Collation = handshakeCollation
 	c.LastInsertID = 0
-	c.PseudoID = 0
 	c.Vars = nil
 	c.forgetStmts()
 	return nil

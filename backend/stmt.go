@@ -29,10 +29,9 @@ type Stmt struct {
 // reused only in the same context; the server itself re-prepares a
 // statement whose tables changed (and says 1615 when it gives up).
 type stmtCtx struct {
-	db     string
-	coll   byte
-	pseudo uint32 // CONNECTION_ID() is fixed when the statement is prepared
-	vars   [len(stmtCtxVars)]string
+	db   string
+	coll byte
+	vars [len(stmtCtxVars)]string
 }
 
 // stmtCtxVars are the session variables of a statement's context, as
@@ -46,7 +45,7 @@ var stmtCtxVars = [...]string{
 
 // context is the connection's current stmtCtx (no allocation).
 func (c *Conn) context() stmtCtx {
-	x := stmtCtx{db: c.DB, coll: c.Collation, pseudo: c.PseudoID}
+	x := stmtCtx{db: c.DB, coll: c.Collation}
 	if len(c.Vars) > 0 {
 		for i, name := range stmtCtxVars {
 			x.vars[i] = c.Vars[name]

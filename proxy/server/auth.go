@@ -76,7 +76,6 @@ func (c *conn) handshake() error {
 	}
 	c.st = session.New(srv.nodes, srv.cfg.TransactionMode == config.TransactionSingle, coll,
 		c.caps&(mysql.ClientDeprecateEOF|mysql.ClientFoundRows), c.caps&mysql.ClientMultiStatements != 0)
-	c.st.ConnID = c.id
 	clientPlugin := hr.AuthPlugin
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +56,12 @@ type conn struct {
 	act     activity                     // for SHOW PROCESSLIST
 	tls     bool                         // the client upgraded to TLS
 	running atomic.Pointer[backend.Conn] // backend running a statement now, for KILL
+	// held are the thread ids of the backend connections the session
+	// holds (CONNECTION_ID() there), for KILL; written by the session's
+	// goroutine under heldMu after each command that changes them.
+	heldMu  sync.Mutex
+	held    []uint32
+	heldBuf []uint32
 	// watch notices a client that leaves while its statement runs (see
 	// startWatch).
 	watch      *time.Timer
@@ -202,6 +210,7 @@ func (c *conn) loop() {
 		}
 		watched := c.startWatch(p)
 		quit, err := c.h.dispatch(p)
+		c.noteHeld()
 		if watched {
 			c.stopWatch()
 		}
@@ -231,6 +240,27 @@ func (c *conn) loop() {
 func (c *conn) closeNow() error {
 	c.nc.Close()
 	return errCloseSession
+}
+
+// noteHeld records the thread ids of the backend connections the session
+// holds now, when they changed (one comparison per command otherwise).
+func (c *conn) noteHeld() {
+	ids := c.st.AppendBackendIDs(c.heldBuf[:0])
+	c.heldBuf = ids
+	if slices.Equal(ids, c.held) {
+		return
+	}
+	c.heldMu.Lock()
+	c.held = append(c.held[:0:0], ids...)
+	c.heldMu.Unlock()
+}
+
+// holds reports whether the session holds the backend connection whose
+// thread id is id.
+func (c *conn) holds(id uint64) bool {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	return slices.Contains(c.held, uint32(id))
 }
 
 // local reports whether the client came over the Unix socket, which, as

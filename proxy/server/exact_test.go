@@ -447,16 +447,14 @@ func TestExactExecuteImmediate(t *testing.T) {
 	}
 }
 
-// TestExactConnectionID: CONNECTION_ID() returns the proxy's connection
-// id (the handshake's), in text and prepared statements, so KILL with it
-// works as on MariaDB (it returned a backend id, which KILL refused with
-// 1094); a pooled connection the session leaves returns its own id to the
-// next session that does not ask.
+// TestExactConnectionID: the id CONNECTION_ID() returns is the one the
+// server's own tables show (information_schema.PROCESSLIST, INNODB_TRX),
+// and KILL takes it, as on MariaDB (it was refused with 1094): the
+// session keeps the connection it asked on, and KILL of a thread id a
+// session of the same account holds names that session.
 func TestExactConnectionID(t *testing.T) {
 	s := backends(t)[0]
-	cfg := newConfig(t, s)
-	cfg.Nodes[0].MaxConnsLimit = 1
-	p := startProxy(t, cfg)
+	p := startProxy(t, newConfig(t, s))
 	dbSetup(t, s, "exact_cid")
 	a := dialRaw(t, p.addr)
 	a.loginDB("exact_cid", rawCaps)
@@ -465,26 +463,49 @@ func TestExactConnectionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := rows[0][0]
-	if want := fmt.Sprint(a.hs.ConnectionID); id != want {
-		t.Errorf("CONNECTION_ID() = %s, the handshake said %s", id, want)
-	}
-	pid, _ := a.prepare("SELECT CONNECTION_ID() AS c")
-	a.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, pid), 0, 1, 0, 0, 0))
-	resp := a.response(false)
-	if len(resp) != 4 || len(resp[2]) < 6 || binary.LittleEndian.Uint32(resp[2][2:]) != a.hs.ConnectionID {
-		t.Errorf("prepared CONNECTION_ID(): %x, want %d", resp, a.hs.ConnectionID)
-	}
-	// Another session on the same (only) backend connection that does not
-	// ask sees the backend's own thread id in the processlist as itself.
 	b := dialRaw(t, p.addr)
 	b.loginDB("exact_cid", rawCaps)
-	rows, err = b.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = @@pseudo_thread_id")
-	if err != nil || rows[0][0] != "1" {
-		t.Errorf("after another session: pseudo_thread_id is not the connection's own (%v, %v)", rows, err)
+	// a's statement is visible in the server's processlist under that id.
+	a.command(append([]byte{mysql.ComQuery}, "SELECT SLEEP(30)"...))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows, err := b.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + id + " AND INFO LIKE 'SELECT SLEEP%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows[0][0] == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %s does not run a's statement", id)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	// KILL with the id CONNECTION_ID() gave ends that session.
+	// KILL QUERY with that id interrupts it; a stays connected.
+	if _, err := b.query("KILL QUERY " + id); err != nil {
+		t.Fatalf("KILL QUERY %s: %v", id, err)
+	}
+	resp := a.response(false)
+	if got := describe(resp[len(resp)-1]); !strings.Contains(got, "1") {
+		t.Logf("SLEEP after KILL QUERY: %s", got)
+	}
+	if rows, err := a.query("SELECT CONNECTION_ID()"); err != nil || rows[0][0] != id {
+		t.Fatalf("CONNECTION_ID() after KILL QUERY: %v %v, want %s", rows, err, id)
+	}
+	// KILL with it ends the session.
 	if _, err := b.query("KILL " + id); err != nil {
 		t.Fatalf("KILL %s: %v", id, err)
 	}
 	a.expectClosed()
+	// Another account's session cannot be killed that way.
+	c := dialRaw(t, p.addr)
+	c.loginDB("exact_cid", rawCaps)
+	rows, _ = c.query("SELECT CONNECTION_ID()")
+	other := dialRaw(t, p.addr)
+	other.sendHandshakeResponse("app2", appPassword, "", rawCaps)
+	if resp := other.read(); resp[0] == mysql.OKHeader {
+		if _, err := other.query("KILL " + rows[0][0]); err == nil {
+			t.Errorf("another account killed thread %s", rows[0][0])
+		}
+	}
 }

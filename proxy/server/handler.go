@@ -225,7 +225,7 @@ func (h *handler) query(p []byte) error {
 			relay = engine.RelayRenamed(plan.Renames)
 		}
 		var res backend.Outcome
-		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID || stmt.UsesConnectionID, relay)
+		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
 		err = h.settle(err)
 		if err == nil && res.OK && !multi && router.SetsGlobal(sql, stmt.Keyword) {
 			// New sessions start with the new value: so do the

@@ -191,7 +191,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		q = sql
 	}
 	cls := router.Classify(sql)
-	bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID || cls.UsesConnectionID)
+	bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err != nil {
 		return err
 	}
-	ps.UsesIDs = cls.UsesLastInsertID || cls.UsesConnectionID
+	ps.UsesIDs = cls.UsesLastInsertID
 	cols := st.Cols
 	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
 		// Helper columns the merge strips are not the client's.

@@ -120,7 +120,15 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 // kill implements KILL [QUERY] id and COM_PROCESS_KILL, sent by c, on the
 // proxy's own connection ids.
 func (s *Server) kill(c *conn, k router.Kill) error {
-	target := s.session(uint32(k.ID))
+	// An id CONNECTION_ID() gave on a connection a session of the same
+	// account holds names that session; other ids are the proxy's.
+	target := s.sessionHolding(k.ID, c.act.owner())
+	if target == nil {
+		target = s.session(uint32(k.ID))
+	}
+	if target == nil {
+		target = s.sessionHolding(k.ID, "") // another account's: 1095
+	}
 	if target == nil || k.ID > uint64(^uint32(0)) {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}

@@ -336,6 +336,19 @@ func (s *Server) unregister(c *conn) {
 	s.mu.Unlock()
 }
 
+// sessionHolding returns the session of user (any user when "") that
+// holds the backend connection whose thread id is id, if any.
+func (s *Server) sessionHolding(id uint64, user string) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.sessions {
+		if (user == "" || c.act.owner() == user) && c.holds(id) {
+			return c
+		}
+	}
+	return nil
+}
+
 func (s *Server) session(id uint32) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()

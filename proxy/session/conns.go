@@ -256,6 +256,15 @@ func (s *State) canUseAnotherNode(n *backend.Node) error {
 	return nil
 }
 
+// AppendBackendIDs appends the thread ids of the backend connections the
+// session holds (what CONNECTION_ID() returned there).
+func (s *State) AppendBackendIDs(ids []uint32) []uint32 {
+	for _, bc := range s.pinned {
+		ids = append(ids, bc.ThreadID)
+	}
+	return ids
+}
+
 // Dedicate makes bc, logged in with the client's own backend account, the
 // session's connection for good.
 func (s *State) Dedicate(bc *backend.Conn) {
@@ -362,28 +371,6 @@ func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
 	if len(s.vars) > 0 || len(bc.Vars) > 0 {
 		if err := s.syncVars(bc); err != nil {
 			return err
-		}
-	}
-	// CONNECTION_ID() returns pseudo_thread_id: the proxy's connection id,
-	// which KILL and the proxy's processlist take, for statements that
-	// call it; a connection another session left so gets its own back.
-	want := uint32(0)
-	if usesLastID {
-		want = s.ConnID
-	}
-	if bc.PseudoID != want {
-		id := want
-		if id == 0 {
-			id = bc.ThreadID
-		}
-		if _, err := bc.Exec("SET pseudo_thread_id = " + strconv.FormatUint(uint64(id), 10)); err != nil {
-			if bc.Broken() {
-				return err
-			}
-			// The backend account may not set it: CONNECTION_ID() then
-			// stays the backend's.
-		} else {
-			bc.PseudoID = want
 		}
 	}
 	if usesLastID && bc.LastInsertID != s.LastInsertID {

@@ -33,9 +33,6 @@ type State struct {
 	// logged in with a backend account (Dedicate): every statement runs on
 	// it, and nothing else.
 	dedicated *backend.Conn
-	// ConnID is the proxy's connection id of the session (what the client
-	// was given in the handshake, and what CONNECTION_ID() returns).
-	ConnID uint32
 	// WaitTimeout is the session's wait_timeout once the client set it
 	// (0: not set, the server's default applies): the proxy closes the
 	// client's connection after that long without a command, as the
