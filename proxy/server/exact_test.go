@@ -437,6 +437,12 @@ func TestExactExecuteImmediate(t *testing.T) {
 				"EXECUTE IMMEDIATE 'SELECT * FROM nosuch'",
 				"EXECUTE IMMEDIATE 'SELECT 1' USING 1",
 				"EXECUTE IMMEDIATE (SELECT 'SELECT 2 AS two')",
+				// The proxy's own reads must not be cut by sql_select_limit.
+				"SET sql_select_limit = 0",
+				"SET @after_limit = 5",
+				"EXECUTE IMMEDIATE CONCAT('SELECT ', @after_limit)",
+				"SET sql_select_limit = DEFAULT",
+				"SELECT @after_limit",
 			} {
 				d.command(append([]byte{mysql.ComQuery}, q...))
 				want := d.response(false)
@@ -506,6 +512,45 @@ func TestExactConnectionID(t *testing.T) {
 	if resp := other.read(); resp[0] == mysql.OKHeader {
 		if _, err := other.query("KILL " + rows[0][0]); err == nil {
 			t.Errorf("another account killed thread %s", rows[0][0])
+		}
+	}
+}
+
+// TestExactIdleTransactionTimeout: when the server closes a connection
+// that holds the session's transaction (idle_transaction_timeout), the
+// client's next statement finds its connection closed, as directly
+// (2006/2013; it used to get ERR 1430 first).
+func TestExactIdleTransactionTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for idle_transaction_timeout")
+	}
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_itt")
+	var rs []*rawConn
+	for i, addr := range []string{s.Addr, p.addr} {
+		r := dialRaw(t, addr)
+		if i == 0 {
+			r.sendHandshakeResponse(s.User, s.Password, "exact_itt", rawCaps)
+			r.expectOK()
+		} else {
+			r.loginDB("exact_itt", rawCaps)
+		}
+		for _, q := range []string{"SET autocommit = 0", "SET idle_transaction_timeout = 1", "BEGIN", "SELECT 1"} {
+			if _, err := r.query(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		rs = append(rs, r)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	for i, r := range rs {
+		r.nc.SetDeadline(time.Now().Add(5 * time.Second))
+		r.c.ResetSeq()
+		r.c.WritePacket(append([]byte{mysql.ComQuery}, "SELECT 1"...))
+		r.c.Flush()
+		if p, err := r.c.ReadPacket(); err == nil {
+			t.Errorf("%s: got %s, want the connection closed", []string{"MariaDB", "proxy"}[i], describe(p))
 		}
 	}
 }

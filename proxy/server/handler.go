@@ -133,16 +133,19 @@ func (h *handler) settleErr(err error) error {
 	return err
 }
 
-// backendLost reports a backend that failed during a command. The client
-// gets error 1430; if the session's state or transaction lived on that
-// connection, the client connection is closed after the error, as a server
-// crash would close it.
+// backendLost reports a backend that failed during a command, or closed
+// the connection while it was idle (a server's idle_transaction_timeout,
+// a KILL from elsewhere, a crash). If the session's state or transaction
+// lived on that connection, the client's connection is closed, as the
+// server's close or crash would close it (clients see 2013/2006, as
+// directly); otherwise the client gets error 1430 and goes on with another
+// backend connection.
 func (h *handler) backendLost(bc *backend.Conn) error {
-	h.c.writeErr(backend.ErrLost(bc))
 	if h.c.st.HoldsState() {
-		h.c.c.Flush()
-		return errCloseSession
+		h.c.log.Info("the backend connection holding the session's state or transaction is gone; closing the client connection", zap.String("addr", bc.Addr))
+		return h.c.closeNow()
 	}
+	h.c.writeErr(backend.ErrLost(bc))
 	return engine.ErrAnswered
 }
 

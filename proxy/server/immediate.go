@@ -64,7 +64,7 @@ func (h *handler) evalString(expr string) (text, lit string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	res, err := bc.Exec("EXECUTE IMMEDIATE CONCAT('SELECT ', QUOTE(" + expr + "))")
+	res, err := bc.Exec("EXECUTE IMMEDIATE CONCAT('SELECT ', QUOTE(" + expr + "), ' LIMIT 1')")
 	if err != nil {
 		c.st.Release(bc, false, backend.Outcome{})
 		if bc.Broken() {

@@ -298,12 +298,19 @@ type savepoint struct{ name, sql string }
 // transaction. When a commit fails part way, the remaining nodes are
 // rolled back and the error (1180) says which nodes committed.
 func (s *State) End(commit bool) error {
-	// Said in full: the backend's completion_type (the session's) must
-	// not chain a transaction or close the connection; the proxy does
-	// what the client's statement means.
-	word := "ROLLBACK AND NO CHAIN NO RELEASE"
+	// Said in full when the session's completion_type (the backend's too)
+	// would chain a transaction or close the connection: the proxy does
+	// what the client's statement means. Plain otherwise, as the client
+	// sent it (the server's processlist shows it).
+	word, rollback := "ROLLBACK", "ROLLBACK"
+	if s.CompletionType != 0 {
+		word, rollback = "ROLLBACK AND NO CHAIN NO RELEASE", "ROLLBACK AND NO CHAIN NO RELEASE"
+	}
 	if commit {
-		word = "COMMIT AND NO CHAIN NO RELEASE"
+		word = "COMMIT"
+		if s.CompletionType != 0 {
+			word = "COMMIT AND NO CHAIN NO RELEASE"
+		}
 	}
 	s.txn = ""
 	s.savepoints = s.savepoints[:0]
@@ -317,7 +324,7 @@ func (s *State) End(commit bool) error {
 	for _, bc := range s.pinned {
 		w := word
 		if firstErr != nil {
-			w = "ROLLBACK AND NO CHAIN NO RELEASE"
+			w = rollback
 		}
 		if h := BeforeCommit.Load(); h != nil && commit && firstErr == nil {
 			(*h)(bc.Node().Name)

@@ -40,7 +40,8 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 			targets = append(targets, t)
 		}
 	}
-	res, err := bc.Exec("SELECT " + strings.Join(targets, ", "))
+	// LIMIT 1: the session's sql_select_limit (0, say) must not hide the row.
+	res, err := bc.Exec("SELECT " + strings.Join(targets, ", ") + " LIMIT 1")
 	if err != nil {
 		return err
 	}
