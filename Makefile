@@ -2,7 +2,9 @@
 #
 #   make build       bin/proxy and bin/relay
 #   make run         local MariaDB on 127.0.0.1:3307/3308 (bench/cluster.sh), then the proxy in the foreground
-#   make test        deps, gofmt, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke
+#   make test        deps, gofmt, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke,
+#                    MariaDB's own test suite (a subset: mtr/subset.txt) directly and through the proxy
+#   make test-mtr    MariaDB's suite main in full, text and binary protocols, directly and through the proxy (mtr/run.sh)
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
 #   make bench       the load-test ladder (bench/run.sh)
@@ -15,7 +17,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short fuzz bench bench-conns clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-conns clean
 
 all: build
 
@@ -33,13 +35,17 @@ run:
 	exec bin/proxy -config bin/ks-run.yaml
 
 test:
-	scripts/deps.sh mariadb sysbench
+	scripts/deps.sh mariadb sysbench mtr
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 	bench/smoke.sh
+	mtr/run.sh
+
+test-mtr:
+	mtr/run.sh --full
 
 test-short:
 	$(GO) test -short ./...

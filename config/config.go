@@ -40,7 +40,7 @@ func Default() *Config {
 		MaxConnections:           10000,
 		MergeMemoryLimit:         256 << 20,
 		MergeMemoryTotal:         1 << 30,
-		MaxAllowedPacket:         64 << 20,
+		MaxAllowedPacket:         16 << 20, // MariaDB's default
 		MaxUnauthenticated:       512,
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
@@ -148,8 +148,8 @@ type Config struct {
 	// sends (one logical packet, compressed or not) and the long data
 	// (COM_STMT_SEND_LONG_DATA) of one prepared statement's execution;
 	// past it the client gets error 1153 (or 1105 at the execution). Until
-	// a client has logged in, the bound is 64 KiB. Default 64 MiB, at most
-	// 1 GiB (MySQL's largest).
+	// a client has logged in, the bound is 64 KiB. Default 16 MiB (as on
+	// MariaDB), at most 1 GiB (MySQL's largest).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
 	// MaxUnauthenticated caps the client connections that have not
 	// logged in yet (each has 10 s to do it, and may send at most 64 KiB

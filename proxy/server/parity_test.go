@@ -238,7 +238,9 @@ func TestParityLargePackets(t *testing.T) {
 	// Connections opened from now on (the proxy's pool included) get the
 	// larger limit.
 	mustExec(t, direct, "SET GLOBAL max_allowed_packet = 67108864")
-	e := &parity{s: s, p: startProxy(t, newConfig(t, s))}
+	cfg := newConfig(t, s)
+	cfg.MaxAllowedPacket = 64 << 20 // as the server's, set above
+	e := &parity{s: s, p: startProxy(t, cfg)}
 	dbSetup(t, s, "par_direct", "par_proxy")
 
 	blob := make([]byte, 20<<20)
