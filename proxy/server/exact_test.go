@@ -437,6 +437,13 @@ func TestExactExecuteImmediate(t *testing.T) {
 				"EXECUTE IMMEDIATE 'SELECT * FROM nosuch'",
 				"EXECUTE IMMEDIATE 'SELECT 1' USING 1",
 				"EXECUTE IMMEDIATE (SELECT 'SELECT 2 AS two')",
+				// PREPARE from a variable the proxy did not see set.
+				"SELECT 'SELECT ? * 2 AS doubled' INTO @ps",
+				"PREPARE s FROM @ps",
+				"SET @arg = 21",
+				"EXECUTE s USING @arg",
+				"SELECT NULL INTO @nothing",
+				"PREPARE s2 FROM @nothing",
 				// The proxy's own reads must not be cut by sql_select_limit.
 				"SET sql_select_limit = 0",
 				"SET @after_limit = 5",

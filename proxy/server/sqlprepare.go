@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
@@ -28,7 +30,16 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 			// to route it, and to keep KILL its own.
 			var known bool
 			if text, known = c.st.UserVarText(sp.FromVar); !known {
-				return true, mysql.NewError(mysql.ErNotSupported, "PREPARE %s FROM @%s: the proxy does not know the value of @%s (set it with SET @%s = '...' through the proxy), so it cannot route the statement", sp.Name, sp.FromVar, sp.FromVar, sp.FromVar)
+				// Set where the proxy did not see its value (SELECT ...
+				// INTO @v): read it from the session's connection.
+				v, lit, err := h.evalString("@`" + strings.ReplaceAll(sp.FromVar, "`", "``") + "`")
+				if err != nil {
+					return true, err
+				}
+				if lit == "NULL" {
+					return false, nil // the server's own error
+				}
+				text = v
 			}
 		}
 		if err := h.allowed(text, router.Classify(text).Keyword); err != nil {
