@@ -561,3 +561,30 @@ func TestExactIdleTransactionTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestExactPreparedSet: SET statements prepared and executed in the
+// binary protocol (as mysqltest --ps-protocol runs every statement) are
+// carried by the session as their text forms are: completion_type then
+// decides what a prepared COMMIT does, as on MariaDB directly.
+func TestExactPreparedSet(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_pset")
+	d, pr := rawPair(t, s, p, "exact_pset", rawCaps)
+	run := func(r *rawConn, q string) string {
+		id, resp := r.prepare(q)
+		if id == 0 {
+			return describe(resp[0])
+		}
+		r.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+		out := r.response(false)
+		return describe(out[len(out)-1])
+	}
+	for _, q := range []string{"SET @@completion_type = 1", "BEGIN", "COMMIT AND NO CHAIN",
+		"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN", "COMMIT", "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+		"COMMIT AND NO CHAIN", "SET completion_type = DEFAULT", "SET NAMES latin1", "SELECT @@character_set_client, @@completion_type"} {
+		if got, want := run(pr, q), run(d, q); got != want {
+			t.Errorf("%s: proxy %s, MariaDB %s", q, got, want)
+		}
+	}
+}

@@ -273,6 +273,23 @@ func (h *handler) multiSticky(sql string) bool {
 	return false
 }
 
+// trackedSet reports whether a SET is one local runs itself (tracked
+// variables, SET NAMES with a known character set).
+func (h *handler) trackedSet(sql string) bool {
+	mode := h.c.st.Mode()
+	if router.HasExecutableComment(sql) {
+		return false
+	}
+	if _, ok := router.ParseSet(sql, mode); ok {
+		return true
+	}
+	if cs, coll, ok := router.ParseSetNames(sql, mode); ok {
+		_, ok := mysql.CollationByName(cs, coll)
+		return ok
+	}
+	return false
+}
+
 // allowed applies the statement policy (deny_statements,
 // blacklist_sql_file) to a text a client wants to run, or prepare.
 func (h *handler) allowed(sql, keyword string) error {

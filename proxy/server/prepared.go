@@ -66,6 +66,11 @@ func (s *stmtHandler) prepare(p []byte) error {
 		// ATOMIC ... END, a compound statement): the backend keeps it,
 		// like CALL.
 		return s.prepareKept(p, sql)
+	case stmt.Keyword == "SET" && router.CountPlaceholders(sql, h.c.st.Mode()) == 0 && h.trackedSet(sql):
+		// A SET the proxy tracks (variables, SET NAMES), prepared as
+		// mysqltest --ps-protocol prepares everything: executing it runs
+		// it as the text statement, so the session carries its values.
+		return s.prepareLocal(sql)
 	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE" || stmt.Kind == router.KindKill:
 		// BEGIN, COMMIT, ... prepared (sysbench does this) run as the
 		// proxy's transaction statements, like their text forms; KILL is
@@ -352,6 +357,9 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			return c.srv.kill(c, k)
 		}
 		if handled, err := h.txnStatement(ps.SQL); handled {
+			return err
+		}
+		if handled, err := h.local(ps.SQL, router.Classify(ps.SQL)); handled {
 			return err
 		}
 		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", router.Classify(ps.SQL).Keyword)
