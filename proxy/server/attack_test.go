@@ -180,7 +180,11 @@ func TestAttackKillRoutes(t *testing.T) {
 		}, mysql.ErNotSupported},
 		{"EXECUTE IMMEDIATE in a MariaDB comment", func(tid int64) []string {
 			return []string{fmt.Sprintf("/*M!EXECUTE IMMEDIATE 'KILL QUERY %d' */", tid)}
-		}, mysql.ErNotSupported},
+		}, mysql.ErUnknownThread}, // the whole text is the comment: the proxy reads what is inside
+		{"EXECUTE IMMEDIATE in a versioned comment", func(tid int64) []string {
+			return []string{fmt.Sprintf("/*!40101 EXECUTE IMMEDIATE CONCAT('KILL QUERY ', %d) */", tid)}
+		}, mysql.ErUnknownThread},
+
 		// Stored programs run with the rights of the backend account,
 		// which may kill its own threads: they are not created.
 		{"a stored procedure", func(tid int64) []string {

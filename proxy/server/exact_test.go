@@ -588,3 +588,29 @@ func TestExactPreparedSet(t *testing.T) {
 		}
 	}
 }
+
+// TestExactExecutableComments: a statement written as one executable
+// comment (mysqldump's /*!40101 SET ... */, mariadb-tzinfo-to-sql's
+// /*M!100602 EXECUTE IMMEDIATE ... */) runs as on MariaDB directly, and a
+// SET so written is carried like any other (it used to tie the session to
+// its connection, and EXECUTE IMMEDIATE so written was refused).
+func TestExactExecutableComments(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_xc")
+	d, pr := rawPair(t, s, p, "exact_xc", rawCaps)
+	for _, q := range []string{
+		"/*!40101 SET @saved_cs_client = @@character_set_client */;",
+		"/*!40101 SET character_set_client = utf8mb4 */",
+		"SELECT @saved_cs_client, @@character_set_client",
+		"/*M!100602 EXECUTE IMMEDIATE IF(@nothing, 'SELECT 1 AS a', 'SELECT 2 AS b')*/",
+		"/*M!999999 SELECT 'a later server' */",
+		"/*!40101 SET character_set_client = @saved_cs_client */",
+		"SELECT @@character_set_client",
+	} {
+		d.command(append([]byte{mysql.ComQuery}, q...))
+		want := d.response(false)
+		pr.command(append([]byte{mysql.ComQuery}, q...))
+		samePackets(t, q, pr.response(false), want)
+	}
+}

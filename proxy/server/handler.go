@@ -153,6 +153,16 @@ func (h *handler) backendLost(bc *backend.Conn) error {
 func (h *handler) query(p []byte) error {
 	c, st := h.c, h.c.st
 	sql := string(p[1:])
+	if len(sql) > 3 && (sql[0] == '/' || sql[0] == ' ' || sql[0] == '\n') && router.HasExecutableComment(sql) {
+		// A statement written as one executable comment (mysqldump's
+		// /*!40101 SET ... */, /*M!100602 ... */): the server runs what
+		// is inside, so the proxy reads, checks and sends just that.
+		node, _ := c.srv.router.DefaultNode(c.user)
+		if inner, ok := router.UnwrapExecutable(sql, router.VersionID(c.srv.nodes[node].Version())); ok {
+			sql = inner
+			p = h.queryPacket(inner)
+		}
+	}
 	stmt := router.Classify(sql)
 	c.act.set("Query", sql)
 	switch stmt.Kind {
