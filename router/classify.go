@@ -251,6 +251,7 @@ func upperASCII(w string) string {
 type Kill struct {
 	ID    uint64
 	Query bool // KILL QUERY: stop the statement, keep the connection
+	Self  bool // KILL CONNECTION_ID(): the session's own connection
 }
 
 // ParseKill parses `KILL [CONNECTION | QUERY] id` (MariaDB's HARD/SOFT
@@ -276,6 +277,10 @@ func ParseKill(sql string) (Kill, bool) {
 		break
 	}
 	t := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	if u := strings.ToUpper(strings.ReplaceAll(t, " ", "")); u == "CONNECTION_ID()" {
+		k.Self = true // the session's own connection
+		return k, true
+	}
 	id, err := strconv.ParseUint(t, 10, 32)
 	if err != nil {
 		return Kill{}, false

@@ -63,6 +63,8 @@ func TestParseKill(t *testing.T) {
 		{"kill query 7;", true, Kill{ID: 7, Query: true}},
 		{"KILL CONNECTION 9", true, Kill{ID: 9}},
 		{"KILL HARD QUERY 3", true, Kill{ID: 3, Query: true}},
+		{"KILL CONNECTION_ID()", true, Kill{Self: true}},
+		{"kill query connection_id( )", true, Kill{Query: true, Self: true}},
 		{"KILL QUERY ID 3", false, Kill{}},
 		{"KILL USER bob", false, Kill{}},
 		{"KILL 99999999999", false, Kill{}},

@@ -505,7 +505,11 @@ func TestExactConnectionID(t *testing.T) {
 	if rows, err := a.query("SELECT CONNECTION_ID()"); err != nil || rows[0][0] != id {
 		t.Fatalf("CONNECTION_ID() after KILL QUERY: %v %v, want %s", rows, err, id)
 	}
-	// KILL with it ends the session.
+	// KILL QUERY CONNECTION_ID() is a no-op on an idle session, as on
+	// MariaDB; KILL with the id ends the session.
+	if _, err := a.query("KILL QUERY CONNECTION_ID()"); err != nil {
+		t.Fatalf("KILL QUERY CONNECTION_ID(): %v", err)
+	}
 	if _, err := b.query("KILL " + id); err != nil {
 		t.Fatalf("KILL %s: %v", id, err)
 	}

@@ -122,14 +122,19 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 func (s *Server) kill(c *conn, k router.Kill) error {
 	// An id CONNECTION_ID() gave on a connection a session of the same
 	// account holds names that session; other ids are the proxy's.
-	target := s.sessionHolding(k.ID, c.act.owner())
+	var target *conn
+	if k.Self {
+		target = c
+	} else {
+		target = s.sessionHolding(k.ID, c.act.owner())
+	}
 	if target == nil {
 		target = s.session(uint32(k.ID))
 	}
 	if target == nil {
 		target = s.sessionHolding(k.ID, "") // another account's: 1095
 	}
-	if target == nil || k.ID > uint64(^uint32(0)) {
+	if target == nil || k.ID > uint64(^uint32(0)) && !k.Self {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
 	if target.act.owner() != c.act.owner() {
