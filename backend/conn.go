@@ -36,6 +36,21 @@ const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientC
 const trackingSQL = "SET SESSION session_track_state_change = ON, session_track_schema = ON, " +
 	"session_track_system_variables = '*', session_track_transaction_info = 'CHARACTERISTICS'"
 
+// Close ends the connection the way a client does, with COM_QUIT (when it
+// is not broken, and within 100 ms), so the server does not count it in
+// Aborted_clients; then closes the socket.
+func (c *Conn) Close() error {
+	if !c.broken {
+		nc := c.NetConn()
+		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.ResetSeq()
+		if c.WritePacket([]byte{mysql.ComQuit}) == nil {
+			c.Flush()
+		}
+	}
+	return c.Conn.Close()
+}
+
 // Private reports whether the connection is logged in with a client's own
 // backend account (Node.DialAs).
 func (c *Conn) Private() bool { return c.private }

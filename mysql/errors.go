@@ -41,6 +41,7 @@ const (
 	ErSPDoesNotExist       uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
 	ErWrongArguments       uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
 	ErOperandColumns       uint16 = 1241 // ER_OPERAND_COLUMNS
+	ErConnectionKilled     uint16 = 1927 // ER_CONNECTION_KILLED
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
@@ -65,6 +66,7 @@ var sqlStates = map[uint16]string{
 	ErSpecificAccessDenied: "42000",
 	ErSPDoesNotExist:       "42000",
 	ErOperandColumns:       "21000",
+	ErConnectionKilled:     "70100",
 }
 
 // SQLState returns the SQLSTATE MySQL uses for code, or HY000.

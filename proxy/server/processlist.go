@@ -144,7 +144,7 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 		if k.Query {
 			return c.okStatus()
 		}
-		c.writeErr(mysql.NewError(1927, "Connection was killed"))
+		c.writeErr(mysql.NewError(mysql.ErConnectionKilled, "Connection was killed"))
 		c.c.Flush()
 		return errCloseSession
 	}
