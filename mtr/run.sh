@@ -12,14 +12,15 @@
 # secure-file-priv ...), so the direct run and the proxy run start from the same state and run at the same time.
 # Results, logs and the mtr var directories stay in var/mtr/<protocol>-<direct|proxy>/ for reading afterwards.
 #
-# Environment: SG_MTR_PORT=3340 (direct server, proxy's server, proxy, proxy admin use 4 ports from there),
+# Environment: SG_MTR_PORT (direct server, proxy's server, proxy, proxy admin use 4 ports from there; default: the
+# first free block of 4 from 3340),
 # MTR_TESTCASE_TIMEOUT=3 (minutes per test), MTR_VAR=var/mtr (where everything goes), MTR_DIR (default /usr/share/mysql/mysql-test, Debian's mariadb-test).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 MTR_DIR=${MTR_DIR:-/usr/share/mysql/mysql-test}
-BASE=${SG_MTR_PORT:-3340}
+BASE=${SG_MTR_PORT:-}
 TIMEOUT=${MTR_TESTCASE_TIMEOUT:-3}
 VAR=${MTR_VAR:-$ROOT/var/mtr}
 
@@ -58,11 +59,25 @@ if [[ $(id -u) -eq 0 ]]; then
 	ROOT_FLAG=(--user=root)
 fi
 
-for port in "$BASE" $((BASE + 1)) $((BASE + 2)) $((BASE + 3)); do
-	if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		die "port $port is in use (set SG_MTR_PORT)"
-	fi
-done
+# busy BASE: one of the 4 ports from BASE has a listener.
+busy() {
+	local port
+	for port in "$1" $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do
+		if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+	done
+	return 1
+}
+if [[ -n $BASE ]]; then
+	! busy "$BASE" || die "a port from $BASE to $((BASE + 3)) is in use (set SG_MTR_PORT)"
+else
+	# The first free block from 3340 (another run may hold one).
+	for BASE in 3340 3350 3360 3370 3380 3390 3400 3410; do
+		busy "$BASE" || break
+	done
+	! busy "$BASE" || die "no 4 free ports from 3340 to 3413 (set SG_MTR_PORT)"
+fi
 
 go build -o bin/proxy ./cmd/proxy
 
