@@ -33,8 +33,6 @@ type Stmt struct {
 	Sticky bool
 	// UsesLastInsertID is true when the statement calls LAST_INSERT_ID().
 	UsesLastInsertID bool
-	// UsesConnectionID is true when the statement calls CONNECTION_ID().
-	UsesConnectionID bool
 }
 
 // statefulWords are substrings (upper case) that make any statement sticky.
@@ -93,7 +91,6 @@ func Classify(sql string) Stmt {
 		}
 	}
 	st.UsesLastInsertID = strings.Contains(up, "LAST_INSERT_ID")
-	st.UsesConnectionID = strings.Contains(up, "CONNECTION_ID")
 	if st.UsesLastInsertID && setsLastInsertID(up) || st.Kind == KindDDL && kw == "FLUSH" && readLock(up) {
 		st.Sticky = true
 	}

@@ -324,6 +324,12 @@ func SplitStatements(sql string, m Mode) (texts []string, ok bool) {
 	if err != nil {
 		return nil, false
 	}
+	return statementTexts(stmts)
+}
+
+// statementTexts returns each parsed statement's own text, without its
+// semicolon; ok is false when one is empty.
+func statementTexts(stmts []ast.StmtNode) (texts []string, ok bool) {
 	for _, st := range stmts {
 		t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(st.Text()), ";"))
 		if t == "" {
@@ -343,25 +349,18 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 	if sc == nil || len(sc.rules) == 0 {
 		return nil, false
 	}
-	if s.Mode&ModeForeign != 0 {
-		return nil, false
-	}
 	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
-	if err != nil || len(stmts) < 2 {
+	if s.Mode&ModeForeign != 0 || err != nil || len(stmts) < 2 {
 		return nil, false
 	}
-	sharded := false
+	if texts, ok = statementTexts(stmts); !ok {
+		return nil, false
+	}
 	for _, st := range stmts {
-		t := strings.TrimSpace(strings.TrimSpace(st.Text()))
-		t = strings.TrimSpace(strings.TrimSuffix(t, ";"))
-		if t == "" {
-			return nil, false
-		}
-		texts = append(texts, t)
 		if sc.walk(st, s, nil).ruleInsts() {
-			sharded = true
+			return texts, true
 		}
 	}
-	return texts, sharded
+	return nil, false
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -309,13 +310,8 @@ func TestExactRollbackWarning(t *testing.T) {
 	mustExec(t, admin, "CREATE TABLE m (a INT) ENGINE=MyISAM", "CREATE TABLE i (a INT) ENGINE=InnoDB")
 	for _, end := range []string{"ROLLBACK", "ROLLBACK AND CHAIN", "ROLLBACK AND NO CHAIN"} {
 		var got [2]string
-		for i, r := range []*rawConn{dialRaw(t, s.Addr), dialRaw(t, p.addr)} {
-			if i == 0 {
-				r.sendHandshakeResponse(s.User, s.Password, "exact_rb", rawCaps)
-				r.expectOK()
-			} else {
-				r.loginDB("exact_rb", rawCaps)
-			}
+		d, pr := rawPair(t, s, p, "exact_rb", rawCaps)
+		for i, r := range []*rawConn{d, pr} {
 			for _, q := range []string{"BEGIN", "INSERT INTO i VALUES (1)", "INSERT INTO m VALUES (1)"} {
 				if _, err := r.query(q); err != nil {
 					t.Fatalf("%s: %v", q, err)
@@ -353,21 +349,14 @@ func TestExactWaitTimeout(t *testing.T) {
 	p := startProxy(t, cfg)
 	dbSetup(t, s, "exact_wt")
 	for _, pre := range [][]string{{}, {"BEGIN", "SELECT 1"}} {
-		var rs []*rawConn
-		for i, addr := range []string{s.Addr, p.addr} {
-			r := dialRaw(t, addr)
-			if i == 0 {
-				r.sendHandshakeResponse(s.User, s.Password, "exact_wt", rawCaps)
-				r.expectOK()
-			} else {
-				r.loginDB("exact_wt", rawCaps)
-			}
+		d, pr := rawPair(t, s, p, "exact_wt", rawCaps)
+		rs := []*rawConn{d, pr}
+		for _, r := range rs {
 			for _, q := range append([]string{"SET wait_timeout = 1"}, pre...) {
 				if _, err := r.query(q); err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			rs = append(rs, r)
 		}
 		time.Sleep(2500 * time.Millisecond)
 		for i, r := range rs {
@@ -467,7 +456,10 @@ func TestExactExecuteImmediate(t *testing.T) {
 // session of the same account holds names that session.
 func TestExactConnectionID(t *testing.T) {
 	s := backends(t)[0]
-	p := startProxy(t, newConfig(t, s))
+	cfg := newConfig(t, s)
+	cfg.Users = append(cfg.Users, config.User{User: "app2", Password: appPassword})
+	cfg.Schemas = append(cfg.Schemas, config.Schema{User: "app2", Nodes: []string{"node1"}, Default: "node1"})
+	p := startProxy(t, cfg)
 	dbSetup(t, s, "exact_cid")
 	a := dialRaw(t, p.addr)
 	a.loginDB("exact_cid", rawCaps)
@@ -498,9 +490,10 @@ func TestExactConnectionID(t *testing.T) {
 	if _, err := b.query("KILL QUERY " + id); err != nil {
 		t.Fatalf("KILL QUERY %s: %v", id, err)
 	}
+	// The statement ends with MariaDB's 1317 (query interrupted).
 	resp := a.response(false)
-	if got := describe(resp[len(resp)-1]); !strings.Contains(got, "1") {
-		t.Logf("SLEEP after KILL QUERY: %s", got)
+	if last := resp[len(resp)-1]; last[0] != mysql.ErrHeader || mysql.ParseErr(last).Code != mysql.ErQueryInterrupted {
+		t.Errorf("SELECT SLEEP(30) after KILL QUERY ended with %s, want ERROR 1317", describe(last))
 	}
 	if rows, err := a.query("SELECT CONNECTION_ID()"); err != nil || rows[0][0] != id {
 		t.Fatalf("CONNECTION_ID() after KILL QUERY: %v %v, want %s", rows, err, id)
@@ -520,10 +513,9 @@ func TestExactConnectionID(t *testing.T) {
 	rows, _ = c.query("SELECT CONNECTION_ID()")
 	other := dialRaw(t, p.addr)
 	other.sendHandshakeResponse("app2", appPassword, "", rawCaps)
-	if resp := other.read(); resp[0] == mysql.OKHeader {
-		if _, err := other.query("KILL " + rows[0][0]); err == nil {
-			t.Errorf("another account killed thread %s", rows[0][0])
-		}
+	other.expectOK()
+	if _, err := other.query("KILL " + rows[0][0]); err == nil || err.Code != mysql.ErKillDenied {
+		t.Errorf("another account's KILL %s: %v, want 1095", rows[0][0], err)
 	}
 }
 
@@ -538,21 +530,14 @@ func TestExactIdleTransactionTimeout(t *testing.T) {
 	s := backends(t)[0]
 	p := startProxy(t, newConfig(t, s))
 	dbSetup(t, s, "exact_itt")
-	var rs []*rawConn
-	for i, addr := range []string{s.Addr, p.addr} {
-		r := dialRaw(t, addr)
-		if i == 0 {
-			r.sendHandshakeResponse(s.User, s.Password, "exact_itt", rawCaps)
-			r.expectOK()
-		} else {
-			r.loginDB("exact_itt", rawCaps)
-		}
+	d, pr := rawPair(t, s, p, "exact_itt", rawCaps)
+	rs := []*rawConn{d, pr}
+	for _, r := range rs {
 		for _, q := range []string{"SET autocommit = 0", "SET idle_transaction_timeout = 1", "BEGIN", "SELECT 1"} {
 			if _, err := r.query(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
-		rs = append(rs, r)
 	}
 	time.Sleep(2500 * time.Millisecond)
 	for i, r := range rs {
