@@ -390,14 +390,15 @@ func (c *conn) watchClient() {
 	c.watchArmed.Store(true)
 	err := c.c.WaitReadable()
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		// The client is gone: stop its statement on the backend.
+		// The client is gone: stop its statement on the backend, and
+		// the connection with it (the session ends).
 		c.log.Info("client left during its statement; stopping it on the backend")
 		if bc := c.running.Load(); bc != nil {
-			killOn(bc, func() bool { return c.running.Load() == bc })
+			killOn(bc, false, func() bool { return c.running.Load() == bc })
 		}
 		if many := c.runningMany.Load(); many != nil {
 			for _, bc := range *many {
-				killOn(bc, func() bool { return c.runningMany.Load() == many })
+				killOn(bc, false, func() bool { return c.runningMany.Load() == many })
 			}
 		}
 	}

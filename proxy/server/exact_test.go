@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strconv"
 	"database/sql"
 	"encoding/binary"
 	"errors"
@@ -601,5 +602,60 @@ func TestExactExecutableComments(t *testing.T) {
 		want := d.response(false)
 		pr.command(append([]byte{mysql.ComQuery}, q...))
 		samePackets(t, q, pr.response(false), want)
+	}
+}
+
+// TestExactKillPreparedLoop: a compound statement (LOOP ... END LOOP)
+// executed as a prepared statement, on a session whose CONNECTION_ID() was
+// read as a prepared statement too (mysqltest --ps-protocol, main.
+// information_schema_tables), stops when another session KILLs that id,
+// and nothing of it runs on the server afterwards.
+func TestExactKillPreparedLoop(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_kloop")
+	a := dialRaw(t, p.addr)
+	a.loginDB("exact_kloop", rawCaps)
+	exec := func(r *rawConn, q string) {
+		t.Helper()
+		id, resp := r.prepare(q)
+		if id == 0 {
+			t.Fatalf("prepare %s: %s", q, describe(resp[0]))
+		}
+		r.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+	}
+	exec(a, "SELECT CONNECTION_ID()")
+	resp := a.response(false)
+	// The row: 00, null bitmap, a LONG.
+	var row []byte
+	for _, p := range resp[2:] {
+		if len(p) == 6 && p[0] == 0 {
+			row = p
+		}
+	}
+	if row == nil {
+		t.Fatalf("CONNECTION_ID(): no row in %x", resp)
+	}
+	id := strconv.FormatUint(uint64(binary.LittleEndian.Uint32(row[2:6])), 10)
+	exec(a, "LOOP CREATE OR REPLACE VIEW vv AS SELECT 1; END LOOP")
+	b := dialRaw(t, p.addr)
+	b.loginDB("exact_kloop", rawCaps)
+	time.Sleep(200 * time.Millisecond)
+	if _, err := b.query("KILL " + id); err != nil {
+		t.Fatalf("KILL %s: %v", id, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows, err := b.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'LOOP CREATE%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows[0][0] == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop still runs on the server 10 s after KILL %s", id)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -149,13 +149,13 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 		return errCloseSession
 	}
 	if bc := target.running.Load(); bc != nil {
-		if err := killOn(bc, func() bool { return target.running.Load() == bc }); err != nil {
+		if err := killOn(bc, k.Query, func() bool { return target.running.Load() == bc }); err != nil {
 			return err
 		}
 	}
 	if many := target.runningMany.Load(); many != nil {
 		for _, bc := range *many {
-			if err := killOn(bc, func() bool { return target.runningMany.Load() == many }); err != nil {
+			if err := killOn(bc, k.Query, func() bool { return target.runningMany.Load() == many }); err != nil {
 				return err
 			}
 		}
@@ -166,10 +166,13 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	return c.okStatus()
 }
 
-// killOn stops the statement running on bc with KILL QUERY from a new
-// connection to its node, if still is true once that connection is up (bc
-// may have gone back to the pool meanwhile).
-func killOn(bc *backend.Conn, still func() bool) error {
+// killOn stops the statement running on bc from a new connection to its
+// node, if still is true once that connection is up (bc may have gone back
+// to the pool meanwhile): KILL QUERY when query is set, else KILL
+// CONNECTION, for a session that ends (MariaDB's KILL QUERY does not stop
+// a compound statement such as LOOP ... END LOOP; killing the connection
+// does, and the session's connections end with it anyway).
+func killOn(bc *backend.Conn, query bool, still func() bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	kc, err := bc.Node().Dial(ctx)
 	cancel()
@@ -180,7 +183,7 @@ func killOn(bc *backend.Conn, still func() bool) error {
 	if !still() {
 		return nil
 	}
-	if err := kc.KillQuery(bc.ThreadID, true); err != nil {
+	if err := kc.KillQuery(bc.ThreadID, query); err != nil {
 		var se *mysql.SQLError
 		if !errors.As(err, &se) || se.Code != mysql.ErUnknownThread {
 			return err
