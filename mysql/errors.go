@@ -33,40 +33,42 @@ const (
 	// Backend failures use the server's "foreign data source" codes: client
 	// libraries (libmariadb) reject ERR packets that carry client-range
 	// codes (2000-2999) such as 2003 or 2013 as malformed.
-	ErConnectFailed        uint16 = 1429 // ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a backend node cannot be reached
-	ErServerLost           uint16 = 1430 // ER_QUERY_ON_FOREIGN_DATA_SOURCE: a backend went away mid-query
-	ErUnknownCharset       uint16 = 1115 // ER_UNKNOWN_CHARACTER_SET
-	ErSpecificAccessDenied uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
-	ErErrorDuringCommit    uint16 = 1180 // ER_ERROR_DURING_COMMIT: a transaction committed on some nodes only
-	ErSPDoesNotExist       uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
-	ErWrongArguments       uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
-	ErOperandColumns       uint16 = 1241 // ER_OPERAND_COLUMNS
-	ErConnectionKilled     uint16 = 1927 // ER_CONNECTION_KILLED
+	ErConnectFailed             uint16 = 1429 // ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a backend node cannot be reached
+	ErServerLost                uint16 = 1430 // ER_QUERY_ON_FOREIGN_DATA_SOURCE: a backend went away mid-query
+	ErUnknownCharset            uint16 = 1115 // ER_UNKNOWN_CHARACTER_SET
+	ErSpecificAccessDenied      uint16 = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	ErErrorDuringCommit         uint16 = 1180 // ER_ERROR_DURING_COMMIT: a transaction committed on some nodes only
+	ErSPDoesNotExist            uint16 = 1305 // ER_SP_DOES_NOT_EXIST: also "SAVEPOINT x does not exist"
+	ErWrongArguments            uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
+	ErOperandColumns            uint16 = 1241 // ER_OPERAND_COLUMNS
+	ErConnectionKilled          uint16 = 1927 // ER_CONNECTION_KILLED
+	ErSubqueryNotSupportedUsing uint16 = 1970 // ER_SUBQUERIES_NOT_SUPPORTED: "%s does not support subqueries or stored functions"
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
 var sqlStates = map[uint16]string{
-	ErAccessDenied:         "28000",
-	ErDBAccessDenied:       "42000",
-	ErNoDB:                 "3D000",
-	ErBadDB:                "42000",
-	ErUnknownComError:      "08S01",
-	ErSyntax:               "42000",
-	ErEmptyQuery:           "42000",
-	ErNotSupported:         "42000",
-	ErTooManyConnections:   "08004",
-	ErHandshake:            "08S01",
-	ErNetPacketTooLarge:    "08S01",
-	ErNetReadError:         "08S01",
-	ErNetErrorOnWrite:      "08S01",
-	ErNetPacketsOutOfOrder: "08S01",
-	ErQueryInterrupted:     "70100",
-	ErServerShutdown:       "08S01",
-	ErUnknownCharset:       "42000",
-	ErSpecificAccessDenied: "42000",
-	ErSPDoesNotExist:       "42000",
-	ErOperandColumns:       "21000",
-	ErConnectionKilled:     "70100",
+	ErAccessDenied:              "28000",
+	ErDBAccessDenied:            "42000",
+	ErNoDB:                      "3D000",
+	ErBadDB:                     "42000",
+	ErUnknownComError:           "08S01",
+	ErSyntax:                    "42000",
+	ErEmptyQuery:                "42000",
+	ErNotSupported:              "42000",
+	ErTooManyConnections:        "08004",
+	ErHandshake:                 "08S01",
+	ErNetPacketTooLarge:         "08S01",
+	ErNetReadError:              "08S01",
+	ErNetErrorOnWrite:           "08S01",
+	ErNetPacketsOutOfOrder:      "08S01",
+	ErQueryInterrupted:          "70100",
+	ErServerShutdown:            "08S01",
+	ErUnknownCharset:            "42000",
+	ErSpecificAccessDenied:      "42000",
+	ErSPDoesNotExist:            "42000",
+	ErOperandColumns:            "21000",
+	ErConnectionKilled:          "70100",
+	ErSubqueryNotSupportedUsing: "42000",
 }
 
 // SQLState returns the SQLSTATE MySQL uses for code, or HY000.

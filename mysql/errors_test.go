@@ -52,6 +52,7 @@ var errorCodes = []struct {
 	{"ErErrorDuringCommit", 1180, ErErrorDuringCommit, "HY000"},
 	{"ErSPDoesNotExist", 1305, ErSPDoesNotExist, "42000"},
 	{"ErWrongArguments", 1210, ErWrongArguments, "HY000"},
+	{"ErSubqueryNotSupportedUsing", 1970, ErSubqueryNotSupportedUsing, "42000"},
 }
 
 func TestErrorCodes(t *testing.T) {

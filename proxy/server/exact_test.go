@@ -1,12 +1,12 @@
 package server_test
 
 import (
-	"strconv"
 	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -427,6 +427,15 @@ func TestExactExecuteImmediate(t *testing.T) {
 				"EXECUTE IMMEDIATE 'SELECT * FROM nosuch'",
 				"EXECUTE IMMEDIATE 'SELECT 1' USING 1",
 				"EXECUTE IMMEDIATE (SELECT 'SELECT 2 AS two')",
+				// Text with bytes that are no character of its character
+				// set (QUOTE() makes such a value NULL), and text under
+				// another character_set_results (mtr main.ctype_big5).
+				"SET NAMES big5",
+				"SET @seq = _big5 0xA3C0",
+				"EXECUTE IMMEDIATE CONCAT('SET STATEMENT ', @seq, '=1 SELECT 1')",
+				"SET NAMES utf8mb4, character_set_results = latin1",
+				"EXECUTE IMMEDIATE CONCAT('SELECT ''', _utf8mb4 0xE282AC, _utf8mb4 0xC3A9, ''' AS e')",
+				"SET NAMES utf8mb4",
 				// PREPARE from a variable the proxy did not see set.
 				"SELECT 'SELECT ? * 2 AS doubled' INTO @ps",
 				"PREPARE s FROM @ps",

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/hex"
+	"errors"
+	"fmt"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -55,8 +57,14 @@ func (h *handler) executeImmediate(sql string) error {
 // evalString evaluates an EXECUTE IMMEDIATE expression on the session's
 // connection to the default node: its value as text, and as a literal that
 // gives the same bytes in the same character set ("NULL" for NULL). The
-// server evaluates it inside an EXECUTE IMMEDIATE of its own, so what it
-// refuses there (subqueries, stored functions: 1970) it refuses here.
+// server evaluates it as the parameter of an EXECUTE IMMEDIATE ... USING
+// of its own, so what it refuses there (subqueries, stored functions:
+// 1970) it refuses here, and the value arrives converted to the
+// connection's character set, as the server converts the text of an
+// EXECUTE IMMEDIATE before parsing it. It comes back in hexadecimal: a
+// value with bytes that are no character of its character set (which
+// QUOTE() makes NULL, and which MariaDB's parser then refuses with 1300)
+// and any character_set_results leave it unchanged.
 func (h *handler) evalString(expr string) (text, lit string, err error) {
 	c := h.c
 	node, _ := c.srv.router.DefaultNode(c.user)
@@ -64,25 +72,35 @@ func (h *handler) evalString(expr string) (text, lit string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	res, err := bc.Exec("EXECUTE IMMEDIATE CONCAT('SELECT ', QUOTE(" + expr + "), ' LIMIT 1')")
+	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(a), CHARSET(a) FROM (SELECT ? AS a) t LIMIT 1' USING " + expr)
 	if err != nil {
 		c.st.Release(bc, false, backend.Outcome{})
+		var se *mysql.SQLError
+		if errors.As(err, &se) && se.Code == mysql.ErSubqueryNotSupportedUsing {
+			// The server names the USING it was given; the client's
+			// statement has none.
+			se.Message = "EXECUTE IMMEDIATE does not support subqueries or stored functions"
+		}
 		if bc.Broken() {
 			return "", "", h.backendLost(bc)
 		}
 		return "", "", err
 	}
 	c.st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status})
-	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || len(res.Columns) != 1 {
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
 		return "", "", mysql.NewError(mysql.ErOperandColumns, "Operand should contain 1 column(s)")
 	}
-	v := res.Rows[0][0]
-	if v == nil {
+	hx, cs := res.Rows[0][0], string(res.Rows[0][1])
+	if hx == nil {
 		return "", "NULL", nil
 	}
-	lit = "X'" + hex.EncodeToString(v) + "'"
-	if coll, ok := mysql.CollationByID(byte(res.Columns[0].Charset)); ok && coll.Charset != "binary" && res.Columns[0].Charset < 256 {
-		lit = "_" + coll.Charset + " " + lit
+	v, err := hex.DecodeString(string(hx))
+	if err != nil {
+		return "", "", fmt.Errorf("EXECUTE IMMEDIATE: the server's HEX() gave %q: %w", hx, err)
+	}
+	lit = "X'" + string(hx) + "'"
+	if cs != "binary" {
+		lit = "_" + cs + " " + lit
 	}
 	return string(v), lit, nil
 }
