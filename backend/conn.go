@@ -249,16 +249,15 @@ func (c *Conn) handshake(o DialOptions) error {
 		plugin = mysql.AuthNativePassword
 	}
 	answer := func(plugin string, salt []byte) ([]byte, error) { return scramble(plugin, salt, o.Password, c.tls) }
+	var auth []byte
 	if o.Scramble != nil {
-		answer = o.Scramble
-		if plugin != mysql.AuthNativePassword {
-			// Ask for mysql_native_password at once; the server switches
-			// to the account's own plugin if it is another.
-			plugin = mysql.AuthNativePassword
-		}
-	}
-	auth, err := answer(plugin, h.Salt)
-	if err != nil {
+		// The client answers the server's challenge itself, and a client
+		// follows one authentication switch only. So the first response
+		// names a plugin no account uses, without data: the server then
+		// always asks once, with the account's own plugin and challenge,
+		// and that request goes to the client.
+		answer, plugin = o.Scramble, relayPlugin
+	} else if auth, err = answer(plugin, h.Salt); err != nil {
 		return err
 	}
 	coll := o.Collation
@@ -289,6 +288,11 @@ func (c *Conn) handshake(o DialOptions) error {
 	c.user, c.password, c.salt, c.coll = o.User, o.Password, h.Salt, coll
 	return nil
 }
+
+// relayPlugin is the plugin a login whose answers come from the client
+// names first (DialOptions.Scramble), so that the server asks for its
+// account's plugin: a name no server knows.
+const relayPlugin = "shardgate_relay"
 
 // ChangeUser sends COM_CHANGE_USER for the connection's own account with
 // db as the new default database ("" for none). Like a new login it drops
@@ -329,6 +333,66 @@ func (c *Conn) ChangeUser(db string) error {
 	}
 	// Whether the multi-statement option survives a change of user differs
 	// between servers: set it again so the recorded state is the real one.
+	return c.SetMultiStatements(c.MultiStmts)
+}
+
+// ChangeUserAs sends COM_CHANGE_USER for another account on a connection
+// whose own login the client answered (DialOptions.Scramble): the client
+// computed cu's auth response against this connection's challenge, which
+// a server keeps for the connection's lifetime (MariaDB's clients answer
+// a COM_CHANGE_USER and its plugin switches with the challenge of their
+// login). answer passes each further request of the server (plugin
+// switch, more data) to the client and returns its reply. An SQLError
+// (access denied, or 1047 after three failures) leaves the connection to
+// the account it had, as the server does.
+func (c *Conn) ChangeUserAs(cu *mysql.ChangeUser, answer func(req []byte) ([]byte, error)) error {
+	c.bound()
+	defer c.unbound()
+	c.ResetSeq()
+	if err := c.writeFlush(mysql.AppendChangeUser(nil, cu, c.Caps)); err != nil {
+		c.broken = true
+		return err
+	}
+	for {
+		p, err := c.ReadPacket()
+		if err != nil {
+			c.broken = true
+			return err
+		}
+		if len(p) == 0 {
+			c.broken = true
+			return mysql.ErrMalformedPacket
+		}
+		switch p[0] {
+		case mysql.OKHeader:
+		case mysql.ErrHeader:
+			return mysql.ParseErr(p)
+		default: // a plugin switch or more data for the plugin
+			reply, err := answer(p)
+			if err == nil {
+				err = c.writeFlush(reply)
+			}
+			if err != nil {
+				c.broken = true
+				return err
+			}
+			continue
+		}
+		break
+	}
+	c.user, c.password = cu.User, ""
+	c.DB = cu.Database
+	if cu.Charset != 0 {
+		c.coll = byte(cu.Charset)
+	}
+	c.Collation = c.coll
+	c.LastInsertID = 0
+	c.Vars = nil
+	c.forgetStmts()
+	if err := c.enableTracking(); err != nil {
+		c.broken = true
+		return err
+	}
 	return c.SetMultiStatements(c.MultiStmts)
 }
 

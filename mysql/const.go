@@ -170,6 +170,7 @@ const (
 const (
 	AuthNativePassword      = "mysql_native_password"
 	AuthCachingSha2Password = "caching_sha2_password"
+	AuthOldPassword         = "mysql_old_password" // pre-4.1 hashes, secure_auth off
 	AuthClearPassword       = "mysql_clear_password"
 	AuthSha256Password      = "sha256_password"
 )

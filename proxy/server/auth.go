@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/session"
@@ -113,18 +114,21 @@ func (c *conn) handshake() error {
 	return nil
 }
 
-// backendLogin logs a client in with a backend account of the default node
+// dialLogin logs a client in with a backend account of the default node
 // of backend_logins' schema: the proxy dials the node as that user and
 // passes each authentication request of the server on to the client (an
 // auth switch with the server's salt), so MariaDB checks the password and
-// the proxy never learns it. The connection becomes the session's own.
-func (c *conn) backendLogin(user, db string, coll byte) error {
+// the proxy never learns it. A failure is written to the client.
+func (c *conn) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
 	srv := c.srv
 	node, _ := srv.router.DefaultNode(srv.cfg.BackendLogins)
 	n := srv.nodes[node]
 	answer := func(plugin string, salt []byte) ([]byte, error) {
-		if plugin != mysql.AuthNativePassword {
-			return nil, mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s': the account uses the %s plugin, which shardgate does not pass on (mysql_native_password only)", user, plugin)
+		// Plugins that answer the server's challenge in one packet are
+		// passed on: mysql_old_password too (an account with a pre-4.1
+		// hash, allowed when secure_auth is off on both sides).
+		if plugin != mysql.AuthNativePassword && plugin != mysql.AuthOldPassword {
+			return nil, mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s': the account uses the %s plugin, which shardgate does not pass on (mysql_native_password and mysql_old_password only)", user, plugin)
 		}
 		if err := c.writeFlush(mysql.AppendAuthSwitch(c.buf[:0], plugin, salt)); err != nil {
 			return nil, err
@@ -140,6 +144,16 @@ func (c *conn) backendLogin(user, db string, coll byte) error {
 	bc, err := n.DialAs(ctx, user, db, coll, c.st.Variant, answer)
 	if err != nil {
 		c.writeErr(err)
+		return nil, err
+	}
+	return bc, nil
+}
+
+// backendLogin logs a client in with a backend account (dialLogin) and
+// makes that connection the session's own.
+func (c *conn) backendLogin(user, db string, coll byte) error {
+	bc, err := c.dialLogin(user, db, coll)
+	if err != nil {
 		return err
 	}
 	c.st.Dedicate(bc)

@@ -59,9 +59,12 @@ type conn struct {
 	// held are the thread ids of the backend connections the session
 	// holds (CONNECTION_ID() there), for KILL; written by the session's
 	// goroutine under heldMu after each command that changes them.
-	heldMu  sync.Mutex
-	held    []uint32
-	heldBuf []uint32
+	heldMu sync.Mutex
+	// failedChangeUser counts COM_CHANGE_USERs refused; from the third
+	// on, MariaDB answers 1047 (MDEV-3915).
+	failedChangeUser int
+	held             []uint32
+	heldBuf          []uint32
 	// watch notices a client that leaves while its statement runs (see
 	// startWatch).
 	watch      *time.Timer

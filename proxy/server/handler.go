@@ -540,24 +540,41 @@ func (h *handler) changeUser(p []byte) error {
 	if _, ok := mysql.CollationByID(byte(cu.Charset)); ok && cu.Charset != 0 {
 		coll = byte(cu.Charset)
 	}
+	if c.failedChangeUser >= 3 {
+		// MariaDB's limit on guessing passwords this way (MDEV-3915).
+		return mysql.NewError(mysql.ErUnknownComError, "Unknown command")
+	}
+	_, listed := c.srv.users[cu.User]
+	if bc := c.st.Dedicated(); bc != nil && !listed && c.srv.cfg.BackendLogins != "" {
+		return h.changeUserRelayed(bc, cu, coll)
+	}
+	var bc *backend.Conn
+	if !listed && c.srv.cfg.BackendLogins != "" {
+		bc, err = c.dialLogin(cu.User, "", coll)
+	} else {
+		err = c.authenticate(cu.User, plugin, cu.AuthResponse)
+	}
+	if err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) {
+			// The client has its ERR; as on MariaDB, the session goes on
+			// as it was, with the account it had.
+			c.failedChangeUser++
+			return engine.ErrAnswered
+		}
+		return errCloseSession
+	}
 	// The session's own backend connection (a backend account's login)
 	// goes: the new user gets a new one, or pooled ones.
 	c.st.Undedicate()
-	if _, listed := c.srv.users[cu.User]; !listed && c.srv.cfg.BackendLogins != "" {
-		c.st.Reset()
-		if err := c.backendLogin(cu.User, "", coll); err != nil {
-			return errCloseSession
-		}
+	c.st.Reset()
+	if bc != nil {
+		c.st.Dedicate(bc)
 		c.user = c.srv.cfg.BackendLogins
-		c.act.setUser(cu.User)
 	} else {
-		if err := c.authenticate(cu.User, plugin, cu.AuthResponse); err != nil {
-			return errCloseSession // MySQL closes the connection after a failed change
-		}
-		c.st.Reset()
 		c.user = cu.User
-		c.act.setUser(c.user)
 	}
+	c.act.setUser(cu.User)
 	c.st.DB = ""
 	c.act.setDB("")
 	if cu.Charset != 0 {
@@ -574,6 +591,47 @@ func (h *handler) changeUser(p []byte) error {
 			return err
 		}
 	}
+	return c.okStatus()
+}
+
+// changeUserRelayed changes the user of a session logged in with a
+// backend account to another backend account, on the session's own
+// connection: the client answered that connection's challenge at login,
+// and answers COM_CHANGE_USER with it again (libmariadb does so even
+// after a plugin switch), so only that connection's server can check it.
+// The server decides as for its own clients: a wrong password leaves the
+// session as it was (and a fourth attempt gets 1047).
+func (h *handler) changeUserRelayed(bc *backend.Conn, cu *mysql.ChangeUser, coll byte) error {
+	c := h.c
+	fwd := *cu
+	fwd.Charset = uint16(coll)
+	if fwd.AuthPlugin == "" {
+		fwd.AuthPlugin = mysql.AuthNativePassword
+	}
+	err := bc.ChangeUserAs(&fwd, func(req []byte) ([]byte, error) {
+		if err := c.writeFlush(req); err != nil {
+			return nil, err
+		}
+		p, err := c.c.ReadPacket()
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), p...), nil
+	})
+	if err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) && !bc.Broken() {
+			c.failedChangeUser++
+			return se
+		}
+		c.log.Info("backend connection lost during COM_CHANGE_USER", zap.Error(err))
+		return errCloseSession
+	}
+	c.st.HandshakeColl = coll
+	c.st.Reset()
+	c.act.setUser(cu.User)
+	c.st.DB = cu.Database
+	c.act.setDB(cu.Database)
 	return c.okStatus()
 }
 

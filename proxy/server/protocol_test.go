@@ -461,7 +461,8 @@ func (r *rawConn) prepare(q string) (uint32, [][]byte) {
 }
 
 // TestChangeUser drives COM_CHANGE_USER by hand: the session's state is
-// reset, and a wrong password closes the connection.
+// reset; a wrong password leaves the session as it was, and after three
+// refusals the command gets 1047, as on MariaDB (MDEV-3915).
 func TestChangeUser(t *testing.T) {
 	s := backends(t)[0]
 	p := startProxy(t, newConfig(t, s))
@@ -496,9 +497,18 @@ func TestChangeUser(t *testing.T) {
 	if rows, e := r.query("SELECT COALESCE(DATABASE(), 'NULL')"); e != nil || joinRows(rows) != "NULL" {
 		t.Errorf("after COM_CHANGE_USER without a database: %q %v, want NULL", rows, e)
 	}
-	r.command(changeUser(appPassword+"x", ""))
-	r.expectErr(mysql.ErAccessDenied)
-	r.expectClosed()
+	if _, e := r.query("SET @w = 2"); e != nil {
+		t.Fatal(e)
+	}
+	for range 3 {
+		r.command(changeUser(appPassword+"x", "cu_a"))
+		r.expectErr(mysql.ErAccessDenied)
+		if rows, e := r.query("SELECT @w, COALESCE(DATABASE(), 'NULL')"); e != nil || joinRows(rows) != "2,NULL" {
+			t.Fatalf("after a refused COM_CHANGE_USER: %q %v, want 2,NULL (the session as it was)", rows, e)
+		}
+	}
+	r.command(changeUser(appPassword, ""))
+	r.expectErr(mysql.ErUnknownComError)
 }
 
 // TestRawCursorParity drives a binary prepared statement with a read-only

@@ -274,6 +274,9 @@ func (s *State) Dedicate(bc *backend.Conn) {
 	s.unreplayable = "a login with a backend account"
 }
 
+// Dedicated returns the session's own backend connection, or nil.
+func (s *State) Dedicated() *backend.Conn { return s.dedicated }
+
 // Undedicate closes the session's own backend connection, if it has one.
 func (s *State) Undedicate() {
 	bc := s.dedicated
