@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -666,5 +667,60 @@ func TestExactKillPreparedLoop(t *testing.T) {
 			t.Fatalf("the loop still runs on the server 10 s after KILL %s", id)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestExactPreparedWarnings: the warnings of a prepared statement's
+// PREPARE and of each execution reach the client as MariaDB gives them
+// (mtr main.subselect4, main.derived_cond_pushdown, main.check_constraint
+// under --ps-protocol: a note raised while preparing, a warning raised
+// while opening a table with a CHECK constraint).
+func TestExactPreparedWarnings(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_pw")
+	// Without CLIENT_DEPRECATE_EOF, as libmariadb: it reads the count
+	// from the prepare response's last EOF.
+	d, pr := rawPair(t, s, p, "exact_pw", rawCaps&^mysql.ClientDeprecateEOF)
+	run := func(r *rawConn, q string) []string {
+		var out []string
+		id, resp := r.prepare(q)
+		if id == 0 {
+			return []string{"prepare: " + describe(resp[0])}
+		}
+		out = append(out, fmt.Sprintf("prepare warnings %d", binary.LittleEndian.Uint16(resp[0][10:12])))
+		for _, p := range resp[1:] {
+			if mysql.IsEOF(p) {
+				out = append(out, "EOF "+describe(p))
+			}
+		}
+		rows, err := r.query("SHOW WARNINGS")
+		out = append(out, fmt.Sprintf("%v %v", rows, err))
+		for range 2 {
+			r.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+			res := r.response(false)
+			out = append(out, describe(res[len(res)-1]))
+			rows, err := r.query("SHOW WARNINGS")
+			out = append(out, fmt.Sprintf("%v %v", rows, err))
+		}
+		r.command(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtClose}, id))
+		return out
+	}
+	for _, q := range []string{"CREATE TABLE t1 (v1 VARCHAR(10), CHECK (v1 + 0 >= 0))", "INSERT IGNORE INTO t1 VALUES ('x'), ('x111')"} {
+		if _, err := d.query(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	for _, q := range []string{
+		"EXPLAIN SELECT 1 LIKE ( 1 IN ( SELECT 1 ) )",
+		"SELECT 1 LIKE ( 1 IN ( SELECT 1 ) )",
+		"FLUSH TABLES",
+		"SELECT * FROM t1",
+		"SELECT * FROM t1",
+	} {
+		want, got := run(d, q), run(pr, q)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s:\n proxy   %q\n MariaDB %q", q, got, want)
+		}
 	}
 }

@@ -249,7 +249,9 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 			}
 		}
 		if len(defs) > 0 && c.caps&mysql.ClientDeprecateEOF == 0 {
-			if err := c.c.WritePacket(mysql.AppendEOF(c.buf[:0], 0, c.st.Status)); err != nil {
+			// The EOFs carry the prepare's warnings too, as the server's
+			// do (libmariadb reads the count from the last one).
+			if err := c.c.WritePacket(mysql.AppendEOF(c.buf[:0], st.Warnings, c.st.Status)); err != nil {
 				return err
 			}
 		}
