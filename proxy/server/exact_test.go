@@ -724,3 +724,34 @@ func TestExactPreparedWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestExactPreparedDDLClosed: a prepared statement other than a read or a
+// write stays prepared on the server only while the client has it open, as
+// directly: a prepared CREATE TABLE ... ENGINE=X holds the engine's plugin
+// (mtr main.blackhole_plugin: UNINSTALL PLUGIN then said it was busy).
+func TestExactPreparedDDLClosed(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_pddl")
+	_, pr := rawPair(t, s, p, "exact_pddl", rawCaps)
+	count := func() string {
+		rows, err := pr.query("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0][0]
+	}
+	before := count()
+	for _, q := range []string{"CREATE TABLE t1 (a INT)", "DROP TABLE t1"} {
+		id, resp := pr.prepare(q)
+		if id == 0 {
+			t.Fatalf("prepare %s: %s", q, describe(resp[0]))
+		}
+		pr.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+		pr.response(false)
+		pr.command(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtClose}, id))
+		if after := count(); after != before {
+			t.Fatalf("after %s was executed and closed: %s statements prepared on the server, %s before", q, after, before)
+		}
+	}
+}

@@ -50,6 +50,7 @@ type stmtHandler struct {
 	relayExec  engine.Relay
 	execSQL    string
 	execCursor bool
+	execOnce   bool // close the backend statement after the execution
 }
 
 // prepare answers COM_STMT_PREPARE.
@@ -207,6 +208,9 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	var o backend.Outcome
 	if err == nil {
 		o.Warnings = st.Warnings
+		if !cacheable(cls) {
+			err = bc.Forget(q)
+		}
 	}
 	c.st.Release(bc, false, o)
 	if err != nil {
@@ -227,6 +231,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		return err
 	}
 	ps.UsesIDs = cls.UsesLastInsertID
+	ps.Once = !cacheable(cls)
 	cols := st.Cols
 	if plan.Merge != nil && plan.Merge.Hidden > 0 && plan.Merge.Hidden < len(cols) {
 		// Helper columns the merge strips are not the client's.
@@ -545,7 +550,7 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 	if s.relayExec == nil {
 		s.relayExec = s.relayExecution
 	}
-	s.execSQL, s.execCursor = q, cursor
+	s.execSQL, s.execCursor, s.execOnce = q, cursor, ps.Once && !cursor
 	if _, err = h.x.RunOn(bc, s.pbuf, cursor, s.relayExec); err == nil && cursor {
 		ps.Cursor, ps.CursorID = bc, st.ID
 	}
@@ -563,10 +568,21 @@ func (s *stmtHandler) relayExecution(x *engine.Executor, bc *backend.Conn) (back
 		relay = engine.RelayCursorResult
 	}
 	r, err := relay(x, bc)
-	if err == nil && r.ErrCode == erNeedReprepare {
+	if err == nil && (r.ErrCode == erNeedReprepare || s.execOnce) {
 		err = bc.Forget(s.execSQL)
 	}
 	return r, err
+}
+
+// cacheable reports whether a statement's backend prepared statement may
+// stay prepared on its pooled connection after the client's execution
+// (reads and writes, what applications execute again and again). Others
+// (DDL, administration) are closed at once, as a client's COM_STMT_CLOSE
+// would close them directly: a prepared CREATE TABLE ... ENGINE=X holds
+// the engine plugin until it is closed (UNINSTALL PLUGIN then says it is
+// busy, mtr main.blackhole_plugin).
+func cacheable(cls router.Stmt) bool {
+	return cls.Kind == router.KindRead || cls.Kind == router.KindWrite
 }
 
 // erNeedReprepare is ER_NEED_REPREPARE.

@@ -31,6 +31,9 @@ type Stmt struct {
 	// UsesIDs is set when the statement calls LAST_INSERT_ID() or
 	// CONNECTION_ID(): the connection it runs on gets the session's.
 	UsesIDs bool
+	// Once: the backend closes the statement after each execution (see
+	// cacheable in proxy/server).
+	Once bool
 	// Conn and BackendID locate a statement the backend keeps.
 	Conn      *backend.Conn
 	BackendID uint32
