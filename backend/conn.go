@@ -82,7 +82,10 @@ func (c *Conn) enableTracking() error {
 const erUnknownSystemVariable = 1193
 
 // VariantCaps are the client capabilities that select a pool partition.
-const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows
+// A client that compresses gets compressed backend connections: the
+// server's per-connection status (SHOW STATUS LIKE 'Compression') is then
+// the client's.
+const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows | mysql.ClientCompress
 
 // DialOptions configure a new backend connection.
 type DialOptions struct {
@@ -281,6 +284,9 @@ func (c *Conn) handshake(o DialOptions) error {
 	}
 	if err := c.authResult(plugin, h.Salt, o.Password, answer); err != nil {
 		return err
+	}
+	if o.Variant&mysql.ClientCompress != 0 {
+		c.EnableCompression()
 	}
 	c.DB = o.DB
 	c.Collation = coll

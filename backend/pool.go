@@ -19,7 +19,7 @@ import (
 
 // numVariants is the number of pool partitions: one per subset of
 // VariantCaps.
-const numVariants = 4
+const numVariants = 8
 
 func variantIndex(v uint32) int {
 	i := 0
@@ -28,6 +28,9 @@ func variantIndex(v uint32) int {
 	}
 	if v&mysql.ClientFoundRows != 0 {
 		i |= 2
+	}
+	if v&mysql.ClientCompress != 0 {
+		i |= 4
 	}
 	return i
 }

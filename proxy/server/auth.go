@@ -76,7 +76,7 @@ func (c *conn) handshake() error {
 		coll = srv.coll
 	}
 	c.st = session.New(srv.nodes, srv.cfg.TransactionMode == config.TransactionSingle, coll,
-		c.caps&(mysql.ClientDeprecateEOF|mysql.ClientFoundRows), c.caps&mysql.ClientMultiStatements != 0)
+		c.caps&backend.VariantCaps, c.caps&mysql.ClientMultiStatements != 0)
 	clientPlugin := hr.AuthPlugin
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword

@@ -265,7 +265,9 @@ func TestAuthSwitch(t *testing.T) {
 	}
 }
 
-// TestRawCompression speaks the compressed protocol by hand.
+// TestRawCompression speaks the compressed protocol by hand; the session's
+// backend connection compresses too, so the server's per-connection
+// status says so, as it would directly (mtr main.compress).
 func TestRawCompression(t *testing.T) {
 	s := backends(t)[0]
 	p := startProxy(t, newConfig(t, s))
@@ -285,6 +287,17 @@ func TestRawCompression(t *testing.T) {
 	}
 	r.command([]byte{mysql.ComPing})
 	r.expectOK()
+	for _, q := range []string{"SHOW STATUS LIKE 'Compression'", "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'COMPRESSION'"} {
+		rows, e := r.query(q)
+		if e != nil || rows[0][len(rows[0])-1] != "ON" {
+			t.Errorf("%s: %v %v, want ON", q, rows, e)
+		}
+	}
+	plain := dialRaw(t, p.addr)
+	plain.login(rawCaps)
+	if rows, e := plain.query("SHOW STATUS LIKE 'Compression'"); e != nil || rows[0][1] != "OFF" {
+		t.Errorf("SHOW STATUS LIKE 'Compression' without compression: %v %v, want OFF", rows, e)
+	}
 }
 
 // TestRawParity sends the same commands, byte for byte, to MariaDB and
