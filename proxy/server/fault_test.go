@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,33 @@ func TestFaultClientLeavesMidStatement(t *testing.T) {
 			return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = '"+q+"'") == "0"
 		})
 		t.Logf("%s stopped %v after the client left", q, time.Since(start).Round(time.Millisecond))
+	}
+	// A prepared statement waiting for a lock another session holds
+	// (COM_STMT_EXECUTE of SELECT GET_LOCK): the client leaves abruptly,
+	// the wait stops on the server and the lock is never granted to it.
+	holder := conn(t, direct)
+	if got := queryValue(t, holder, "SELECT GET_LOCK('sg_fault_lock', 0)"); got != "1" {
+		t.Fatalf("GET_LOCK in the holding session: %s", got)
+	}
+	q := "SELECT GET_LOCK('sg_fault_lock', 20)"
+	r := dialRaw(t, p.addr)
+	r.login(rawCaps)
+	id, resp := r.prepare(q)
+	if id == 0 {
+		t.Fatalf("prepare %s: %s", q, describe(resp[0]))
+	}
+	r.command(append(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id), 0, 1, 0, 0, 0))
+	runningThread(t, direct, q)
+	time.Sleep(1500 * time.Millisecond)
+	r.nc.Close()
+	eventually(t, 5*time.Second, "the prepared GET_LOCK to stop waiting on the server", func() bool {
+		return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = \""+q+"\"") == "0"
+	})
+	if _, err := holder.ExecContext(context.Background(), "DO RELEASE_LOCK('sg_fault_lock')"); err != nil {
+		t.Fatal(err)
+	}
+	if got := queryValue(t, direct, "SELECT COALESCE(IS_USED_LOCK('sg_fault_lock'), 'free')"); got != "free" {
+		t.Errorf("after the holder released the lock, thread %s holds it: the departed client's GET_LOCK went on", got)
 	}
 	eventually(t, 5*time.Second, "the pool to be free", func() bool { return p.srv.Stats().Nodes[0].InUse == 0 })
 	// A statement that outlives the watch's start still works for a
