@@ -43,6 +43,13 @@ func TestTrackedSessionVariables(t *testing.T) {
 	if got := joinRows(queryStrings(t, a, "SELECT DISTINCT @s, @@sql_mode FROM acct")); got != "42-x,ANSI_QUOTES,NO_ZERO_DATE" {
 		t.Errorf("expression values: %s", got)
 	}
+	// A user variable keeps its type on every connection: a DOUBLE that
+	// reads back as "1" stays a DOUBLE (1/3 gives 16 digits, not an
+	// integer's 4; mtr main.ctype_binary).
+	mustExec(t, a, "SET @d = SQRT(1)")
+	if got := joinRows(queryStrings(t, a, "SELECT DISTINCT CONCAT(@d / 3) FROM acct")); got != "0.3333333333333333" {
+		t.Errorf("a DOUBLE user variable on every subtable: %s", got)
+	}
 	// A failing SET changes nothing.
 	_, err := a.ExecContext(t.Context(), "SET time_zone = 'Nowhere/Nothing'")
 	wantSQLError(t, err, 1298, "HY000")

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -141,8 +142,15 @@ func literalOf(c *mysql.Column, v []byte) string {
 	}
 	switch c.Type {
 	case mysql.TypeTiny, mysql.TypeShort, mysql.TypeLong, mysql.TypeLongLong, mysql.TypeInt24, mysql.TypeYear,
-		mysql.TypeDecimal, mysql.TypeNewDecimal, mysql.TypeFloat, mysql.TypeDouble:
+		mysql.TypeDecimal, mysql.TypeNewDecimal:
 		return string(v)
+	case mysql.TypeFloat, mysql.TypeDouble:
+		// An exponent keeps the value a DOUBLE: "1" would make a user
+		// variable set to SQRT(1) an integer on the next connection.
+		if bytes.ContainsAny(v, "eE") {
+			return string(v)
+		}
+		return string(v) + "E0"
 	}
 	hex := fmt.Sprintf("X'%x'", v)
 	if c.Charset == 63 {
