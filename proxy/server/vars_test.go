@@ -76,3 +76,34 @@ func TestTrackedSessionVariables(t *testing.T) {
 		t.Errorf("a new client after a left: %s", got)
 	}
 }
+
+// TestCarriedUserVariableTypes: a user variable reaches the session's next
+// connection with its type, bytes, character set and collation (mtr
+// main.ctype_ucs, main.ctype_binary, main.gis): the SET runs on one pooled
+// connection, another client then holds that one, and the session reads
+// the variables on a second.
+func TestCarriedUserVariableTypes(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "carry_types")
+	a := conn(t, openDB(t, p.dsn("carry_types", "")))
+	b := conn(t, openDB(t, p.dsn("carry_types", "")))
+	mustExec(t, a, "SET NAMES latin1",
+		"SET @c = _latin1'abc' COLLATE latin1_bin, @g = ST_GeomFromText('POINT(1 2)', 4326), @u = _latin1 0xE9 COLLATE latin1_german1_ci, @d = SQRT(1), @n = 7, @m = 1.50")
+	// b takes the connection a used last (the pool hands out the most
+	// recently used one) and keeps it in a transaction.
+	self := "SELECT @@pseudo_thread_id"
+	first := queryValue(t, a, self)
+	mustExec(t, b, "BEGIN")
+	if got := queryValue(t, b, self); got != first {
+		t.Logf("b runs on thread %s, a ran on %s", got, first)
+	}
+	if got := queryValue(t, a, self); got == first {
+		t.Fatalf("a still runs on thread %s: the test does not move it", got)
+	}
+	defer mustExec(t, b, "ROLLBACK")
+	want := "latin1_bin,abc,4326,GEOMETRYCOLLECTION(POINT(1 2)),latin1_german1_ci,E9,0.3333333333333333,7,1.50"
+	if got := joinRows(queryStrings(t, a, "SELECT COLLATION(@c), @c, ST_SRID(@g), ST_AsText(GeometryCollection(@g)), COLLATION(@u), HEX(@u), CONCAT(@d / 3), @n, @m")); got != want {
+		t.Errorf("user variables on the session's next connection:\n got %s\nwant %s", got, want)
+	}
+}

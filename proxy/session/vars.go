@@ -41,19 +41,37 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 			targets = append(targets, t)
 		}
 	}
+	// A user variable is read with its bytes in hexadecimal, its
+	// character set and collation: the value column alone arrives
+	// converted to character_set_results.
+	cols := make([]string, 0, len(targets))
+	for _, t := range targets {
+		cols = append(cols, t)
+		if strings.HasPrefix(t, "@`") {
+			cols = append(cols, "HEX("+t+")", "CHARSET("+t+")", "COLLATION("+t+")")
+		}
+	}
 	// LIMIT 1: the session's sql_select_limit (0, say) must not hide the row.
-	res, err := bc.Exec("SELECT " + strings.Join(targets, ", ") + " LIMIT 1")
+	res, err := bc.Exec("SELECT " + strings.Join(cols, ", ") + " LIMIT 1")
 	if err != nil {
 		return err
 	}
-	if len(res.Rows) != 1 || len(res.Rows[0]) != len(targets) {
+	if len(res.Rows) != 1 || len(res.Rows[0]) != len(cols) {
 		return fmt.Errorf("reading back %d session variables: got %d rows", len(targets), len(res.Rows))
 	}
 	if bc.Vars == nil {
 		bc.Vars = make(map[string]string)
 	}
-	for i, t := range targets {
+	col := 0
+	for _, t := range targets {
+		i := col
+		col++
 		lit := literalOf(res.Columns[i], res.Rows[0][i])
+		if strings.HasPrefix(t, "@`") {
+			row := res.Rows[0]
+			lit = userLiteral(res.Columns[i], row[i], row[i+1], row[i+2], row[i+3])
+			col += 3
+		}
 		switch t {
 		case "@@SESSION.`sql_mode`":
 			s.mode = router.ParseMode(string(res.Rows[0][i]))
@@ -131,6 +149,30 @@ func varTarget(v router.SetVar) string {
 		return "@" + name
 	}
 	return "@@SESSION." + name
+}
+
+// userLiteral renders a user variable read back as an SQL literal that
+// gives it the same type, bytes, character set and collation: numbers as
+// literalOf renders them, strings as _charset X'..' COLLATE collation,
+// geometries (SRID and WKB) through ST_GeomFromWKB.
+func userLiteral(c *mysql.Column, v, hx, cs, coll []byte) string {
+	if v == nil {
+		return "NULL"
+	}
+	switch c.Type {
+	case mysql.TypeTiny, mysql.TypeShort, mysql.TypeLong, mysql.TypeLongLong, mysql.TypeInt24, mysql.TypeYear,
+		mysql.TypeDecimal, mysql.TypeNewDecimal, mysql.TypeFloat, mysql.TypeDouble:
+		return literalOf(c, v)
+	case mysql.TypeGeometry:
+		if raw, err := hex.DecodeString(string(hx)); err == nil && len(raw) > 4 {
+			srid := uint32(raw[0]) | uint32(raw[1])<<8 | uint32(raw[2])<<16 | uint32(raw[3])<<24
+			return fmt.Sprintf("ST_GeomFromWKB(X'%X', %d)", raw[4:], srid)
+		}
+	}
+	if len(cs) == 0 || len(coll) == 0 {
+		return literalOf(c, v)
+	}
+	return "_" + string(cs) + " X'" + string(hx) + "' COLLATE " + string(coll)
 }
 
 // literalOf renders a value read back from the server as an SQL literal
