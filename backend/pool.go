@@ -420,6 +420,26 @@ func (c *Conn) waitTimedOut(now time.Time) bool {
 	return err == nil && now.Sub(c.lastUsed) >= time.Duration(secs)*time.Second-time.Second
 }
 
+// HasThread reports whether a connection of the node's pool, idle or
+// checked out, has the server thread id.
+func (n *Node) HasThread(id uint32) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.busy {
+		if c.ThreadID == id {
+			return true
+		}
+	}
+	for _, list := range n.idle {
+		for _, c := range list {
+			if c.ThreadID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Put returns a connection taken with Get. Broken connections are closed.
 func (n *Node) Put(c *Conn) {
 	if c.private {

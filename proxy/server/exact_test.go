@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/binary"
 	"errors"
@@ -754,4 +755,38 @@ func TestExactPreparedDDLClosed(t *testing.T) {
 			t.Fatalf("after %s was executed and closed: %s statements prepared on the server, %s before", q, after, before)
 		}
 	}
+}
+
+// TestExactKillServerThread: KILL QUERY of a server thread that is no
+// connection of the proxy (an event, another application's connection:
+// mtr main.events_processlist) runs on the server, which checks the
+// privileges; the proxy's own pooled connections stay unknown (1094).
+func TestExactKillServerThread(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	direct := openDB(t, directDSN(s, "", ""))
+	other := conn(t, direct)
+	q := "SELECT SLEEP(20) /* another application */"
+	done := make(chan error, 1)
+	go func() {
+		var v int
+		done <- other.QueryRowContext(context.Background(), q).Scan(&v)
+	}()
+	tid := runningThread(t, direct, q)
+	a := conn(t, openDB(t, p.dsn("", "")))
+	mustExec(t, a, fmt.Sprintf("KILL QUERY %d", tid))
+	select {
+	case err := <-done:
+		if !isSQLError(err, mysql.ErQueryInterrupted) {
+			t.Errorf("the killed statement ended with %v, want 1317", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the statement still runs 10 s after KILL QUERY")
+	}
+	// An idle pooled connection of the proxy (the one b's statement ran
+	// on, back in the pool).
+	b := conn(t, openDB(t, p.dsn("", "")))
+	pooled := queryValue(t, b, "SELECT @@pseudo_thread_id")
+	_, err := a.ExecContext(t.Context(), "KILL "+pooled)
+	wantSQLError(t, err, mysql.ErUnknownThread, "HY000")
 }

@@ -134,8 +134,14 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	if target == nil {
 		target = s.sessionHolding(k.ID, "") // another account's: 1095
 	}
-	if target == nil || k.ID > uint64(^uint32(0)) && !k.Self {
+	if k.ID > uint64(^uint32(0)) && !k.Self {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
+	}
+	if target == nil || target.act.owner() != c.act.owner() && c.st.Dedicated() != nil && target.st.Dedicated() != nil {
+		// Not a session of the proxy, or one logged in with another
+		// MariaDB account killed by a session with an account of its
+		// own: the server decides, by its privileges.
+		return s.killThread(c, k)
 	}
 	if target.act.owner() != c.act.owner() {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
@@ -162,6 +168,42 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	}
 	if !k.Query {
 		target.nc.Close()
+	}
+	return c.okStatus()
+}
+
+// killThread runs KILL [QUERY] id on the server of c's default node, for
+// a thread that is no session of the proxy's (an event, a replication or
+// another application's thread) or the own connection of a session
+// logged in with another MariaDB account: with the session's own account
+// when it has one, else with the node's. The server then checks the
+// privileges (the account's own threads, CONNECTION ADMIN). The proxy's
+// pooled connections (of any node: two may name the same server) carry
+// other clients' sessions: their ids stay unknown (1094) to every client.
+func (s *Server) killThread(c *conn, k router.Kill) error {
+	node, _ := s.router.DefaultNode(c.user)
+	n := s.nodes[node]
+	unknown := n == nil
+	for _, other := range s.nodes {
+		// Any node's: two nodes may name the same server.
+		unknown = unknown || other.HasThread(uint32(k.ID))
+	}
+	if unknown {
+		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
+	}
+	kc := c.st.Dedicated()
+	if kc == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		kc, err = n.Dial(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+	}
+	if err := kc.KillQuery(uint32(k.ID), k.Query); err != nil {
+		return err
 	}
 	return c.okStatus()
 }

@@ -132,12 +132,20 @@ func (s *State) UserVarText(name string) (text string, ok bool) {
 	if lit == "NULL" {
 		return "", false
 	}
-	if i := strings.Index(lit, "X'"); i >= 0 && strings.HasSuffix(lit, "'") {
-		b, err := hex.DecodeString(lit[i+2 : len(lit)-1])
+	// The bytes of _cs X'..' [COLLATE c] (and of a geometry's WKB).
+	if i := strings.Index(lit, "X'"); i >= 0 {
+		end := strings.IndexByte(lit[i+2:], '\'')
+		if end < 0 {
+			return "", false
+		}
+		b, err := hex.DecodeString(lit[i+2 : i+2+end])
 		if err != nil {
 			return "", false
 		}
 		return string(b), true
+	}
+	if _, err := strconv.ParseFloat(lit, 64); err != nil {
+		return "", false // not a number either: unknown
 	}
 	return lit, true // a number
 }
