@@ -84,8 +84,9 @@ const erUnknownSystemVariable = 1193
 // VariantCaps are the client capabilities that select a pool partition.
 // A client that compresses gets compressed backend connections: the
 // server's per-connection status (SHOW STATUS LIKE 'Compression') is then
-// the client's.
-const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows | mysql.ClientCompress
+// the client's. CLIENT_IGNORE_SPACE (mariadb -i) changes how the server
+// parses function names followed by a space.
+const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows | mysql.ClientCompress | mysql.ClientIgnoreSpace
 
 // DialOptions configure a new backend connection.
 type DialOptions struct {

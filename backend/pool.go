@@ -19,7 +19,7 @@ import (
 
 // numVariants is the number of pool partitions: one per subset of
 // VariantCaps.
-const numVariants = 8
+const numVariants = 16
 
 func variantIndex(v uint32) int {
 	i := 0
@@ -31,6 +31,9 @@ func variantIndex(v uint32) int {
 	}
 	if v&mysql.ClientCompress != 0 {
 		i |= 4
+	}
+	if v&mysql.ClientIgnoreSpace != 0 {
+		i |= 8
 	}
 	return i
 }

@@ -39,7 +39,7 @@ type Stmt struct {
 var statefulWords = []string{
 	"TEMPORARY", "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK",
 	"SQL_CALC_FOUND_ROWS", "FOUND_ROWS", "ROW_COUNT", "LASTVAL", "PREVIOUS VALUE", "SETVAL",
-	"CONNECTION_ID", "SQL_LOG_BIN",
+	"CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN",
 }
 
 // Classify looks at a statement's text: first keyword, and whether it can

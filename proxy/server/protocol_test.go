@@ -611,3 +611,21 @@ func TestRawCursorParity(t *testing.T) {
 		})
 	}
 }
+
+// TestRawIgnoreSpace: a client that logs in with CLIENT_IGNORE_SPACE
+// (mariadb -i) gets backend connections that parse as it asked, "COUNT
+// (*)" included (mtr main.mysql); others do not.
+func TestRawIgnoreSpace(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	r := dialRaw(t, p.addr)
+	r.login(rawCaps | mysql.ClientIgnoreSpace)
+	if rows, e := r.query("SELECT COUNT (*) FROM (SELECT 1) t"); e != nil || joinRows(rows) != "1" {
+		t.Errorf("SELECT COUNT (*) with CLIENT_IGNORE_SPACE: %v %v", rows, e)
+	}
+	plain := dialRaw(t, p.addr)
+	plain.login(rawCaps)
+	if _, e := plain.query("SELECT COUNT (*) FROM (SELECT 1) t"); e == nil || e.Code != mysql.ErSyntax {
+		t.Errorf("SELECT COUNT (*) without CLIENT_IGNORE_SPACE: %v, want 1064", e)
+	}
+}
