@@ -220,6 +220,9 @@ nodes:
     password: ""
     max_conns_limit: 128
 deny_statements: []
+# TLS for clients with mtr's own certificates, as its servers have (tests connect with --ssl and the std_data CA).
+tls_cert: $MTR_DIR/std_data/server-cert.pem
+tls_key: $MTR_DIR/std_data/server-key.pem
 # The accounts tests create log in with their own MariaDB accounts.
 backend_logins: root
 # Idle pooled connections close at once: tests count the server's sessions (include/count_sessions.inc).
