@@ -476,3 +476,38 @@ func SecondKeyword(sql string) string {
 func HasExecutableComment(sql string) bool {
 	return strings.Contains(sql, "/*!") || strings.Contains(sql, "/*M!") || strings.Contains(sql, "/*m!")
 }
+
+// PrepareFromExpr reads PREPARE name FROM expr, the form whose text is an
+// expression (other than a string literal or a user variable, which
+// ParseSQLPrepare reads): the statement's name (lower case) and the
+// expression's text. ok is false when sql does not have that shape, which
+// the server would refuse as a syntax error. Texts with executable
+// comments are the caller's to refuse first.
+func PrepareFromExpr(sql string) (name, expr string, ok bool) {
+	kw, rest := firstKeyword(sql)
+	if kw != "PREPARE" {
+		return "", "", false
+	}
+	if t := strings.TrimLeft(rest, " \t\r\n\f"); strings.HasPrefix(t, "`") {
+		end := scanQuoted(t, 0, '`')
+		if end <= 1 {
+			return "", "", false
+		}
+		name, rest = strings.ReplaceAll(t[1:end-1], "``", "`"), t[end:]
+	} else {
+		w, r := firstKeyword(rest)
+		if w == "" {
+			return "", "", false
+		}
+		name, rest = w, r
+	}
+	kw, rest = firstKeyword(rest)
+	if kw != "FROM" {
+		return "", "", false
+	}
+	expr = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	if expr == "" {
+		return "", "", false
+	}
+	return strings.ToLower(name), expr, true
+}

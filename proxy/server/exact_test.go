@@ -438,6 +438,15 @@ func TestExactExecuteImmediate(t *testing.T) {
 				"SET NAMES utf8mb4, character_set_results = latin1",
 				"EXECUTE IMMEDIATE CONCAT('SELECT ''', _utf8mb4 0xE282AC, _utf8mb4 0xC3A9, ''' AS e')",
 				"SET NAMES utf8mb4",
+				// PREPARE from an expression, and PREPARE that is no
+				// statement at all (mtr main.statement-expr, ps_1general).
+				"PREPARE s3 FROM CONCAT('SELECT ', 3, ' AS three')",
+				"EXECUTE s3",
+				"PREPARE s4 FROM (SELECT 'SELECT 4')",
+				"PREPARE s5 FROM NULL",
+				"PREPARE ;",
+				"PREPARE s6",
+				"PREPARE s7 FROM ;",
 				// PREPARE from a variable the proxy did not see set.
 				"SELECT 'SELECT ? * 2 AS doubled' INTO @ps",
 				"PREPARE s FROM @ps",

@@ -328,9 +328,20 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 			return false, nil // checked: the server runs it
 		}
 		return true, h.executeImmediate(sql)
+	case stmt.Keyword == "PREPARE" && h.immediate:
+		return false, nil // prepareFromExpr's: checked, the server runs it
 	case stmt.Keyword == "PREPARE":
-		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok || router.HasExecutableComment(sql) {
-			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal or a user variable, without executable comments")
+		if router.HasExecutableComment(sql) {
+			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal, a user variable or an expression, without executable comments")
+		}
+		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok {
+			name, expr, ok := router.PrepareFromExpr(sql)
+			if !ok {
+				// Not PREPARE name FROM something (it ends early): the
+				// server's syntax error, without the server seeing it.
+				return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '' at line 1")
+			}
+			return true, h.prepareFromExpr(name, expr)
 		}
 	}
 	if router.HasExecutableComment(sql) {

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -23,7 +24,7 @@ func (h *handler) executeImmediate(sql string) error {
 	if !ok || router.HasExecutableComment(sql) {
 		return mysql.NewError(mysql.ErNotSupported, "this form of EXECUTE IMMEDIATE is not supported by shardgate")
 	}
-	text, lit, err := h.evalString(expr)
+	text, lit, err := h.evalString(expr, "EXECUTE IMMEDIATE")
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (h *handler) executeImmediate(sql string) error {
 // value with bytes that are no character of its character set (which
 // QUOTE() makes NULL, and which MariaDB's parser then refuses with 1300)
 // and any character_set_results leave it unchanged.
-func (h *handler) evalString(expr string) (text, lit string, err error) {
+func (h *handler) evalString(expr, stmtName string) (text, lit string, err error) {
 	c := h.c
 	node, _ := c.srv.router.DefaultNode(c.user)
 	bc, err := c.st.Acquire(node, false)
@@ -79,7 +80,7 @@ func (h *handler) evalString(expr string) (text, lit string, err error) {
 		if errors.As(err, &se) && se.Code == mysql.ErSubqueryNotSupportedUsing {
 			// The server names the USING it was given; the client's
 			// statement has none.
-			se.Message = "EXECUTE IMMEDIATE does not support subqueries or stored functions"
+			se.Message = stmtName + " does not support subqueries or stored functions"
 		}
 		if bc.Broken() {
 			return "", "", h.backendLost(bc)
@@ -103,4 +104,35 @@ func (h *handler) evalString(expr string) (text, lit string, err error) {
 		lit = "_" + cs + " " + lit
 	}
 	return string(v), lit, nil
+}
+
+// prepareFromExpr runs PREPARE name FROM expr for an expression other than
+// a string literal or a user variable: the expression is evaluated as for
+// EXECUTE IMMEDIATE, and the statement runs as PREPARE name FROM the
+// literal of its value, so the proxy sees the text like any other (KILL is
+// the proxy's, the statement policy applies, sharded tables are routed).
+func (h *handler) prepareFromExpr(name, expr string) error {
+	c := h.c
+	text, lit, err := h.evalString(expr, "PREPARE..FROM")
+	if err != nil {
+		return err
+	}
+	if lit != "NULL" {
+		stmt := router.Classify(text)
+		if err := h.allowed(text, stmt.Keyword); err != nil {
+			return err
+		}
+		if stmt.Kind == router.KindKill || c.srv.router.Prepared(text, h.routerSession()) != nil {
+			// The proxy's own, as for PREPARE FROM a literal.
+			if err := c.st.Stmts.SetNamed(name, text); err != nil {
+				return err
+			}
+			return c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
+		}
+	}
+	c.st.Stmts.DropNamed(name)
+	q := "PREPARE `" + strings.ReplaceAll(name, "`", "``") + "` FROM " + lit
+	h.immediate = true
+	defer func() { h.immediate = false }()
+	return h.query(append([]byte{mysql.ComQuery}, q...))
 }

@@ -32,7 +32,7 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 			if text, known = c.st.UserVarText(sp.FromVar); !known {
 				// Set where the proxy did not see its value (SELECT ...
 				// INTO @v): read it from the session's connection.
-				v, lit, err := h.evalString("@`" + strings.ReplaceAll(sp.FromVar, "`", "``") + "`")
+				v, lit, err := h.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
 				if err != nil {
 					return true, err
 				}
