@@ -795,7 +795,7 @@ func TestExactKillServerThread(t *testing.T) {
 	// An idle pooled connection of the proxy (the one b's statement ran
 	// on, back in the pool).
 	b := conn(t, openDB(t, p.dsn("", "")))
-	pooled := queryValue(t, b, "SELECT @@pseudo_thread_id")
+	pooled := queryValue(t, b, selfThreadSQL)
 	_, err := a.ExecContext(t.Context(), "KILL "+pooled)
 	wantSQLError(t, err, mysql.ErUnknownThread, "HY000")
 }
