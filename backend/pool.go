@@ -596,3 +596,6 @@ func (n *Node) reapIdle() {
 		c.Close()
 	}
 }
+
+// User is the account the node's pool logs in with.
+func (n *Node) User() string { return n.cfg.User }

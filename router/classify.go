@@ -249,11 +249,15 @@ type Kill struct {
 	ID    uint64
 	Query bool // KILL QUERY: stop the statement, keep the connection
 	Self  bool // KILL CONNECTION_ID(): the session's own connection
+	// User is the account of KILL ... USER account, as written; the
+	// statement's text is then in SQL.
+	User, SQL string
 }
 
-// ParseKill parses `KILL [CONNECTION | QUERY] id` (MariaDB's HARD/SOFT
-// modifiers are accepted). ok is false for other forms, such as
-// `KILL QUERY ID n` or `KILL USER name`, which the session refuses.
+// ParseKill parses `KILL [HARD | SOFT] [CONNECTION | QUERY] id` and
+// `KILL [HARD | SOFT] [CONNECTION | QUERY] USER account`. ok is false for
+// other forms, such as `KILL QUERY ID n` or an expression, which the
+// session refuses.
 func ParseKill(sql string) (Kill, bool) {
 	kw, rest := firstKeyword(sql)
 	if kw != "KILL" {
@@ -274,6 +278,13 @@ func ParseKill(sql string) (Kill, bool) {
 		break
 	}
 	t := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	if w, r := firstKeyword(t); w == "USER" {
+		if k.User = strings.TrimSpace(r); k.User == "" {
+			return Kill{}, false
+		}
+		k.SQL = sql
+		return k, true
+	}
 	if u := strings.ToUpper(strings.ReplaceAll(t, " ", "")); u == "CONNECTION_ID()" {
 		k.Self = true // the session's own connection
 		return k, true

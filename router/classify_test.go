@@ -66,7 +66,9 @@ func TestParseKill(t *testing.T) {
 		{"KILL CONNECTION_ID()", true, Kill{Self: true}},
 		{"kill query connection_id( )", true, Kill{Query: true, Self: true}},
 		{"KILL QUERY ID 3", false, Kill{}},
-		{"KILL USER bob", false, Kill{}},
+		{"KILL USER bob", true, Kill{User: "bob", SQL: "KILL USER bob"}},
+		{"KILL HARD QUERY USER 'bob'@'%'", true, Kill{Query: true, User: "'bob'@'%'", SQL: "KILL HARD QUERY USER 'bob'@'%'"}},
+		{"KILL USER", false, Kill{}},
 		{"KILL 99999999999", false, Kill{}},
 		{"SELECT 1", false, Kill{}},
 	}

@@ -53,6 +53,26 @@ func TestBackendLogins(t *testing.T) {
 	_, err = bl.Exec("KILL " + id)
 	wantSQLError(t, err, 1095, "HY000")
 
+	// KILL ... USER runs on the server, with the node's account for a
+	// user_list session: it ends bl_nopw's connection and says how many
+	// (mtr main.kill). The account the pools log in with is refused:
+	// its threads are every client's sessions.
+	if err := nopw.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := appConn.ExecContext(t.Context(), "KILL CONNECTION USER bl_nopw")
+	if err != nil {
+		t.Fatalf("KILL CONNECTION USER bl_nopw: %v", err)
+	}
+	if n, _ := res.RowsAffected(); n < 1 {
+		t.Errorf("KILL CONNECTION USER bl_nopw: %d rows affected, want its connections", n)
+	}
+	eventually(t, 5*time.Second, "bl_nopw's connection to end", func() bool {
+		return queryValue(t, admin, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'bl_nopw'") == "0"
+	})
+	_, err = appConn.ExecContext(t.Context(), "KILL QUERY USER "+s.User)
+	wantSQLError(t, err, 1095, "HY000")
+
 	// Its connections are its own: gone from the server once it leaves.
 	bl.Close()
 	nopw.Close()

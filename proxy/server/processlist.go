@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,6 +123,9 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 func (s *Server) kill(c *conn, k router.Kill) error {
 	// An id CONNECTION_ID() gave on a connection a session of the same
 	// account holds names that session; other ids are the proxy's.
+	if k.User != "" {
+		return s.killUser(c, k)
+	}
 	var target *conn
 	if k.Self {
 		target = c
@@ -137,10 +141,11 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 	if k.ID > uint64(^uint32(0)) && !k.Self {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
-	if target == nil || target.act.owner() != c.act.owner() && c.st.Dedicated() != nil && target.st.Dedicated() != nil {
+	if target == nil || target.act.owner() != c.act.owner() && target.st.Dedicated() != nil {
 		// Not a session of the proxy, or one logged in with another
-		// MariaDB account killed by a session with an account of its
-		// own: the server decides, by its privileges.
+		// MariaDB account: the server decides, by the privileges of the
+		// killer's account (its own, or the node's for a user_list
+		// session, whose statements all run with the node's).
 		return s.killThread(c, k)
 	}
 	if target.act.owner() != c.act.owner() {
@@ -206,6 +211,42 @@ func (s *Server) killThread(c *conn, k router.Kill) error {
 		return err
 	}
 	return c.okStatus()
+}
+
+// killUser runs KILL ... USER account on the server of c's default node,
+// with the session's own MariaDB account when it has one, else with the
+// node's: the server kills that account's threads its privileges allow
+// and says how many. The accounts the proxy's pools log in with are
+// refused (1095): their threads are every client's sessions.
+func (s *Server) killUser(c *conn, k router.Kill) error {
+	name := k.User
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		name = name[:i]
+	}
+	name = strings.Trim(strings.TrimSpace(name), "'\"`")
+	for _, n := range s.nodes {
+		if strings.EqualFold(n.User(), name) {
+			return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %s: the account's connections are the proxy's pool, every client's", k.User)
+		}
+	}
+	node, _ := s.router.DefaultNode(c.user)
+	n := s.nodes[node]
+	kc := c.st.Dedicated()
+	if kc == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		kc, err = n.Dial(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+	}
+	res, err := kc.Exec(k.SQL)
+	if err != nil {
+		return err
+	}
+	return c.writeOK(mysql.OK{AffectedRows: res.OK.AffectedRows, Status: c.st.Status})
 }
 
 // killOn stops the statement running on bc from a new connection to its
