@@ -70,8 +70,15 @@ func TestBackendLogins(t *testing.T) {
 	eventually(t, 5*time.Second, "bl_nopw's connection to end", func() bool {
 		return queryValue(t, admin, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'bl_nopw'") == "0"
 	})
-	_, err = appConn.ExecContext(t.Context(), "KILL QUERY USER "+s.User)
-	wantSQLError(t, err, 1095, "HY000")
+	for _, q := range []string{"KILL QUERY USER " + s.User, "KILL QUERY USER '" + s.User + "'@'%'", "KILL USER `" + s.User + "`"} {
+		_, err = appConn.ExecContext(t.Context(), q)
+		wantSQLError(t, err, 1095, "HY000")
+	}
+	// Spellings whose account the proxy cannot be sure of are refused.
+	for _, q := range []string{"KILL USER CURRENT_USER()", "KILL USER 'r\\oot'", "KILL USER /**/root"} {
+		_, err = appConn.ExecContext(t.Context(), q)
+		wantSQLError(t, err, 1235, "42000")
+	}
 
 	// Its connections are its own: gone from the server once it leaves.
 	bl.Close()

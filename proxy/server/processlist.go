@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -213,17 +214,23 @@ func (s *Server) killThread(c *conn, k router.Kill) error {
 	return c.okStatus()
 }
 
+// killUserSpec is the account of KILL ... USER the proxy passes on: a
+// name (quoted or not) of plain characters, with a host of the same or %.
+var killUserSpec = regexp.MustCompile(`^(?:'([A-Za-z0-9_$.-]+)'|` + "`([A-Za-z0-9_$.-]+)`" + `|([A-Za-z0-9_$.-]+))(?:@(?:'[A-Za-z0-9_$.%-]+'|[A-Za-z0-9_$.%-]+))?$`)
+
 // killUser runs KILL ... USER account on the server of c's default node,
 // with the session's own MariaDB account when it has one, else with the
 // node's: the server kills that account's threads its privileges allow
 // and says how many. The accounts the proxy's pools log in with are
 // refused (1095): their threads are every client's sessions.
 func (s *Server) killUser(c *conn, k router.Kill) error {
-	name := k.User
-	if i := strings.LastIndexByte(name, '@'); i >= 0 {
-		name = name[:i]
+	m := killUserSpec.FindStringSubmatch(k.User)
+	if m == nil {
+		// CURRENT_USER(), escapes, comments: the proxy must know which
+		// account the server will take.
+		return mysql.NewError(mysql.ErNotSupported, "this form of KILL USER is not supported by shardgate: name the account with letters, digits, _ $ . - only ('user'@'host' or user)")
 	}
-	name = strings.Trim(strings.TrimSpace(name), "'\"`")
+	name := m[1] + m[2] + m[3] // one of the three spellings
 	for _, n := range s.nodes {
 		if strings.EqualFold(n.User(), name) {
 			return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %s: the account's connections are the proxy's pool, every client's", k.User)
