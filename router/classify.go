@@ -356,6 +356,8 @@ var untracked = map[string]bool{
 	"session_track_system_variables": true, "session_track_state_change": true, "session_track_schema": true,
 	"session_track_transaction_info": true, "tx_isolation_one_shot": true, "skip_replication": true,
 	"gtid_seq_no": true, "gtid_domain_id": true, "server_id": true, "timestamp": true,
+	// Profiles are the connection's history: the session keeps it.
+	"profiling": true, "profiling_history_size": true,
 }
 
 // Carried reports whether a session can carry system variable name (lower

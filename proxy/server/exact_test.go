@@ -799,3 +799,76 @@ func TestExactKillServerThread(t *testing.T) {
 	_, err := a.ExecContext(t.Context(), "KILL "+pooled)
 	wantSQLError(t, err, mysql.ErUnknownThread, "HY000")
 }
+
+// TestExactProfiling: SHOW PROFILES lists the client's statements only, as
+// directly: profiling keeps the session on its connection, and a session
+// that keeps its only connection has nothing read back (mtr main.profiling
+// listed the proxy's own SELECT @@profiling and SETs). A user variable set
+// then is read on the connection when a PREPARE takes it.
+func TestExactProfiling(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "exact_prof")
+	d, pr := rawPair(t, s, p, "exact_prof", rawCaps)
+	run := func(r *rawConn) string {
+		for _, q := range []string{"SET profiling = 1", "SELECT 1", "SET @x = 5, sql_mode = 'ANSI_QUOTES'", "SELECT @x"} {
+			if _, err := r.query(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		rows, err := r.query("SHOW PROFILES")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, row := range rows {
+			out = append(out, row[2])
+		}
+		return strings.Join(out, " | ")
+	}
+	// @k is known to the proxy (read back) before the session keeps its
+	// connection.
+	if _, err := pr.query("SET @k = 'SELECT 1'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(pr), run(d); got != want {
+		t.Errorf("SHOW PROFILES:\n proxy   %s\n MariaDB %s", got, want)
+	}
+	// The session still reads sql_mode from the server's report: a double
+	// quoted name is a name now.
+	if _, err := pr.query(`CREATE TABLE "t_ansi" (a INT)`); err != nil {
+		t.Errorf("ANSI_QUOTES after the SET: %v", err)
+	}
+	// A KILL put in a variable after that is seen by PREPARE FROM it: the
+	// id of another client's pooled connection stays unknown (the server
+	// would run it).
+	other := conn(t, openDB(t, p.dsn("exact_prof", "")))
+	pooled := queryValue(t, other, selfThreadSQL)
+	if _, err := pr.query("SET @k = 'KILL QUERY " + pooled + "'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.query("PREPARE k FROM @k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.query("EXECUTE k"); err == nil || err.Code != mysql.ErUnknownThread {
+		t.Errorf("EXECUTE of a KILL prepared from a variable: %v, want 1094 from the proxy", err)
+	}
+	// The same for a variable the session set, then changed by SELECT ...
+	// INTO on a fresh session.
+	r := dialRaw(t, p.addr)
+	r.loginDB("exact_prof", rawCaps)
+	for _, q := range []string{"SET @k2 = 'SELECT 1'", "SELECT 1 INTO @pin"} {
+		if _, err := r.query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	pooled = queryValue(t, conn(t, openDB(t, p.dsn("exact_prof", ""))), selfThreadSQL) // not r's: r keeps its own
+	for _, q := range []string{"SELECT 'KILL QUERY " + pooled + "' INTO @k2", "PREPARE k2 FROM @k2"} {
+		if _, err := r.query(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := r.query("EXECUTE k2"); err == nil || err.Code != mysql.ErUnknownThread {
+		t.Errorf("EXECUTE of a KILL prepared from a variable set by SELECT INTO: %v, want 1094 from the proxy", err)
+	}
+}

@@ -27,20 +27,18 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 		text := sp.Text
 		if sp.FromVar != "" {
 			// The statement is in a user variable: the proxy must see it
-			// to route it, and to keep KILL its own.
-			var known bool
-			if text, known = c.st.UserVarText(sp.FromVar); !known {
-				// Set where the proxy did not see its value (SELECT ...
-				// INTO @v): read it from the session's connection.
-				v, lit, err := h.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
-				if err != nil {
-					return true, err
-				}
-				if lit == "NULL" {
-					return false, nil // the server's own error
-				}
-				text = v
+			// to route it, and to keep KILL its own. It is read on the
+			// session's connection, always: a statement can change it
+			// where the proxy does not see (SELECT ... INTO, a stored
+			// function), and the session then keeps that connection.
+			v, lit, err := h.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
+			if err != nil {
+				return true, err
 			}
+			if lit == "NULL" {
+				return false, nil // the server's own error
+			}
+			text = v
 		}
 		if err := h.allowed(text, router.Classify(text).Keyword); err != nil {
 			return true, err

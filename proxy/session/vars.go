@@ -31,6 +31,42 @@ type trackedVar struct {
 	target, literal string
 }
 
+// Sticky reports whether the session keeps its connections.
+func (s *State) Sticky() bool { return s.sticky }
+
+// Unknown forgets the values the session recorded for vars, which a
+// statement set where the proxy did not read them back: PREPARE ... FROM
+// such a user variable then reads it on the connection.
+func (s *State) Unknown(bc *backend.Conn, vars []router.SetVar) {
+	for _, v := range vars {
+		t := varTarget(v)
+		s.vars = slices.DeleteFunc(s.vars, func(x trackedVar) bool { return x.target == t })
+		delete(bc.Vars, t)
+	}
+}
+
+// NoteReported takes from the session state information of a SET the
+// values of the variables the proxy itself reads (sql_mode, wait_timeout,
+// completion_type), for a session that reads nothing back: it keeps its
+// connection and needs no other.
+func (s *State) NoteReported(state []byte) {
+	changes, _ := mysql.ParseStateChanges(state)
+	for _, ch := range changes {
+		name, v, ok := ch.SystemVariable()
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(name) {
+		case "sql_mode":
+			s.mode = router.ParseMode(v)
+		case "wait_timeout":
+			s.setWaitTimeout(v)
+		case "completion_type":
+			s.setCompletionType(v)
+		}
+	}
+}
+
 // ReadBack reads the values a SET of vars left on bc into the session's
 // and the connection's variables.
 func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
@@ -122,32 +158,6 @@ func (s *State) UserVar(name string) string {
 		}
 	}
 	return "NULL"
-}
-
-// UserVarText returns the value of user variable name as the text it
-// holds; ok is false when the session has not set it through a statement
-// the proxy tracks (the proxy does not know its value).
-func (s *State) UserVarText(name string) (text string, ok bool) {
-	lit := s.UserVar(name)
-	if lit == "NULL" {
-		return "", false
-	}
-	// The bytes of _cs X'..' [COLLATE c] (and of a geometry's WKB).
-	if i := strings.Index(lit, "X'"); i >= 0 {
-		end := strings.IndexByte(lit[i+2:], '\'')
-		if end < 0 {
-			return "", false
-		}
-		b, err := hex.DecodeString(lit[i+2 : i+2+end])
-		if err != nil {
-			return "", false
-		}
-		return string(b), true
-	}
-	if _, err := strconv.ParseFloat(lit, 64); err != nil {
-		return "", false // not a number either: unknown
-	}
-	return lit, true // a number
 }
 
 // varTarget is the SQL that names a variable in SET and SELECT.
