@@ -494,33 +494,36 @@ func HasExecutableComment(sql string) bool {
 // expression (other than a string literal or a user variable, which
 // ParseSQLPrepare reads): the statement's name (lower case) and the
 // expression's text. ok is false when sql does not have that shape, which
-// the server would refuse as a syntax error. Texts with executable
+// the server refuses as a syntax error; near is then the text from the
+// token where it stops, as its message quotes it. Texts with executable
 // comments are the caller's to refuse first.
-func PrepareFromExpr(sql string) (name, expr string, ok bool) {
-	kw, rest := firstKeyword(sql)
+func PrepareFromExpr(sql string) (name, expr, near string, ok bool) {
+	rest0 := strings.TrimRight(strings.TrimSpace(sql), "; \t\r\n")
+	nearOf := func(rest string) string { return strings.TrimSpace(rest) }
+	kw, rest := firstKeyword(rest0)
 	if kw != "PREPARE" {
-		return "", "", false
+		return "", "", nearOf(rest0), false
 	}
 	if t := strings.TrimLeft(rest, " \t\r\n\f"); strings.HasPrefix(t, "`") {
 		end := scanQuoted(t, 0, '`')
 		if end <= 1 {
-			return "", "", false
+			return "", "", nearOf(t), false
 		}
 		name, rest = strings.ReplaceAll(t[1:end-1], "``", "`"), t[end:]
 	} else {
 		w, r := firstKeyword(rest)
-		if w == "" {
-			return "", "", false
+		if w == "" || w == "FROM" {
+			return "", "", nearOf(rest), false
 		}
 		name, rest = w, r
 	}
-	kw, rest = firstKeyword(rest)
+	kw, r := firstKeyword(rest)
 	if kw != "FROM" {
-		return "", "", false
+		return "", "", nearOf(rest), false
 	}
-	expr = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
+	expr = strings.TrimSpace(r)
 	if expr == "" {
-		return "", "", false
+		return "", "", "", false
 	}
-	return strings.ToLower(name), expr, true
+	return strings.ToLower(name), expr, "", true
 }

@@ -447,6 +447,8 @@ func TestExactExecuteImmediate(t *testing.T) {
 				"PREPARE ;",
 				"PREPARE s6",
 				"PREPARE s7 FROM ;",
+				"PREPARE s8 from_garbage ' select 1 '",
+				"PREPARE from ' select 1 '",
 				// PREPARE from a variable the proxy did not see set.
 				"SELECT 'SELECT ? * 2 AS doubled' INTO @ps",
 				"PREPARE s FROM @ps",

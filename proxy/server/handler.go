@@ -335,11 +335,11 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal, a user variable or an expression, without executable comments")
 		}
 		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok {
-			name, expr, ok := router.PrepareFromExpr(sql)
+			name, expr, near, ok := router.PrepareFromExpr(sql)
 			if !ok {
-				// Not PREPARE name FROM something (it ends early): the
-				// server's syntax error, without the server seeing it.
-				return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '' at line 1")
+				// Not PREPARE name FROM something: the server's syntax
+				// error, without the server seeing it.
+				return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '%s' at line 1", near)
 			}
 			return true, h.prepareFromExpr(name, expr)
 		}
