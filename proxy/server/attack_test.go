@@ -803,3 +803,26 @@ func TestAttackGlobalLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackFailedSetLeavesNothing: a SET whose last assignment fails
+// (a read-only variable set to DEFAULT) has made the ones before it on
+// MariaDB; the session has them, as directly, and the next client on the
+// pool does not (found by TestStateFuzz, seed 1795554497617358688).
+func TestAttackFailedSetLeavesNothing(t *testing.T) {
+	cfg := onePoolConfig(t)
+	cfg.Nodes[0].MaxConnsLimit = 2
+	p := startProxy(t, cfg)
+	a := conn(t, openDB(t, p.dsn("", "")))
+	_, err := a.ExecContext(t.Context(), "SET @leak = 1, sql_mode = 'ANSI_QUOTES', @@SESSION.max_allowed_packet = DEFAULT")
+	wantSQLError(t, err, 1621, "HY000")
+	if got := queryValue(t, a, "SELECT CONCAT(@leak, ',', @@sql_mode)"); got != "1,ANSI_QUOTES" {
+		t.Errorf("the session after its failed SET: %s, want 1,ANSI_QUOTES as directly", got)
+	}
+	for range 3 {
+		b := conn(t, openDB(t, userDSN("app2", appPassword, p.addr, "", "")))
+		if got := queryValue(t, b, "SELECT CONCAT(IFNULL(@leak, '-'), ',', @@sql_mode = @@GLOBAL.sql_mode)"); got != "-,1" {
+			t.Errorf("another client on the pool sees %s, want -,1", got)
+		}
+		b.Close()
+	}
+}

@@ -469,6 +469,7 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	if err != nil {
 		var se *mysql.SQLError
 		if !bc.Broken() && errors.As(err, &se) {
+			h.afterFailedSet(bc, vars)
 			st.Release(bc, false, backend.Outcome{})
 			return err
 		}
@@ -482,6 +483,29 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	}
 	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// afterFailedSet handles the connection a tracked SET failed on: MariaDB
+// may have made the assignments before the failing one (a read-only
+// variable set to DEFAULT fails after them), and its error says nothing of
+// them. The user variables are read back, and the session keeps the
+// connection from then on, with whatever else the statement left there,
+// as a session directly would: no other session gets it.
+func (h *handler) afterFailedSet(bc *backend.Conn, vars []router.SetVar) {
+	st := h.c.st
+	var users []router.SetVar
+	for _, v := range vars {
+		if v.User {
+			users = append(users, v)
+		}
+	}
+	if len(users) > 0 && st.ReadBack(bc, users) != nil {
+		bc.MarkBroken()
+		return
+	}
+	if len(vars) > 1 {
+		st.Keep()
+	}
 }
 
 // reportedVars returns the system variables session state information
