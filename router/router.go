@@ -184,12 +184,6 @@ func (r *Router) DefaultNode(user string) (string, bool) {
 	return sc.def, true
 }
 
-// OneNode reports whether the user's schema has a single node.
-func (r *Router) OneNode(user string) bool {
-	sc := r.schemas[user]
-	return sc != nil && len(sc.nodes) == 1
-}
-
 // Sharded reports whether the user's schema has shard rules.
 func (r *Router) Sharded(user string) bool {
 	sc := r.schemas[user]

@@ -451,18 +451,9 @@ func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 			}
 			vars = append(vars, v)
 		}
-		if st.Sticky() && c.srv.router.OneNode(c.user) {
-			// The session keeps this connection and will use no other:
-			// nothing to carry, so nothing to read back (statements of
-			// the proxy's own would show in SHOW PROFILES and move the
-			// server's counters).
-			st.NoteReported(res.State)
-			st.Unknown(bc, vars)
-		} else {
-			err = st.ReadBack(bc, vars)
-			if err == nil && st.CheckCarry(bc, vars) != nil {
-				keep = true // the values cannot be set on another connection
-			}
+		err = st.ReadBack(bc, vars)
+		if err == nil && st.CheckCarry(bc, vars) != nil {
+			keep = true // the values cannot be set on another connection
 		}
 	}
 	c.running.Store(nil)

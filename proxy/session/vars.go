@@ -31,42 +31,6 @@ type trackedVar struct {
 	target, literal string
 }
 
-// Sticky reports whether the session keeps its connections.
-func (s *State) Sticky() bool { return s.sticky }
-
-// Unknown forgets the values the session recorded for vars, which a
-// statement set where the proxy did not read them back: PREPARE ... FROM
-// such a user variable then reads it on the connection.
-func (s *State) Unknown(bc *backend.Conn, vars []router.SetVar) {
-	for _, v := range vars {
-		t := varTarget(v)
-		s.vars = slices.DeleteFunc(s.vars, func(x trackedVar) bool { return x.target == t })
-		delete(bc.Vars, t)
-	}
-}
-
-// NoteReported takes from the session state information of a SET the
-// values of the variables the proxy itself reads (sql_mode, wait_timeout,
-// completion_type), for a session that reads nothing back: it keeps its
-// connection and needs no other.
-func (s *State) NoteReported(state []byte) {
-	changes, _ := mysql.ParseStateChanges(state)
-	for _, ch := range changes {
-		name, v, ok := ch.SystemVariable()
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(name) {
-		case "sql_mode":
-			s.mode = router.ParseMode(v)
-		case "wait_timeout":
-			s.setWaitTimeout(v)
-		case "completion_type":
-			s.setCompletionType(v)
-		}
-	}
-}
-
 // ReadBack reads the values a SET of vars left on bc into the session's
 // and the connection's variables.
 func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
