@@ -197,17 +197,11 @@ func (s *Server) killThread(c *conn, k router.Kill) error {
 	if unknown {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
-	kc := c.st.Dedicated()
-	if kc == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var err error
-		kc, err = n.Dial(ctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		defer kc.Close()
+	kc, done, err := killerConn(c, n)
+	if err != nil {
+		return err
 	}
+	defer done()
 	if err := kc.KillQuery(uint32(k.ID), k.Query); err != nil {
 		return err
 	}
@@ -238,22 +232,31 @@ func (s *Server) killUser(c *conn, k router.Kill) error {
 	}
 	node, _ := s.router.DefaultNode(c.user)
 	n := s.nodes[node]
-	kc := c.st.Dedicated()
-	if kc == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var err error
-		kc, err = n.Dial(ctx)
-		cancel()
-		if err != nil {
-			return err
-		}
-		defer kc.Close()
+	kc, done, err := killerConn(c, n)
+	if err != nil {
+		return err
 	}
+	defer done()
 	res, err := kc.Exec(k.SQL)
 	if err != nil {
 		return err
 	}
 	return c.writeOK(mysql.OK{AffectedRows: res.OK.AffectedRows, Status: c.st.Status})
+}
+
+// killerConn returns the connection a KILL of c's runs on: c's own
+// (a backend account's login), else a new one to n with the node's
+// account; done closes what it opened.
+func killerConn(c *conn, n *backend.Node) (kc *backend.Conn, done func(), err error) {
+	if kc = c.st.Dedicated(); kc != nil {
+		return kc, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if kc, err = n.Dial(ctx); err != nil {
+		return nil, nil, err
+	}
+	return kc, func() { kc.Close() }, nil
 }
 
 // killOn stops the statement running on bc from a new connection to its
