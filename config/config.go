@@ -194,6 +194,10 @@ type Config struct {
 	Frontend TCPOptions `yaml:"frontend"`
 	// Backend tunes backend sockets and pools.
 	Backend BackendOptions `yaml:"backend"`
+	// Sidecar is where the proxy keeps state that several proxies share
+	// (the global sequences): a database on one backend node, created on
+	// first use.
+	Sidecar Sidecar `yaml:"sidecar"`
 
 	// pos maps key paths to lines of the bytes this Config was parsed from;
 	// nil for a Config built in code.
@@ -269,7 +273,28 @@ type ShardRule struct {
 	// DateRange gives, per node, the span it holds, "A-B" or "A", as YYYY,
 	// YYYYMM or YYYYMMDD for date_year, date_month and date_day.
 	DateRange []string `yaml:"date_range"`
+	// Sequence names the column (usually the table's AUTO_INCREMENT
+	// column) that the proxy fills from a durable global sequence when an
+	// INSERT leaves it out or gives NULL, DEFAULT or 0; empty keeps
+	// kingshard's behaviour (every INSERT must carry the shard key).
+	Sequence string `yaml:"sequence"`
+	// SequenceBlock is how many ids one reservation in the sidecar takes;
+	// Parse turns 0 into 1000.
+	SequenceBlock int `yaml:"sequence_block"`
 }
+
+// Sidecar is the sidecar database: a node and a database name.
+type Sidecar struct {
+	// Node is the node holding the database; Parse defaults it to the
+	// default node of the first schema that needs it.
+	Node string `yaml:"node"`
+	// DB is the database name; default shardgate_sidecar.
+	DB string `yaml:"db"`
+}
+
+// DefaultSequenceBlock is the ids one sequence reservation takes when a
+// rule does not say.
+const DefaultSequenceBlock = 1000
 
 // TCPOptions tunes one side's sockets and per-connection buffers.
 type TCPOptions struct {
@@ -400,6 +425,33 @@ func (c *Config) applyDefaults() {
 	if c.Backend == (BackendOptions{}) {
 		c.Backend = d.Backend
 	}
+	for i := range c.Schemas {
+		for k := range c.Schemas[i].Shard {
+			r := &c.Schemas[i].Shard[k]
+			if r.Sequence != "" && r.SequenceBlock == 0 {
+				r.SequenceBlock = DefaultSequenceBlock
+			}
+			if r.Sequence != "" && c.Sidecar.Node == "" {
+				c.Sidecar.Node = c.Schemas[i].Default
+			}
+		}
+	}
+	if c.Sidecar.DB == "" {
+		c.Sidecar.DB = "shardgate_sidecar"
+	}
+}
+
+// Sequences reports whether any shard rule uses a global sequence (and so
+// the sidecar database).
+func (c *Config) Sequences() bool {
+	for i := range c.Schemas {
+		for k := range c.Schemas[i].Shard {
+			if c.Schemas[i].Shard[k].Sequence != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // LogSQLEnabled reports whether log_sql turns SQL logging on.

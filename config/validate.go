@@ -290,6 +290,17 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 		seen[name] = true
 	}
 
+	switch {
+	case r.Sequence != "" && r.Type == "global":
+		v.add(joinKey(path, "sequence"), "not allowed for type global: a global table's copies take ids from its own AUTO_INCREMENT")
+	case r.Sequence != "" && !identRE.MatchString(r.Sequence):
+		v.add(joinKey(path, "sequence"), "%q is not a column name", r.Sequence)
+	case r.SequenceBlock < 0 || r.SequenceBlock > 1_000_000_000:
+		v.add(joinKey(path, "sequence_block"), "%d is out of range 1..1000000000", r.SequenceBlock)
+	case r.SequenceBlock > 0 && r.Sequence == "":
+		v.add(joinKey(path, "sequence_block"), "needs sequence: the column the sequence fills")
+	}
+
 	switch r.Type {
 	case "hash", "range":
 		checkLocations(v, path, r)
@@ -398,7 +409,18 @@ func parseDate(s string, digits int, layout string) (int, error) {
 	return n, nil
 }
 
+// identRE is a column or database name the proxy writes unquoted.
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,63}$`)
+
 func (c *Config) validateExtensions(v *validator) {
+	if c.Sequences() || c.Sidecar.Node != "" {
+		switch {
+		case c.Node(c.Sidecar.Node) == nil:
+			v.add("sidecar.node", "node %q is not defined in nodes", c.Sidecar.Node)
+		case !identRE.MatchString(c.Sidecar.DB):
+			v.add("sidecar.db", "%q is not a database name shardgate accepts (letters, digits, _ and $)", c.Sidecar.DB)
+		}
+	}
 	if c.BackendLogins != "" {
 		i := slices.IndexFunc(c.Schemas, func(s Schema) bool { return s.User == c.BackendLogins })
 		switch {

@@ -184,7 +184,7 @@ const (
 // cachedText routes statement text through the cache. ok is false when
 // the statement must be planned normally.
 func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
-	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode != 0 {
+	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode&^ModeNoAutoValueOnZero != 0 {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
@@ -229,7 +229,7 @@ type hitPlan struct {
 // cachedArgs routes one execution of a binary prepared statement through
 // the cache.
 func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
-	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode != 0 {
+	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode&^ModeNoAutoValueOnZero != 0 {
 		return nil, false
 	}
 	sb := scratches.Get().(*scratch)
@@ -312,6 +312,10 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 		return noTemplateEntry
 	}
 	n := stmts[0]
+	if ins, ok := n.(*ast.InsertStmt); ok && sc.fillsSequence(ins, s) {
+		// Each execution may take sequence values: planned every time.
+		return noTemplateEntry
+	}
 	var sv shapeVisitor
 	n.Accept(&sv)
 	if sv.tables != 1 || sv.subquery {
@@ -558,4 +562,26 @@ func singleTable(refs *ast.TableRefsClause) bool {
 	}
 	_, ok = ts.Source.(*ast.TableName)
 	return ok
+}
+
+// fillsSequence reports whether x inserts into a table whose rule has a
+// global sequence.
+func (sc *schema) fillsSequence(x *ast.InsertStmt, s Session) bool {
+	if x.Table == nil || x.Table.TableRefs == nil {
+		return false
+	}
+	ts, ok := x.Table.TableRefs.Left.(*ast.TableSource)
+	if !ok {
+		return false
+	}
+	tn, ok := ts.Source.(*ast.TableName)
+	if !ok {
+		return false
+	}
+	db := tn.Schema.O
+	if db == "" {
+		db = s.DB
+	}
+	r := sc.rules[tableKey{db, tn.Name.O}]
+	return r != nil && r.seq != ""
 }

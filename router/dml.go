@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -419,15 +420,17 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 			return nil, notSupported("ON DUPLICATE KEY UPDATE of shard key %s of table %s is not supported: it would move the row to another subtable", r.key, r.table)
 		}
 	}
-	if len(x.Columns) == 0 {
-		return nil, notSupported("INSERT into sharded table %s needs an explicit column list: shardgate does not know the table's column order and must find the shard key %s", r.table, r.key)
+	names, err := st.insertColumns(x, r)
+	if err != nil {
+		return nil, err
 	}
-	keyPos := -1
-	for i, c := range x.Columns {
-		if c.Name.L == r.key {
-			keyPos = i
+	var gen []uint64
+	if r.seq != "" && x.Select == nil {
+		if names, gen, err = st.fillSequence(x, r, names); err != nil {
+			return nil, err
 		}
 	}
+	keyPos := slices.Index(names, r.key)
 	if keyPos < 0 {
 		return nil, notSupported("INSERT into sharded table %s must set its shard key %s: shardgate picks the subtable from it", r.table, r.key)
 	}
@@ -444,7 +447,7 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	var order []int
 	first := -1 // subtable of the first row
 	for ri, row := range x.Lists {
-		if len(row) != len(x.Columns) {
+		if len(row) != len(names) {
 			return nil, &mysql.SQLError{Code: ErWrongValueCount, State: "21S01", Message: fmt.Sprintf("Column count doesn't match value count at row %d", ri+1)}
 		}
 		v := valueOf(row[keyPos], st.bind)
@@ -475,8 +478,11 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	sort.Ints(order)
 	st.qualify(false)
 	p := &Plan{Kind: Forward, Tables: st.tables()}
-	if len(order) > 1 {
+	if len(order) > 1 || len(gen) > 0 {
 		p.Kind = SumOK
+	}
+	if len(gen) > 0 {
+		p.Generated, p.FirstID = len(gen), gen[0]
 	}
 	all := x.Lists
 	defer func() { x.Lists = all }()
@@ -497,6 +503,89 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 		p.Targets = append(p.Targets, Target{Node: t.node, Subtable: T.phys, SQL: sql})
 	}
 	return p, nil
+}
+
+// insertColumns returns the lower-case names of the columns an INSERT into
+// sharded table r sets, in the order of its values: its column list, or
+// without one every column of the table in table order, which the session's
+// Catalog must know (NeedSchemaError when it does not).
+func (st *stmt) insertColumns(x *ast.InsertStmt, r *rule) ([]string, error) {
+	if len(x.Columns) > 0 {
+		names := make([]string, len(x.Columns))
+		for i, c := range x.Columns {
+			names[i] = c.Name.L
+		}
+		return names, nil
+	}
+	var cols []string
+	ok := false
+	if st.sess.Catalog != nil {
+		cols, ok = st.sess.Catalog.Columns(r.db, r.table)
+	}
+	if !ok {
+		return nil, &NeedSchemaError{DB: r.db, Table: r.table, Err: mysql.NewError(mysql.ErNotSupported,
+			"INSERT into sharded table %s without a column list: shardgate does not know the table's columns (no subtable of %s.%s could be read); name the columns", r.table, r.db, r.table)}
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = strings.ToLower(c)
+	}
+	return names, nil
+}
+
+// fillSequence puts global sequence values into an INSERT's rows where the
+// sequence column r.seq is left out, NULL, DEFAULT or 0 (0 unless the
+// session's sql_mode has NO_AUTO_VALUE_ON_ZERO), as MariaDB fills an
+// AUTO_INCREMENT column. A column left out is added to the column list.
+// It returns the columns as they now are and the values used, in row
+// order.
+func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) ([]string, []uint64, error) {
+	pos := slices.Index(names, r.seq)
+	if pos < 0 && len(x.Columns) == 0 {
+		return nil, nil, notSupported("sharded table %s has no column %s, which its rule's sequence names", r.table, r.seq)
+	}
+	var rows []int
+	for ri, row := range x.Lists {
+		if pos < 0 {
+			rows = append(rows, ri)
+			continue
+		}
+		if pos >= len(row) {
+			continue // the column count error comes later
+		}
+		e := row[pos]
+		v := valueOf(e, st.bind)
+		zero := (v.kind == valInt && v.i == 0 || v.kind == valUint && v.u == 0) && st.sess.Mode&ModeNoAutoValueOnZero == 0
+		if v.kind == valNull || isDefault(e) || zero {
+			rows = append(rows, ri)
+		}
+	}
+	if len(rows) == 0 {
+		return names, nil, nil
+	}
+	if st.sess.IDs == nil {
+		return nil, nil, notSupported("INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)
+	}
+	ids := make([]uint64, len(rows))
+	if err := st.sess.IDs.NextIDs(r.db, r.table, ids); err != nil {
+		return nil, nil, err
+	}
+	if pos < 0 {
+		// Rows with the wrong number of values keep it: the column count
+		// error comes later, as MariaDB gives it.
+		x.Columns = append(x.Columns, &ast.ColumnName{Name: ast.NewCIStr(r.seq)})
+		names = append(names, r.seq)
+		for k, ri := range rows {
+			if len(x.Lists[ri]) == len(names)-1 {
+				x.Lists[ri] = append(x.Lists[ri], ast.NewValueExpr(ids[k], "", ""))
+			}
+		}
+		return names, ids, nil
+	}
+	for k, ri := range rows {
+		x.Lists[ri][pos] = ast.NewValueExpr(ids[k], "", "")
+	}
+	return names, ids, nil
 }
 
 func isDefault(e ast.ExprNode) bool {

@@ -35,6 +35,10 @@ type goldenPlan struct {
 	Copies  bool           `json:"copies,omitempty"`
 	Merge   *Merge         `json:"merge,omitempty"`
 	IDFrom  int            `json:"id_target,omitempty"`
+	// Generated and FirstID: values of a global sequence in the plan. The
+	// golden IDSource hands out 1001, 1002, ... for each case.
+	Generated int    `json:"generated,omitempty"`
+	FirstID   uint64 `json:"first_id,omitempty"`
 }
 
 type goldenTarget struct {
@@ -101,7 +105,36 @@ func (c *goldenCase) session() Session {
 	if u == "" {
 		u = "shard"
 	}
-	return Session{User: u, DB: c.DB}
+	return Session{User: u, DB: c.DB, Catalog: goldenCatalog{}, IDs: &counterIDs{next: 1001}}
+}
+
+// goldenCatalog knows the columns of the golden tables that INSERTs
+// without a column list use.
+type goldenCatalog struct{}
+
+func (goldenCatalog) Columns(db, table string) ([]string, bool) {
+	cols, ok := map[string][]string{
+		"sbtest.sbtest1": {"id", "k", "c", "pad"},
+		"sbtest.seqd":    {"id", "note"},
+		"sbtest.tickets": {"id", "user_id", "subject"},
+	}[db+"."+table]
+	return cols, ok
+}
+
+// counterIDs is a sequence in memory: next, next+1, ...; it records the
+// tables asked for.
+type counterIDs struct {
+	next  uint64
+	asked []string
+}
+
+func (c *counterIDs) NextIDs(db, table string, ids []uint64) error {
+	c.asked = append(c.asked, db+"."+table)
+	for i := range ids {
+		ids[i] = c.next
+		c.next++
+	}
+	return nil
 }
 
 // outcome routes c and returns its plan or error in golden form.
@@ -114,7 +147,8 @@ func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
 		}
 		return nil, &goldenError{Code: se.Code, State: se.State, Message: se.Message}
 	}
-	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{}}
+	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{},
+		Generated: p.Generated, FirstID: p.FirstID}
 	for _, t := range p.Targets {
 		gp.Targets = append(gp.Targets, goldenTarget{Node: t.Node, Subtable: t.Subtable, SQL: t.SQL})
 	}

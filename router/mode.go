@@ -24,6 +24,9 @@ const (
 	// ModeForeign is a grammar the parser does not have (MariaDB's
 	// sql_mode=ORACLE): statements on sharded tables are refused.
 	ModeForeign
+	// ModeNoAutoValueOnZero: 0 in an AUTO_INCREMENT column is stored as
+	// 0, not replaced by the next value (global sequences follow it).
+	ModeNoAutoValueOnZero
 )
 
 // ParseMode reads the value of sql_mode as the server reports it (a
@@ -43,6 +46,8 @@ func ParseMode(sqlMode string) Mode {
 			m |= ModeHighNotPrecedence
 		case "IGNORE_SPACE":
 			m |= ModeIgnoreSpace
+		case "NO_AUTO_VALUE_ON_ZERO":
+			m |= ModeNoAutoValueOnZero
 		case "ANSI", "DB2", "MAXDB", "MSSQL", "POSTGRESQL":
 			m |= ModeANSIQuotes | ModePipesAsConcat | ModeIgnoreSpace
 		case "ORACLE":

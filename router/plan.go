@@ -20,6 +20,12 @@ type Plan struct {
 	// LAST_INSERT_ID() in a SumOK plan: the one that inserts the
 	// statement's first row, as MySQL reports the id generated for it.
 	IDTarget int
+	// Generated is how many values of a global sequence the plan's SQL
+	// carries (an INSERT that left its sequence column out, or gave NULL,
+	// DEFAULT or 0); FirstID is the first of them, the statement's
+	// LAST_INSERT_ID(). Such a plan is a SumOK plan, never cached.
+	Generated int
+	FirstID   uint64
 	// Merge says how a Concat plan's rows combine when plain concatenation
 	// is not MySQL's answer (ORDER BY, LIMIT, GROUP BY, aggregates,
 	// DISTINCT); nil means concatenate.

@@ -105,6 +105,79 @@ type Session struct {
 	User string // login user: selects the schema
 	DB   string // current database, for unqualified table names
 	Mode Mode   // how the session's sql_mode reads text
+	// Catalog answers the column order of logical tables (an INSERT
+	// without a column list); nil knows none.
+	Catalog Catalog
+	// IDs hands out global sequence values for INSERTs into tables whose
+	// rule has a sequence; nil refuses such INSERTs when they need one.
+	IDs IDSource
+}
+
+// Catalog is what the router asks of the logical schema (package schema
+// behind it, in the proxy).
+type Catalog interface {
+	// Columns returns the column names of logical table db.table in table
+	// order; ok is false when the table is not known.
+	Columns(db, table string) (cols []string, ok bool)
+}
+
+// IDSource hands out the values of global sequences.
+type IDSource interface {
+	// NextIDs fills ids with the next values of the sequence of logical
+	// table db.table, in increasing order.
+	NextIDs(db, table string, ids []uint64) error
+}
+
+// NeedSchemaError is the error of a statement the router could plan only
+// knowing the columns of db.table, which its Catalog does not: the caller
+// may read the table's definition and route again. Otherwise it is the
+// client's error (Unwrap).
+type NeedSchemaError struct {
+	DB, Table string
+	Err       *mysql.SQLError
+}
+
+func (e *NeedSchemaError) Error() string { return e.Err.Error() }
+func (e *NeedSchemaError) Unwrap() error { return e.Err }
+
+// TableInfo describes one logical table with a rule, for the proxy's
+// schema and sequence set-up.
+type TableInfo struct {
+	DB, Table string
+	Global    bool
+	// Subtables are the physical tables (for a global table, the table on
+	// each of its nodes).
+	Subtables []Target
+	// Sequence is the column a global sequence fills ("" when none) and
+	// SequenceBlock the ids one reservation takes.
+	Sequence      string
+	SequenceBlock int
+}
+
+// Tables lists the tables with rules of every schema, each once.
+func (r *Router) Tables() []TableInfo {
+	var out []TableInfo
+	seen := map[tableKey]bool{}
+	for _, sc := range r.schemas {
+		for k, ru := range sc.rules {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			ti := TableInfo{DB: ru.db, Table: ru.table, Global: !ru.sharded(), Sequence: ru.seq, SequenceBlock: ru.seqBlock}
+			if ru.sharded() {
+				for _, sub := range ru.subs {
+					ti.Subtables = append(ti.Subtables, Target{Node: sub.node, Subtable: sub.name})
+				}
+			} else {
+				for _, n := range ru.nodes {
+					ti.Subtables = append(ti.Subtables, Target{Node: n, Subtable: ru.table})
+				}
+			}
+			out = append(out, ti)
+		}
+	}
+	return out
 }
 
 // parsers holds idle parsers: a parser.Parser is not safe for concurrent

@@ -46,6 +46,10 @@ type rule struct {
 	coloc string
 	// readNode is where reads of a global table go.
 	readNode string
+	// seq is the column a global sequence fills (lower case), "" when
+	// none; seqBlock the ids one reservation takes.
+	seq      string
+	seqBlock int
 }
 
 // subtable is one physical table of a sharded table.
@@ -69,7 +73,8 @@ func (r *rule) hasNode(node string) bool {
 // compileRule turns a validated config rule into a rule. Config validation
 // already rejected malformed rules; errors here name what is still wrong.
 func compileRule(sr *config.ShardRule, defaultNode string) (*rule, error) {
-	r := &rule{db: sr.DB, table: sr.Table, key: strings.ToLower(sr.Key), nodes: sr.Nodes}
+	r := &rule{db: sr.DB, table: sr.Table, key: strings.ToLower(sr.Key), nodes: sr.Nodes,
+		seq: strings.ToLower(sr.Sequence), seqBlock: sr.SequenceBlock}
 	var b strings.Builder
 	b.WriteString(sr.Type)
 	b.WriteByte('|')
