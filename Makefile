@@ -35,7 +35,7 @@ run:
 	exec bin/proxy -config bin/ks-run.yaml
 
 test:
-	scripts/deps.sh mariadb sysbench mtr
+	scripts/deps.sh mariadb sysbench mtr clients
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...

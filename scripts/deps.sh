@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr]: make sure the named tools are installed (both when none are named).
+# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients]: make sure the named tools are installed (mariadb and
+# sysbench when none are named). clients are the client libraries of the client matrix (clients/clients_test.go):
+# PyMySQL, mysqlclient and SQLAlchemy for Debian's /usr/bin/python3, MariaDB Connector/J with a JDK, PHP with
+# PDO_MySQL and mysqli.
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -30,8 +33,22 @@ missing_pkgs() {
 		mtr)
 			[[ -x /usr/share/mysql/mysql-test/mtr ]] || echo mariadb-test
 			;;
+		clients)
+			# The Debian python3, not a pyenv one earlier in PATH: the python3-* packages install there.
+			local mod pkg
+			for mod in pymysql:python3-pymysql MySQLdb:python3-mysqldb sqlalchemy:python3-sqlalchemy; do
+				pkg=${mod#*:}
+				mod=${mod%%:*}
+				{ [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import $mod" >/dev/null 2>&1; } || echo "$pkg"
+			done
+			{ have java && have javac; } || echo default-jdk-headless
+			[[ -f /usr/share/java/mariadb-java-client.jar ]] || echo libmariadb-java
+			have php || echo php-cli
+			{ have php && php -r 'exit(extension_loaded("pdo_mysql") && extension_loaded("mysqli") ? 0 : 1);' >/dev/null 2>&1; } ||
+				echo php-mysql
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients]" >&2
 			exit 2
 			;;
 		esac
