@@ -17,6 +17,7 @@ const (
 	ErSyntax               uint16 = 1064 // ER_PARSE_ERROR
 	ErEmptyQuery           uint16 = 1065 // ER_EMPTY_QUERY
 	ErNotSupported         uint16 = 1235 // ER_NOT_SUPPORTED_YET
+	ErAutoincReadFailed    uint16 = 1467 // ER_AUTOINC_READ_FAILED
 	ErTooManyConnections   uint16 = 1040 // ER_CON_COUNT_ERROR
 	ErHandshake            uint16 = 1043 // ER_HANDSHAKE_ERROR
 	ErNetPacketTooLarge    uint16 = 1153 // ER_NET_PACKET_TOO_LARGE
