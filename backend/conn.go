@@ -36,6 +36,10 @@ const baseCaps = mysql.ClientLongPassword | mysql.ClientLongFlag | mysql.ClientC
 const trackingSQL = "SET SESSION session_track_state_change = ON, session_track_schema = ON, " +
 	"session_track_system_variables = '*', session_track_transaction_info = 'CHARACTERISTICS'"
 
+// UnknownInsertID in Conn.LastInsertID says the proxy does not know the
+// connection's LAST_INSERT_ID(): a session that reads it sets it first.
+const UnknownInsertID = ^uint64(0)
+
 // Close ends the connection the way a client does, with COM_QUIT (when it
 // is not broken, and within 100 ms), so the server does not count it in
 // Aborted_clients; then closes the socket.
@@ -123,9 +127,11 @@ type Conn struct {
 
 	// State the connection was left in; maintained by the session that owns
 	// the connection and read by the next borrower.
-	DB           string
-	Collation    byte
-	MultiStmts   bool
+	DB         string
+	Collation  byte
+	MultiStmts bool
+	// LastInsertID is what LAST_INSERT_ID() returns on the connection;
+	// UnknownInsertID when the proxy cannot tell.
 	LastInsertID uint64
 	// Vars are the session and user variables set on the connection beyond
 	// a new login's, as SQL assignment targets ("@@SESSION.`x`", "@`u`")

@@ -25,7 +25,7 @@ func (x *Executor) writes(plan *router.Plan) error {
 		if t.Subtable != "" {
 			where += " " + t.Subtable
 		}
-		ok, err := x.writeOne(t)
+		ok, err := x.writeOne(t, plan.Generated > 0)
 		if err != nil {
 			se := mysql.AsSQLError(err)
 			if firstErr == nil {
@@ -64,11 +64,19 @@ func (x *Executor) writes(plan *router.Plan) error {
 		return &mysql.SQLError{Code: firstErr.Code, State: firstErr.State, Message: msg}
 	}
 	total.Info = info.String()
+	if plan.Generated > 0 {
+		// The values came from a global sequence, not from the
+		// subtables' AUTO_INCREMENT: the statement's id is the first.
+		total.LastInsertID = plan.FirstID
+	}
 	return x.w.OK(total)
 }
 
-// writeOne runs one write target and reads its OK or ERR.
-func (x *Executor) writeOne(t *router.Target) (mysql.OK, error) {
+// writeOne runs one write target and reads its OK or ERR. sequenced says
+// the statement carries global sequence values: the server reports the
+// first as the insert id, but they are explicit values to it, which do not
+// change the connection's LAST_INSERT_ID().
+func (x *Executor) writeOne(t *router.Target, sequenced bool) (mysql.OK, error) {
 	bc, err := x.send(t)
 	if err != nil {
 		return mysql.OK{}, err
@@ -93,7 +101,11 @@ func (x *Executor) writeOne(t *router.Target) (mysql.OK, error) {
 			x.conns.Release(bc, false, backend.Outcome{})
 			return mysql.OK{}, err
 		}
-		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: ok.LastInsertID,
+		insertID := ok.LastInsertID
+		if sequenced && insertID != 0 {
+			insertID, bc.LastInsertID = 0, backend.UnknownInsertID
+		}
+		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: insertID,
 			StateChanged: ok.Status&mysql.StatusSessionStateChange != 0, State: state})
 		ok.Status &^= mysql.StatusSessionStateChange
 		return ok, nil

@@ -43,7 +43,44 @@ var errCloseSession = errors.New("close session")
 
 // routerSession is what the router needs to know of the session.
 func (h *handler) routerSession() router.Session {
-	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode()}
+	t := h.c.srv.tables
+	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode(), Catalog: t, IDs: t.ids()}
+}
+
+// probeSession is routerSession for plans made only to be looked at: they
+// take no sequence values.
+func (h *handler) probeSession() router.Session {
+	s := h.routerSession()
+	if s.IDs != nil {
+		s.IDs = probeIDs{}
+	}
+	return s
+}
+
+// route plans a text statement; a plan that needs the definition of a
+// table not read yet reads it and plans again.
+func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
+	p, err := h.c.srv.router.Route(sql, s)
+	if h.readDefinition(err) {
+		p, err = h.c.srv.router.Route(sql, s)
+	}
+	return p, err
+}
+
+// routeArgs is route for a binary prepared statement's execution.
+func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*router.Plan, error) {
+	p, err := h.c.srv.router.RouteArgs(sql, s, args)
+	if h.readDefinition(err) {
+		p, err = h.c.srv.router.RouteArgs(sql, s, args)
+	}
+	return p, err
+}
+
+// readDefinition reads the table definition err asks for (a
+// router.NeedSchemaError) and reports whether it is now known.
+func (h *handler) readDefinition(err error) bool {
+	var ne *router.NeedSchemaError
+	return errors.As(err, &ne) && h.c.srv.tables.loadNamed(ne.DB, ne.Table)
 }
 
 // dispatch runs one command. A non-nil error that is not errCloseSession
@@ -212,7 +249,7 @@ func (h *handler) query(p []byte) error {
 	} else {
 		stmt.Sticky = h.multiSticky(sql)
 	}
-	plan, err := c.srv.router.Route(sql, h.routerSession())
+	plan, err := h.route(sql, h.routerSession())
 	if err != nil {
 		if multi {
 			if texts, ok := c.srv.router.SplitSharded(sql, h.routerSession()); ok {
@@ -228,6 +265,9 @@ func (h *handler) query(p []byte) error {
 	c.srv.queries.Add(1)
 	if plan.Kind != router.Forward {
 		err = h.settle(h.x.Execute(plan, sql))
+		if err == nil && plan.Kind == router.Fanout && len(plan.Tables) > 0 {
+			c.srv.tables.refresh(plan.Tables) // DDL through the proxy
+		}
 	} else {
 		t := &plan.Targets[0]
 		pkt, relay := p, engine.Relay(engine.RelayResult)

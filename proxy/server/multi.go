@@ -50,7 +50,7 @@ func (h *handler) checkMulti(texts []string) error {
 			txn = true // BEGIN in the text: what follows is a transaction
 			continue
 		}
-		plan, err := c.srv.router.Route(q, h.routerSession())
+		plan, err := h.route(q, h.probeSession())
 		if err != nil {
 			continue // the statement gets its error at its turn
 		}
@@ -89,7 +89,7 @@ func (h *handler) queryOne(sql string) error {
 			return h.settle(err)
 		}
 	}
-	plan, err := c.srv.router.Route(sql, h.routerSession())
+	plan, err := h.route(sql, h.routerSession())
 	if err != nil {
 		return err
 	}

@@ -172,8 +172,8 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	for i := range probe {
 		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
 	}
-	sess := h.routerSession()
-	plan, err := c.srv.router.RouteArgs(sql, sess, probe)
+	sess := h.probeSession()
+	plan, err := h.routeArgs(sql, sess, probe)
 	nparams := -1 // from the backend's answer
 	if err != nil {
 		// Placeholders where the merge needs constants (HAVING, LIMIT):
@@ -190,6 +190,10 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 			return err
 		}
 		nparams = len(lits)
+	} else if plan.Generated > 0 {
+		// A sequence value stands where the client may have a ?: the
+		// client's placeholders are counted in its text.
+		nparams = router.CountPlaceholders(sql, c.st.Mode())
 	}
 	t := &plan.Targets[0]
 	q := t.SQL
@@ -422,7 +426,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		}
 	}
 	c.act.set("Execute", ps.SQL)
-	plan, err := c.srv.router.RouteArgs(ps.SQL, h.routerSession(), args)
+	// Probed: an execution that takes sequence values runs inlined
+	// (below), planned again there with the values taken once.
+	plan, err := h.routeArgs(ps.SQL, h.probeSession(), args)
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErNotSupported {
@@ -495,7 +501,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	if err != nil {
 		return err
 	}
-	plan, err := c.srv.router.Route(text, h.routerSession())
+	plan, err := h.route(text, h.routerSession())
 	if err != nil {
 		return err
 	}

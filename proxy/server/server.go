@@ -48,6 +48,7 @@ type Server struct {
 	router *router.Router
 	policy *router.Policy // statements clients may not run
 	engine *engine.Engine
+	tables *tables // definitions of the tables with rules, and their sequences
 	nodes  map[string]*backend.Node
 	order  []*backend.Node // nodes in config order
 	users  map[string]string
@@ -166,6 +167,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}()
 	}
 	wg.Wait()
+	s.tables = newTables(s)
+	// Read in the background: a statement that needs a definition not
+	// read yet reads it itself (NeedSchemaError).
+	s.tables.start()
 	return s, nil
 }
 
@@ -296,6 +301,7 @@ wait:
 			break wait
 		}
 	}
+	s.tables.close()
 	for _, n := range s.order {
 		n.Close()
 	}

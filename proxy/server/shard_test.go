@@ -36,6 +36,13 @@ type shardEnv struct {
 
 func newShardEnv(t *testing.T, db string, rules ...config.ShardRule) *shardEnv {
 	t.Helper()
+	return newShardEnvWith(t, db, nil, rules...)
+}
+
+// newShardEnvWith is newShardEnv with the proxy's configuration changed by
+// edit (nil: unchanged) before it starts.
+func newShardEnvWith(t *testing.T, db string, edit func(*config.Config), rules ...config.ShardRule) *shardEnv {
+	t.Helper()
 	servers := backends(t)[:2]
 	for _, s := range servers {
 		if err := dropDirect(s, db); err != nil {
@@ -54,6 +61,9 @@ func newShardEnv(t *testing.T, db string, rules ...config.ShardRule) *shardEnv {
 		rules[i].DB = db
 	}
 	cfg.Schemas[0].Shard = rules
+	if edit != nil {
+		edit(cfg)
+	}
 	e := &shardEnv{t: t, db: db, servers: servers, p: startProxy(t, cfg)}
 	root := openDB(t, e.p.dsn("", ""))
 	mustExec(t, root, "CREATE DATABASE "+db)

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+	"github.com/shardgate/shardgate/schema"
+	"github.com/shardgate/shardgate/sequence"
+)
+
+// tables is what the proxy knows of the logical tables its rules name:
+// their definitions (read from every subtable, compared for drift), and
+// the global sequences of the rules that have one.
+type tables struct {
+	srv     *Server
+	catalog *schema.Catalog
+	infos   map[schema.Key]router.TableInfo
+	sidecar *sequence.Sidecar // nil without sequences
+	seqs    *sequence.Set
+
+	loadMu sync.Mutex     // one load of the definitions at a time
+	bg     sync.WaitGroup // the start-up load, waited for by close
+
+	mu    sync.Mutex
+	drift map[schema.Key][]string // differences between a table's subtables
+}
+
+func newTables(s *Server) *tables {
+	t := &tables{srv: s, catalog: schema.NewCatalog(), infos: map[schema.Key]router.TableInfo{}, drift: map[schema.Key][]string{}}
+	for _, ti := range s.router.Tables() {
+		t.infos[schema.KeyOf(ti.DB, ti.Table)] = ti
+	}
+	if s.cfg.Sequences() {
+		t.sidecar = sequence.NewSidecar(s.nodes[s.cfg.Sidecar.Node], s.cfg.Sidecar.DB)
+		t.seqs = sequence.NewSet(t.sidecar)
+		for _, ti := range t.infos {
+			if ti.Sequence != "" {
+				t.seqs.Add(ti.DB, ti.Table, ti.SequenceBlock, func() (uint64, error) { return t.sequenceStart(ti) })
+			}
+		}
+	}
+	return t
+}
+
+// start reads every definition in the background.
+func (t *tables) start() {
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		t.loadAll()
+	}()
+}
+
+// close waits for the start-up load and releases the sidecar connection.
+func (t *tables) close() {
+	t.bg.Wait()
+	if t.sidecar != nil {
+		t.sidecar.Close()
+	}
+}
+
+// Columns implements router.Catalog.
+func (t *tables) Columns(db, table string) ([]string, bool) {
+	tb := t.catalog.Table(db, table)
+	if tb == nil {
+		return nil, false
+	}
+	return tb.Names(), true
+}
+
+// ids is the session's router.IDSource: nil without sequences.
+func (t *tables) ids() router.IDSource {
+	if t.seqs == nil {
+		return nil
+	}
+	return t.seqs
+}
+
+// probeIDs stands in for the sequences where a plan is made only to be
+// looked at (the metadata of a prepared statement, the choice of how to
+// run an execution): it takes no values, and gives 0.
+type probeIDs struct{}
+
+func (probeIDs) NextIDs(_, _ string, ids []uint64) error {
+	clear(ids)
+	return nil
+}
+
+// loadAll reads the definition of every table with a rule. Tables that do
+// not exist yet are skipped (they are read when created through the proxy
+// or first needed).
+func (t *tables) loadAll() {
+	for _, ti := range t.infos {
+		if err := t.load(ti); err != nil {
+			t.srv.log.Warn("reading a table's definition failed", zap.String("table", ti.DB+"."+ti.Table), zap.Error(err))
+		}
+	}
+}
+
+// refresh reads again the definitions of the tables with rules named
+// (logical names, any database): after DDL through the proxy.
+func (t *tables) refresh(names []string) {
+	for _, ti := range t.infos {
+		for _, n := range names {
+			if n == ti.Table {
+				if err := t.load(ti); err != nil {
+					t.srv.log.Warn("reading a table's definition after DDL failed", zap.String("table", ti.DB+"."+ti.Table), zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// loadNamed reads the definition of db.table when a rule names it; it
+// reports whether the catalog knows the table afterwards.
+func (t *tables) loadNamed(db, table string) bool {
+	ti, ok := t.infos[schema.KeyOf(db, table)]
+	if !ok {
+		return false
+	}
+	if err := t.load(ti); err != nil {
+		t.srv.log.Warn("reading a table's definition failed", zap.String("table", db+"."+table), zap.Error(err))
+	}
+	return t.catalog.Table(db, table) != nil
+}
+
+// load reads every subtable of ti, stores the first definition found as
+// the logical table's, and records (and logs) how the others differ from
+// it. A table no subtable has is dropped from the catalog.
+func (t *tables) load(ti router.TableInfo) error {
+	t.loadMu.Lock()
+	defer t.loadMu.Unlock()
+	var first *schema.Table
+	var firstAt string
+	var drift []string
+	var errs []error
+	missing := 0
+	for _, sub := range ti.Subtables {
+		tb, err := t.readSubtable(sub.Node, ti.DB, sub.Subtable, ti.Table)
+		where := sub.Node + " " + sub.Subtable
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		case tb == nil:
+			missing++
+		case first == nil:
+			first, firstAt = tb, where
+		default:
+			for _, d := range schema.Diff(first, tb) {
+				drift = append(drift, fmt.Sprintf("%s against %s: %s", where, firstAt, strings.ReplaceAll(strings.ReplaceAll(d, "the first", firstAt), "the second", where)))
+			}
+		}
+	}
+	if missing > 0 && first != nil {
+		drift = append(drift, fmt.Sprintf("%d of %d subtables do not exist", missing, len(ti.Subtables)))
+	}
+	key := schema.KeyOf(ti.DB, ti.Table)
+	t.mu.Lock()
+	if len(drift) > 0 {
+		t.drift[key] = drift
+	} else {
+		delete(t.drift, key)
+	}
+	t.mu.Unlock()
+	if len(drift) > 0 {
+		t.srv.log.Warn("subtables of a sharded table differ", zap.String("table", ti.DB+"."+ti.Table), zap.Strings("differences", drift))
+	}
+	switch {
+	case first != nil:
+		t.catalog.Put(first)
+	case len(errs) == 0:
+		t.catalog.Drop(ti.DB, ti.Table)
+	}
+	return errors.Join(errs...)
+}
+
+// driftReport returns the differences between subtables found by the
+// last reads, by table.
+func (t *tables) driftReport() map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string][]string, len(t.drift))
+	for k, d := range t.drift {
+		out[k.DB+"."+k.Table] = d
+	}
+	return out
+}
+
+// readSubtable reads one physical table's definition on node.
+func (t *tables) readSubtable(node, db, sub, logical string) (*schema.Table, error) {
+	var tb *schema.Table
+	err := t.srv.onNode(node, func(c *backend.Conn) error {
+		var err error
+		tb, err = schema.Read(connQuerier{c}, db, sub, logical)
+		return err
+	})
+	return tb, err
+}
+
+// sequenceStart is the first value of ti's sequence when it is created:
+// one past the largest value its column holds in any subtable.
+func (t *tables) sequenceStart(ti router.TableInfo) (uint64, error) {
+	var top uint64
+	for _, sub := range ti.Subtables {
+		err := t.srv.onNode(sub.Node, func(c *backend.Conn) error {
+			res, err := c.Exec("SELECT MAX(`" + ti.Sequence + "`) FROM `" + ti.DB + "`.`" + sub.Subtable + "`")
+			if err != nil {
+				var se *mysql.SQLError
+				if errors.As(err, &se) && se.Code == 1146 { // ER_NO_SUCH_TABLE: nothing stored there
+					return nil
+				}
+				return err
+			}
+			if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] != nil {
+				v, err := strconv.ParseInt(string(res.Rows[0][0]), 10, 64)
+				if err != nil {
+					return fmt.Errorf("largest %s in %s is %q", ti.Sequence, sub.Subtable, res.Rows[0][0])
+				}
+				if v > 0 && uint64(v) > top {
+					top = uint64(v)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", sub.Node, sub.Subtable, err)
+		}
+	}
+	return top + 1, nil
+}
+
+// onNode runs f on a connection of its own to node (outside the pool: the
+// proxy's own reads leave nothing for a client to find), closed after.
+func (s *Server) onNode(node string, f func(c *backend.Conn) error) error {
+	n := s.nodes[node]
+	if n == nil {
+		return fmt.Errorf("no node %s", node)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Backend.CommandTimeout+s.cfg.Backend.DialTimeout)
+	defer cancel()
+	c, err := n.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
+}
+
+// connQuerier is a schema.Querier over a backend connection.
+type connQuerier struct{ c *backend.Conn }
+
+func (q connQuerier) Query(sql string) ([][][]byte, error) {
+	res, err := q.c.Exec(sql)
+	if err != nil {
+		return nil, err
+	}
+	return res.Rows, nil
+}
