@@ -30,15 +30,6 @@ import (
 	"github.com/shardgate/shardgate/proxy/server"
 )
 
-// sequences puts the global sequence keys into the proxy's configuration: `sequence: id` on the sharded table's
-// shard rule (the proxy fills id from a durable global sequence when an INSERT leaves it out) and the top-level
-// `sidecar: {node: node1}` that keeps the sequence. It is off until sequences work end to end: config accepts
-// the keys since 2fa056f, but the proxy then refuses every INSERT into items that needs a value ("1235 INSERT into
-// sharded table items needs values of its sequence (column id), and none can be had here"), and at
-// COM_STMT_PREPARE also those that bind id with a placeholder. Flip it then; the genkeys lines for items in
-// known.txt that pass must go.
-const sequences = false
-
 // db is the database every case runs in. Directly it lives on node1 only and both tables are plain; through
 // the proxy it exists on both nodes and items is sharded.
 const db = "cm"
@@ -363,10 +354,10 @@ func startProxy(t *testing.T, node1, node2 *mariadbtest.Server) string {
         type: hash
         nodes: [node1, node2]
         locations: [2, 2]
+        sequence: id
+sidecar:
+  node: node1
 `, appUser, db)
-	if sequences {
-		b.WriteString("        sequence: id\nsidecar:\n  node: node1\n")
-	}
 	cfg, err := config.Parse([]byte(b.String()))
 	if err != nil {
 		t.Fatalf("proxy configuration: %v", err)

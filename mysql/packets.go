@@ -249,3 +249,49 @@ func ParseTextRow(p []byte, n int, dst [][]byte) ([][]byte, error) {
 	}
 	return dst, nil
 }
+
+// RenameColumnTables rewrites the table and org_table fields of column
+// definition packet p (Protocol::ColumnDefinition41) that rename maps to
+// another name, appending the new packet to dst. ok is false when neither
+// field changes or p is malformed: p is then to be sent as it is.
+func RenameColumnTables(dst, p []byte, rename func(name []byte) (string, bool)) (out []byte, ok bool) {
+	off := 0
+	skip := func() (field []byte, good bool) {
+		l, null, n := ReadLenEncInt(p[off:])
+		if n == 0 || null || l > uint64(len(p)-off-n) {
+			return nil, false
+		}
+		field = p[off+n : off+n+int(l)]
+		off += n + int(l)
+		return field, true
+	}
+	for range 2 { // catalog, schema
+		if _, good := skip(); !good {
+			return nil, false
+		}
+	}
+	start := off
+	table, good := skip()
+	if !good {
+		return nil, false
+	}
+	orgTable, good := skip()
+	if !good {
+		return nil, false
+	}
+	t, tOK := rename(table)
+	o, oOK := rename(orgTable)
+	if !tOK && !oOK {
+		return nil, false
+	}
+	if !tOK {
+		t = string(table)
+	}
+	if !oOK {
+		o = string(orgTable)
+	}
+	dst = append(dst, p[:start]...)
+	dst = AppendLenEncString(dst, t)
+	dst = AppendLenEncString(dst, o)
+	return append(dst, p[off:]...), true
+}

@@ -419,3 +419,37 @@ func BenchmarkResultInfo(b *testing.B) {
 		})
 	}
 }
+
+func TestRenameColumnTables(t *testing.T) {
+	col := &Column{Catalog: "def", Schema: "db", Table: "t_0001", OrgTable: "t_0001", Name: "id", OrgName: "id", Charset: 63, Length: 20, Type: TypeLongLong}
+	p := AppendColumn(nil, col)
+	rename := func(b []byte) (string, bool) {
+		if string(b) == "t_0001" {
+			return "t", true
+		}
+		return "", false
+	}
+	out, ok := RenameColumnTables(nil, p, rename)
+	if !ok {
+		t.Fatal("not renamed")
+	}
+	want := *col
+	want.Table, want.OrgTable = "t", "t"
+	if !bytes.Equal(out, AppendColumn(nil, &want)) {
+		t.Errorf("renamed packet %x, want %x", out, AppendColumn(nil, &want))
+	}
+	// An alias keeps its name; only org_table changes.
+	col.Table = "a"
+	out, ok = RenameColumnTables(nil, AppendColumn(nil, col), rename)
+	want.Table = "a"
+	if !ok || !bytes.Equal(out, AppendColumn(nil, &want)) {
+		t.Errorf("alias: %v %x", ok, out)
+	}
+	col.OrgTable = "other"
+	if _, ok := RenameColumnTables(nil, AppendColumn(nil, col), rename); ok {
+		t.Error("renamed a column of another table")
+	}
+	for i := range len(p) {
+		RenameColumnTables(nil, p[:i], rename) // must not panic
+	}
+}

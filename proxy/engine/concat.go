@@ -69,7 +69,7 @@ func (x *Executor) concatOne(bc *backend.Conn, first bool) (backend.Outcome, err
 	if n == 0 || p[0] == mysql.OKHeader {
 		return r, fmt.Errorf("backend %s: expected a result set", bc.Addr)
 	}
-	raw, err := readColumns(bc, int(ncols), first)
+	raw, err := readColumns(bc, int(ncols), first, x.tables)
 	if err != nil {
 		return r, err
 	}
@@ -110,8 +110,9 @@ func (x *Executor) concatOne(bc *backend.Conn, first bool) (backend.Outcome, err
 }
 
 // readColumns reads a result set's column definitions and the EOF after
-// them (without CLIENT_DEPRECATE_EOF), keeping copies when keep.
-func readColumns(bc *backend.Conn, ncols int, keep bool) ([][]byte, error) {
+// them (without CLIENT_DEPRECATE_EOF), keeping copies when keep, which name
+// the logical table of tables where they name one of its subtables.
+func readColumns(bc *backend.Conn, ncols int, keep bool, tables []string) ([][]byte, error) {
 	var raw [][]byte
 	for i := 0; i < ncols; i++ {
 		p, err := bc.ReadPacket()
@@ -119,7 +120,11 @@ func readColumns(bc *backend.Conn, ncols int, keep bool) ([][]byte, error) {
 			return nil, err
 		}
 		if keep {
-			raw = append(raw, append([]byte(nil), p...))
+			d, ok := mysql.RenameColumnTables(nil, p, func(name []byte) (string, bool) { return LogicalName(tables, name) })
+			if !ok {
+				d = append([]byte(nil), p...)
+			}
+			raw = append(raw, d)
 		}
 	}
 	if bc.Caps&mysql.ClientDeprecateEOF == 0 {

@@ -86,6 +86,11 @@ type Executor struct {
 	sql   string // the statement being run, for targets without SQL of their own
 	qbuf  []byte // scratch for COM_QUERY packets
 	ebuf  []byte // scratch for end packets rewritten for the client
+	// scratch holds column definitions renamed for the client.
+	scratch []byte
+	// tables are the logical tables of the plan being executed: column
+	// definitions name them, not their subtables.
+	tables []string
 }
 
 // NewExecutor returns an executor that takes connections from conns and
@@ -100,7 +105,7 @@ func (e *Engine) NewExecutor(conns Conns, w Writer) *Executor {
 // of their own. Forward plans go through Forward, which relays the
 // backend's answer as it is.
 func (x *Executor) Execute(plan *router.Plan, sql string) error {
-	x.sql = sql
+	x.sql, x.tables = sql, plan.Tables
 	switch plan.Kind {
 	case router.Concat:
 		if plan.Merge != nil {

@@ -243,7 +243,7 @@ func (mg *merger) readHeader(s *stream) error {
 	}
 	s.ncols = int(n)
 	first := mg.cols == nil
-	raw, err := readColumns(s.bc, s.ncols, first)
+	raw, err := readColumns(s.bc, s.ncols, first, mg.x.tables)
 	if err != nil {
 		s.bc.MarkBroken()
 		return err

@@ -67,7 +67,59 @@ func (x *Executor) RunOn(bc *backend.Conn, p []byte, sticky bool, relay Relay) (
 // SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets; the packets
 // that end a result go through passEnd.
 func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
-	return relayResult(x, bc, false)
+	return relayResult(x, bc, false, nil)
+}
+
+// RelayResultLogical is RelayResult for a statement on subtables of the
+// logical tables named: column definitions that name a subtable (table,
+// org_table) name its logical table instead, as the server would for the
+// table the client wrote. cursor is as for RelayCursorResult.
+func RelayResultLogical(x *Executor, bc *backend.Conn, tables []string, cursor bool) (backend.Outcome, error) {
+	return relayResult(x, bc, cursor, tables)
+}
+
+// LogicalName maps a subtable name of one of tables (the logical name,
+// "_", then digits: hash and range subtables and the periods of date
+// rules) to that logical name.
+func LogicalName(tables []string, name []byte) (string, bool) {
+	for _, t := range tables {
+		if len(name) > len(t)+1 && string(name[:len(t)]) == t && name[len(t)] == '_' && allDigits(name[len(t)+1:]) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// forwardColumn passes one column definition on, naming the logical table
+// where it names a subtable of one of tables.
+func (x *Executor) forwardColumn(bc *backend.Conn, client *mysql.Conn, tables []string) error {
+	if len(tables) == 0 {
+		_, err := bc.ForwardPacket(client)
+		return err
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return err
+	}
+	out, ok := mysql.RenameColumnTables(x.scratch[:0], p, func(name []byte) (string, bool) { return LogicalName(tables, name) })
+	if !ok {
+		out = p
+	} else {
+		x.scratch = out
+	}
+	if err := client.WritePacket(out); err != nil {
+		return &mysql.DstError{Err: err}
+	}
+	return nil
 }
 
 // RelayCursorResult is RelayResult for a COM_STMT_EXECUTE that asked for
@@ -77,10 +129,10 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 // sets it on results of a CALL whose procedure used a cursor), so only
 // these executions read it so.
 func RelayCursorResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
-	return relayResult(x, bc, true)
+	return relayResult(x, bc, true, nil)
 }
 
-func relayResult(x *Executor, bc *backend.Conn, cursor bool) (backend.Outcome, error) {
+func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (backend.Outcome, error) {
 	var r backend.Outcome
 	client := x.w.Client()
 	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
@@ -125,7 +177,7 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool) (backend.Outcome, e
 			return r, mysql.ErrMalformedPacket
 		}
 		for i := uint64(0); i < ncols; i++ {
-			if _, err := bc.ForwardPacket(client); err != nil {
+			if err := x.forwardColumn(bc, client, tables); err != nil {
 				return r, err
 			}
 		}

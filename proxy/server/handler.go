@@ -28,6 +28,10 @@ type handler struct {
 	qbuf []byte       // scratch for rewritten COM_QUERY packets
 	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
 	immediate bool
+	// logical relays results of statements on subtables of relayTables
+	// (logicalRelay).
+	logical     engine.Relay
+	relayTables []string
 }
 
 func newHandler(c *conn) *handler {
@@ -45,6 +49,18 @@ var errCloseSession = errors.New("close session")
 func (h *handler) routerSession() router.Session {
 	t := h.c.srv.tables
 	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode(), Catalog: t, IDs: t.ids()}
+}
+
+// logicalRelay returns a relay that names logical tables in column
+// definitions (engine.RelayResultLogical), built once per session.
+func (h *handler) logicalRelay(tables []string) engine.Relay {
+	h.relayTables = tables
+	if h.logical == nil {
+		h.logical = func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+			return engine.RelayResultLogical(x, bc, h.relayTables, false)
+		}
+	}
+	return h.logical
 }
 
 // probeSession is routerSession for plans made only to be looked at: they
@@ -274,8 +290,11 @@ func (h *handler) query(p []byte) error {
 		if t.SQL != "" {
 			pkt = h.queryPacket(t.SQL)
 		}
-		if len(plan.Renames) > 0 {
+		switch {
+		case len(plan.Renames) > 0:
 			relay = engine.RelayRenamed(plan.Renames)
+		case t.Subtable != "":
+			relay = h.logicalRelay(plan.Tables)
 		}
 		var res backend.Outcome
 		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)

@@ -51,6 +51,9 @@ type stmtHandler struct {
 	execSQL    string
 	execCursor bool
 	execOnce   bool // close the backend statement after the execution
+	// execTables are the logical tables whose subtables the execution
+	// reads: its column definitions name them (engine.RelayResultLogical).
+	execTables []string
 }
 
 // prepare answers COM_STMT_PREPARE.
@@ -294,20 +297,13 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 // logicalColumn renames the subtable in a column definition to its logical
 // table, so the metadata describes the statement the client prepared.
 func logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
-	if subtable == "" || len(plan.Tables) != 1 {
+	if subtable == "" {
 		return d
 	}
-	col, err := mysql.ParseColumn(d)
-	if err != nil || (col.Table != subtable && col.OrgTable != subtable) {
-		return d
+	if out, ok := mysql.RenameColumnTables(nil, d, func(name []byte) (string, bool) { return engine.LogicalName(plan.Tables, name) }); ok {
+		return out
 	}
-	if col.Table == subtable {
-		col.Table = plan.Tables[0]
-	}
-	if col.OrgTable == subtable {
-		col.OrgTable = plan.Tables[0]
-	}
-	return mysql.AppendColumn(nil, col)
+	return d
 }
 
 // command runs COM_STMT_EXECUTE, SEND_LONG_DATA, RESET, CLOSE and FETCH on
@@ -460,6 +456,10 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 			e = reorderParams(e, order)
 		}
 	}
+	if t.Subtable != "" {
+		s.execTables = plan.Tables
+	}
+	defer func() { s.execTables = nil }()
 	return s.executeOn(ps, e, t.Node, q, order, false)
 }
 
@@ -569,11 +569,7 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 // connection's cached statement is dropped, so the next execution
 // prepares it anew.
 func (s *stmtHandler) relayExecution(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
-	relay := engine.RelayResult
-	if s.execCursor {
-		relay = engine.RelayCursorResult
-	}
-	r, err := relay(x, bc)
+	r, err := engine.RelayResultLogical(x, bc, s.execTables, s.execCursor)
 	if err == nil && (r.ErrCode == erNeedReprepare || s.execOnce) {
 		err = bc.Forget(s.execSQL)
 	}

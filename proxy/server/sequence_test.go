@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 )
 
@@ -206,5 +208,35 @@ func TestSysbenchDefaults(t *testing.T) {
 	}
 	if got := e.ids("sbtest1"); len(got) != 2000 || got[0] != 1 || got[len(got)-1] != 2000 {
 		t.Errorf("%d rows, ids %d..%d; want 2000 rows with ids 1..2000", len(got), got[0], got[len(got)-1])
+	}
+}
+
+// TestColumnMetadataNamesLogicalTable: column definitions of results on a
+// sharded table name the logical table (table and org_table), as the
+// server does for the table the client wrote; an alias stays the alias.
+func TestColumnMetadataNamesLogicalTable(t *testing.T) {
+	e := newShardEnv(t, "colmeta", config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t (id, v) VALUES (1, 1), (2, 2), (3, 3)")
+	c, err := backend.Dial(t.Context(), e.p.addr, backend.DialOptions{User: appUser, Password: appPassword, DB: e.db, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct{ sql, table, org string }{
+		{"SELECT id, v FROM t WHERE id = 1", "t", "t"},                // one subtable, relayed
+		{"SELECT i.id FROM t AS i WHERE i.id = 2", "i", "t"},          // an alias
+		{"SELECT id FROM t", "t", "t"},                                // concatenated
+		{"SELECT id FROM t ORDER BY v DESC LIMIT 2", "t", "t"},        // merged
+		{"SELECT id FROM t WHERE id IN (1, 2) ORDER BY id", "t", "t"}, // merged, two subtables
+	} {
+		res, err := c.Exec(tc.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		for _, col := range res.Columns {
+			if col.Table != tc.table || col.OrgTable != tc.org {
+				t.Errorf("%s: column %s has table %q, org_table %q; want %q, %q", tc.sql, col.Name, col.Table, col.OrgTable, tc.table, tc.org)
+			}
+		}
 	}
 }

@@ -400,7 +400,7 @@ func TestShardHash(t *testing.T) {
 		for _, q := range []string{
 			"INSERT INTO acct (v) VALUES ('x')",
 			"INSERT INTO acct SET v = 'x'",
-			"INSERT INTO acct VALUES (20, 'x', 0)",
+			"INSERT INTO acct VALUES (NULL, 'x', 0)", // no column list: the key is NULL
 			"INSERT INTO acct (id, v) VALUES (NULL, 'x')",
 		} {
 			msg := e.refused(q, mysql.ErNotSupported)
