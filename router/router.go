@@ -353,6 +353,11 @@ func numberMarkers(stmts []ast.StmtNode) {
 func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (*Plan, error) {
 	switch x := n.(type) {
 	case *ast.SelectStmt, *ast.SetOprStmt:
+		if strings.EqualFold(s.DB, "information_schema") || containsFold(sql, "information_schema") {
+			if p, ok, err := sc.planInfoSchema(x, s); ok {
+				return p, err
+			}
+		}
 		return sc.planSelect(x, s, bind)
 	case *ast.InsertStmt:
 		return sc.planInsert(x, s, bind)
@@ -436,4 +441,15 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 		}
 	}
 	return nil, false
+}
+
+// containsFold reports whether s contains substr, ASCII case-insensitively.
+func containsFold(s, substr string) bool {
+	n := len(substr)
+	for i := 0; i+n <= len(s); i++ {
+		if strings.EqualFold(s[i:i+n], substr) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 )
 
@@ -157,26 +155,6 @@ func TestSequenceStartsPastRows(t *testing.T) {
 	}
 }
 
-// TestInsertWithoutColumnList: INSERT INTO t VALUES (...) on a sharded
-// table (mysqldump writes it so) routes by the key's place in the table's
-// columns, read from the subtables, also after ALTER TABLE through the
-// proxy moved it.
-func TestInsertWithoutColumnList(t *testing.T) {
-	e := newShardEnv(t, "nocols", config.ShardRule{Table: "t", Key: "k", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
-	mustExec(t, e.app, "CREATE TABLE t (a VARCHAR(10), k INT NOT NULL PRIMARY KEY)",
-		"INSERT INTO t VALUES ('x', 1), ('y', 2), ('z', 3)")
-	if v := queryValue(t, e.direct[1], "SELECT a FROM t_0002"); v != "y" {
-		t.Errorf("row k=2 not in t_0002: %q", v)
-	}
-	// A column added first moves the key: the proxy reads the new order.
-	mustExec(t, e.app, "ALTER TABLE t ADD COLUMN b INT FIRST", "INSERT INTO t VALUES (9, 'w', 6)")
-	if v := queryValue(t, e.direct[1], "SELECT a FROM t_0002 WHERE k = 6"); v != "w" {
-		t.Errorf("row k=6 not in t_0002 after ALTER: %q", v)
-	}
-	_, err := e.app.Exec("INSERT INTO t VALUES ('short', 7)")
-	wantSQLError(t, err, 1136, "21S01")
-}
-
 // TestSysbenchDefaults: sysbench's own prepare and oltp_read_write, with
 // default options (AUTO_INCREMENT ids, prepared statements), on a table
 // sharded over both nodes.
@@ -208,35 +186,5 @@ func TestSysbenchDefaults(t *testing.T) {
 	}
 	if got := e.ids("sbtest1"); len(got) != 2000 || got[0] != 1 || got[len(got)-1] != 2000 {
 		t.Errorf("%d rows, ids %d..%d; want 2000 rows with ids 1..2000", len(got), got[0], got[len(got)-1])
-	}
-}
-
-// TestColumnMetadataNamesLogicalTable: column definitions of results on a
-// sharded table name the logical table (table and org_table), as the
-// server does for the table the client wrote; an alias stays the alias.
-func TestColumnMetadataNamesLogicalTable(t *testing.T) {
-	e := newShardEnv(t, "colmeta", config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
-	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t (id, v) VALUES (1, 1), (2, 2), (3, 3)")
-	c, err := backend.Dial(t.Context(), e.p.addr, backend.DialOptions{User: appUser, Password: appPassword, DB: e.db, DialTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, tc := range []struct{ sql, table, org string }{
-		{"SELECT id, v FROM t WHERE id = 1", "t", "t"},                // one subtable, relayed
-		{"SELECT i.id FROM t AS i WHERE i.id = 2", "i", "t"},          // an alias
-		{"SELECT id FROM t", "t", "t"},                                // concatenated
-		{"SELECT id FROM t ORDER BY v DESC LIMIT 2", "t", "t"},        // merged
-		{"SELECT id FROM t WHERE id IN (1, 2) ORDER BY id", "t", "t"}, // merged, two subtables
-	} {
-		res, err := c.Exec(tc.sql)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.sql, err)
-		}
-		for _, col := range res.Columns {
-			if col.Table != tc.table || col.OrgTable != tc.org {
-				t.Errorf("%s: column %s has table %q, org_table %q; want %q, %q", tc.sql, col.Name, col.Table, col.OrgTable, tc.table, tc.org)
-			}
-		}
 	}
 }

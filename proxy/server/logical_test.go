@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
+)
+
+// TestInsertWithoutColumnList: INSERT INTO t VALUES (...) on a sharded
+// table (mysqldump writes it so) routes by the key's place in the table's
+// columns, read from the subtables, also after ALTER TABLE through the
+// proxy moved it.
+func TestInsertWithoutColumnList(t *testing.T) {
+	e := newShardEnv(t, "nocols", config.ShardRule{Table: "t", Key: "k", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE t (a VARCHAR(10), k INT NOT NULL PRIMARY KEY)",
+		"INSERT INTO t VALUES ('x', 1), ('y', 2), ('z', 3)")
+	if v := queryValue(t, e.direct[1], "SELECT a FROM t_0002"); v != "y" {
+		t.Errorf("row k=2 not in t_0002: %q", v)
+	}
+	// A column added first moves the key: the proxy reads the new order.
+	mustExec(t, e.app, "ALTER TABLE t ADD COLUMN b INT FIRST", "INSERT INTO t VALUES (9, 'w', 6)")
+	if v := queryValue(t, e.direct[1], "SELECT a FROM t_0002 WHERE k = 6"); v != "w" {
+		t.Errorf("row k=6 not in t_0002 after ALTER: %q", v)
+	}
+	_, err := e.app.Exec("INSERT INTO t VALUES ('short', 7)")
+	wantSQLError(t, err, 1136, "21S01")
+}
+
+// TestColumnMetadataNamesLogicalTable: column definitions of results on a
+// sharded table name the logical table (table and org_table), as the
+// server does for the table the client wrote; an alias stays the alias.
+func TestColumnMetadataNamesLogicalTable(t *testing.T) {
+	e := newShardEnv(t, "colmeta", config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t (id, v) VALUES (1, 1), (2, 2), (3, 3)")
+	c, err := backend.Dial(t.Context(), e.p.addr, backend.DialOptions{User: appUser, Password: appPassword, DB: e.db, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct{ sql, table, org string }{
+		{"SELECT id, v FROM t WHERE id = 1", "t", "t"},                // one subtable, relayed
+		{"SELECT i.id FROM t AS i WHERE i.id = 2", "i", "t"},          // an alias
+		{"SELECT id FROM t", "t", "t"},                                // concatenated
+		{"SELECT id FROM t ORDER BY v DESC LIMIT 2", "t", "t"},        // merged
+		{"SELECT id FROM t WHERE id IN (1, 2) ORDER BY id", "t", "t"}, // merged, two subtables
+	} {
+		res, err := c.Exec(tc.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.sql, err)
+		}
+		for _, col := range res.Columns {
+			if col.Table != tc.table || col.OrgTable != tc.org {
+				t.Errorf("%s: column %s has table %q, org_table %q; want %q, %q", tc.sql, col.Name, col.Table, col.OrgTable, tc.table, tc.org)
+			}
+		}
+	}
+}
+
+// TestInformationSchemaLogical: information_schema's catalog views, as
+// GUI tools and Connector/J's DatabaseMetaData read them, show a sharded
+// table once under its logical name, with its columns and keys, and no
+// subtables.
+func TestInformationSchemaLogical(t *testing.T) {
+	e := newShardEnv(t, "isl", config.ShardRule{Table: "items", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(10), KEY by_name (name))", "CREATE TABLE plain (a INT)")
+	for _, tc := range []struct{ sql, want string }{
+		{"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME", "items|plain"},
+		{"SELECT TABLE_NAME, TABLE_TYPE FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = 'isl' AND TABLE_NAME = 'items'", "items,BASE TABLE"},
+		{"SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'isl' AND TABLE_NAME LIKE 'items' ORDER BY ORDINAL_POSITION", "id,int(11),PRI|name,varchar(10),MUL"},
+		{"SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = 'isl' AND s.TABLE_NAME = 'items' ORDER BY INDEX_NAME", "PRIMARY,id|by_name,name"},
+		{"SELECT TABLE_NAME, CONSTRAINT_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'isl'", "items,PRIMARY"},
+	} {
+		var rows []string
+		for _, r := range queryStrings(t, e.app, tc.sql) {
+			rows = append(rows, strings.Join(r, ","))
+		}
+		slices.Sort(rows)
+		want := strings.Split(tc.want, "|")
+		slices.Sort(want)
+		if !slices.Equal(rows, want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.sql, rows, want)
+		}
+	}
+}
