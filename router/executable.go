@@ -12,6 +12,25 @@ import (
 // version is not above the server's. ok is false for any other text, and
 // for a comment the server would skip (which then goes to it unchanged).
 func UnwrapExecutable(sql string, version int) (inner string, ok bool) {
+	body, v, ok := executableComment(sql)
+	if !ok || v > version {
+		return "", false
+	}
+	return body, body != ""
+}
+
+// SkippedExecutable reports whether sql is one executable comment that a
+// server of the given version skips, its version being above the server's
+// (mariadb-dump's first line, /*M!999999\- enable the sandbox mode */): to
+// the server it is a comment and nothing else, and to the proxy too.
+func SkippedExecutable(sql string, version int) bool {
+	_, v, ok := executableComment(sql)
+	return ok && v > version
+}
+
+// executableComment splits a text that is one executable comment into the
+// statement inside and the version it asks for (0: none).
+func executableComment(sql string) (body string, version int, ok bool) {
 	s := strings.TrimRight(strings.TrimSpace(sql), "; \t\r\n")
 	var digits int
 	switch {
@@ -20,14 +39,14 @@ func UnwrapExecutable(sql string, version int) (inner string, ok bool) {
 	case strings.HasPrefix(s, "/*!"):
 		s, digits = s[3:], 5
 	default:
-		return "", false
+		return "", 0, false
 	}
 	if !strings.HasSuffix(s, "*/") {
-		return "", false
+		return "", 0, false
 	}
 	s = s[:len(s)-2]
 	if strings.Contains(s, "*/") || strings.Contains(s, "/*") {
-		return "", false // several comments, or one nested: not one statement
+		return "", 0, false // several comments, or one nested: not one statement
 	}
 	n := 0
 	for n < len(s) && n < digits && s[n] >= '0' && s[n] <= '9' {
@@ -35,15 +54,15 @@ func UnwrapExecutable(sql string, version int) (inner string, ok bool) {
 	}
 	if n != 0 {
 		if n != digits {
-			return "", false
+			return "", 0, false
 		}
 		v, err := strconv.Atoi(s[:n])
-		if err != nil || v > version {
-			return "", false
+		if err != nil {
+			return "", 0, false
 		}
+		version = v
 	}
-	inner = strings.TrimSpace(s[n:])
-	return inner, inner != ""
+	return strings.TrimSpace(s[n:]), version, true
 }
 
 // VersionID reads a server version string ("10.11.19-MariaDB", or with the
@@ -68,4 +87,86 @@ func VersionID(v string) int {
 		id += n * []int{10000, 100, 1}[i]
 	}
 	return id
+}
+
+// SkipIgnored returns sql without the comments at its start that a server
+// of the given version reads as comments: /* ... */, "-- " and "#" to the
+// end of the line, and executable comments for a later version
+// (mariadb-dump's /*M!999999\- enable the sandbox mode */, which the
+// client sends glued to the next statement). An executable comment the
+// server runs ends the skipping.
+func SkipIgnored(sql string, version int) string {
+	s := sql
+	for {
+		t := strings.TrimLeft(s, " \t\r\n\f")
+		switch {
+		case strings.HasPrefix(t, "/*!") || strings.HasPrefix(t, "/*M!") || strings.HasPrefix(t, "/*m!"):
+			end := strings.Index(t, "*/")
+			if end < 0 {
+				return s
+			}
+			if _, v, ok := executableComment(t[:end+2]); !ok || v <= version {
+				return t
+			}
+			s = t[end+2:]
+		case strings.HasPrefix(t, "/*"):
+			end := strings.Index(t[2:], "*/")
+			if end < 0 {
+				return s
+			}
+			s = t[end+4:]
+		case strings.HasPrefix(t, "#"), strings.HasPrefix(t, "--") && (len(t) == 2 || t[2] <= ' '):
+			nl := strings.IndexByte(t, '\n')
+			if nl < 0 {
+				return ""
+			}
+			s = t[nl+1:]
+		default:
+			return t
+		}
+	}
+}
+
+// InlineExecutable returns sql with its executable comments resolved as a
+// server of the given version reads them: /*!NNNNN text */ becomes text
+// when NNNNN is not above the version (and /*!text */ always), and
+// disappears otherwise. Quoted strings and names are left alone. It is for
+// statements the proxy composes itself (START TRANSACTION /*!40100 WITH
+// CONSISTENT SNAPSHOT */, as mysqldump writes it).
+func InlineExecutable(sql string, version int) string {
+	if !strings.Contains(sql, "/*!") && !strings.Contains(sql, "/*M!") {
+		return sql
+	}
+	var b strings.Builder
+	for i := 0; i < len(sql); {
+		switch c := sql[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for j < len(sql) && sql[j] != c {
+				if sql[j] == '\\' && c != '`' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(sql))
+			b.WriteString(sql[i:j])
+			i = j
+		case strings.HasPrefix(sql[i:], "/*!") || strings.HasPrefix(sql[i:], "/*M!"):
+			end := strings.Index(sql[i:], "*/")
+			if end < 0 {
+				b.WriteString(sql[i:])
+				return b.String()
+			}
+			if body, v, ok := executableComment(sql[i : i+end+2]); ok && v <= version {
+				b.WriteString(" " + body + " ")
+			} else if !ok {
+				b.WriteString(sql[i : i+end+2])
+			}
+			i += end + 2
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
 }

@@ -30,3 +30,31 @@ func TestUnwrapExecutable(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipIgnored(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/*M!999999\\- enable the sandbox mode */ \n-- MariaDB dump 10.19\n--\n/*!40101 SET @OLD=@@X */;", "/*!40101 SET @OLD=@@X */;"},
+		{"# a\n/* b */ -- c\nSELECT 1", "SELECT 1"},
+		{"/*M!100602 SET x=1 */", "/*M!100602 SET x=1 */"},
+		{"/*M!999999 LOCK */ SELECT 2", "SELECT 2"}, {"/*!99999 SET y=1 */", "/*!99999 SET y=1 */"}, // 9.99.99 < 10.11.19: MariaDB runs it
+		{"--x SELECT", "--x SELECT"}, // "--" without a blank is an operator, not a comment
+		{"-- only", ""},
+		{"/* open", "/* open"},
+	} {
+		if got := SkipIgnored(tc.in, 101119); got != tc.want {
+			t.Errorf("SkipIgnored(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestInlineExecutable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */", "START TRANSACTION  WITH CONSISTENT SNAPSHOT "},
+		{"SELECT '/*!1 x */' /*M!999999 LATER */", "SELECT '/*!1 x */' "},
+		{"COMMIT", "COMMIT"},
+	} {
+		if got := InlineExecutable(tc.in, 101119); got != tc.want {
+			t.Errorf("InlineExecutable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -39,6 +39,7 @@ type goldenPlan struct {
 	// golden IDSource hands out 1001, 1002, ... for each case.
 	Generated int    `json:"generated,omitempty"`
 	FirstID   uint64 `json:"first_id,omitempty"`
+	Sticky    bool   `json:"sticky,omitempty"`
 }
 
 type goldenTarget struct {
@@ -148,7 +149,7 @@ func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
 		return nil, &goldenError{Code: se.Code, State: se.State, Message: se.Message}
 	}
 	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{},
-		Generated: p.Generated, FirstID: p.FirstID}
+		Generated: p.Generated, FirstID: p.FirstID, Sticky: p.Sticky}
 	for _, t := range p.Targets {
 		gp.Targets = append(gp.Targets, goldenTarget{Node: t.Node, Subtable: t.Subtable, SQL: t.SQL})
 	}

@@ -1,5 +1,7 @@
 package router
 
+import "slices"
+
 // Plan is what a statement executes as: plain data that the session reads
 // and runs. A plan never executes itself and is never modified after Route
 // returns it (plans may be shared between sessions).
@@ -26,6 +28,9 @@ type Plan struct {
 	// LAST_INSERT_ID(). Such a plan is a SumOK plan, never cached.
 	Generated int
 	FirstID   uint64
+	// Sticky marks a plan whose statements leave state on every target's
+	// connection (LOCK TABLES): the session keeps those connections.
+	Sticky bool
 	// Merge says how a Concat plan's rows combine when plain concatenation
 	// is not MySQL's answer (ORDER BY, LIMIT, GROUP BY, aggregates,
 	// DISTINCT); nil means concatenate.
@@ -75,4 +80,16 @@ type Target struct {
 // Rename maps a physical table name to its logical name.
 type Rename struct {
 	Physical, Logical string
+}
+
+// Nodes returns the nodes of the plan's targets, each once, in target
+// order.
+func (p *Plan) Nodes() []string {
+	var out []string
+	for _, t := range p.Targets {
+		if !slices.Contains(out, t.Node) {
+			out = append(out, t.Node)
+		}
+	}
+	return out
 }

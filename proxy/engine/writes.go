@@ -25,7 +25,7 @@ func (x *Executor) writes(plan *router.Plan) error {
 		if t.Subtable != "" {
 			where += " " + t.Subtable
 		}
-		ok, err := x.writeOne(t, plan.Generated > 0)
+		ok, err := x.writeOne(t, plan.Generated > 0, plan.Sticky)
 		if err != nil {
 			se := mysql.AsSQLError(err)
 			if firstErr == nil {
@@ -76,7 +76,10 @@ func (x *Executor) writes(plan *router.Plan) error {
 // the statement carries global sequence values: the server reports the
 // first as the insert id, but they are explicit values to it, which do not
 // change the connection's LAST_INSERT_ID().
-func (x *Executor) writeOne(t *router.Target, sequenced bool) (mysql.OK, error) {
+//
+// sticky says the statement leaves state on the connection (LOCK TABLES):
+// the session keeps it.
+func (x *Executor) writeOne(t *router.Target, sequenced, sticky bool) (mysql.OK, error) {
 	bc, err := x.send(t)
 	if err != nil {
 		return mysql.OK{}, err
@@ -105,7 +108,7 @@ func (x *Executor) writeOne(t *router.Target, sequenced bool) (mysql.OK, error) 
 		if sequenced && insertID != 0 {
 			insertID, bc.LastInsertID = 0, backend.UnknownInsertID
 		}
-		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: insertID,
+		x.conns.Release(bc, sticky, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings, InsertID: insertID,
 			StateChanged: ok.Status&mysql.StatusSessionStateChange != 0, State: state})
 		ok.Status &^= mysql.StatusSessionStateChange
 		return ok, nil

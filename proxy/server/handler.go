@@ -152,6 +152,32 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	return false, err
 }
 
+// unlockTables answers UNLOCK TABLES: the session's table locks are
+// released on every node that holds some; without any, the statement goes
+// to the default node as it is (it also ends FLUSH TABLES WITH READ LOCK
+// there) and leaves nothing behind.
+func (h *handler) unlockTables(p []byte) error {
+	st := h.c.st
+	if !st.Locked() {
+		node, _ := h.c.srv.router.DefaultNode(h.c.user)
+		_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
+		return h.settle(err)
+	}
+	if err := st.Unlock(); err != nil {
+		return mysql.NewError(mysql.ErServerLost, "%v", err)
+	}
+	return h.c.okStatus()
+}
+
+// forwardComment sends a text the server reads as comments only to the
+// default node, unchanged, and relays its answer (OK, or 1065): nothing
+// runs, so no state is left, and nothing is routed.
+func (h *handler) forwardComment(p []byte) error {
+	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
+	return h.settle(err)
+}
+
 // settle turns what a backend failure means into the session's answer: a
 // client that went away or holds half a packet ends the session; a lost
 // backend connection is reported, and ends the session when its state
@@ -206,14 +232,24 @@ func (h *handler) backendLost(bc *backend.Conn) error {
 func (h *handler) query(p []byte) error {
 	c, st := h.c, h.c.st
 	sql := string(p[1:])
-	if len(sql) > 3 && (sql[0] == '/' || sql[0] == ' ' || sql[0] == '\n') && router.HasExecutableComment(sql) {
+	if len(sql) > 3 && (sql[0] == '/' || sql[0] <= ' ' || sql[0] == '-' || sql[0] == '#') && router.HasExecutableComment(sql) {
 		// A statement written as one executable comment (mysqldump's
 		// /*!40101 SET ... */, /*M!100602 ... */): the server runs what
 		// is inside, so the proxy reads, checks and sends just that.
+		// Comments before it that the server skips (mariadb-dump's
+		// sandbox line, for a later version) are dropped first.
 		node, _ := c.srv.router.DefaultNode(c.user)
-		if inner, ok := router.UnwrapExecutable(sql, router.VersionID(c.srv.nodes[node].Version())); ok {
+		version := router.VersionID(c.srv.nodes[node].Version())
+		rest := router.SkipIgnored(sql, version)
+		if inner, ok := router.UnwrapExecutable(rest, version); ok {
 			sql = inner
 			p = h.queryPacket(inner)
+		} else if strings.TrimSpace(strings.TrimRight(rest, "; \t\r\n")) == "" {
+			// Comments only, to the server: it answers itself.
+			return h.forwardComment(p)
+		} else if len(rest) < len(sql) {
+			sql = rest
+			p = h.queryPacket(rest)
 		}
 	}
 	stmt := router.Classify(sql)
@@ -259,6 +295,9 @@ func (h *handler) query(p []byte) error {
 				return h.settle(err)
 			}
 		}
+		if stmt.Keyword == "UNLOCK" && router.IsUnlockTables(sql) {
+			return h.unlockTables(p)
+		}
 		if handled, err := h.local(sql, stmt); handled {
 			return err
 		}
@@ -281,7 +320,17 @@ func (h *handler) query(p []byte) error {
 	c.srv.queries.Add(1)
 	if plan.Kind != router.Forward {
 		err = h.settle(h.x.Execute(plan, sql))
-		if err == nil && plan.Kind == router.Fanout && len(plan.Tables) > 0 {
+		switch {
+		case err == nil && plan.Sticky && stmt.Keyword == "LOCK":
+			st.NoteLocks(plan.Nodes())
+		case err != nil && plan.Sticky && stmt.Keyword == "LOCK" && !multi:
+			// Some nodes may hold their locks: as MariaDB releases the
+			// locks of a failed LOCK TABLES, so does the proxy.
+			st.NoteLocks(plan.Nodes())
+			if uerr := st.Unlock(); uerr != nil {
+				c.log.Warn("releasing the locks of a failed LOCK TABLES", zap.Error(uerr))
+			}
+		case err == nil && stmt.Kind == router.KindDDL && len(plan.Tables) > 0:
 			c.srv.tables.refresh(plan.Tables) // DDL through the proxy
 		}
 	} else {
@@ -304,7 +353,9 @@ func (h *handler) query(p []byte) error {
 			// connections the pool hands out from now on.
 			c.srv.renewPools()
 		}
-		if err == nil && stmt.Sticky && res.OK {
+		if err == nil && stmt.Sticky && res.OK && stmt.Keyword == "LOCK" && !multi {
+			st.NoteLocks([]string{t.Node})
+		} else if err == nil && stmt.Sticky && res.OK {
 			st.NoteState(stmt, sql, multi)
 			if stmt.Keyword == "SET" && !multi {
 				if serr := st.SetOnOtherNodes(t.Node, sql); serr != nil {
@@ -438,6 +489,11 @@ func (h *handler) local(sql string, stmt router.Stmt) (handled bool, err error) 
 func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	st := h.c.st
 	var warnings uint16
+	if router.HasExecutableComment(sql) {
+		// mysqldump's START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */
+		node, _ := h.c.srv.router.DefaultNode(h.c.user)
+		sql = router.InlineExecutable(sql, router.VersionID(h.c.srv.nodes[node].Version()))
+	}
 	txn := session.ParseTxn(sql)
 	switch txn.Verb {
 	case session.TxnNone:

@@ -204,6 +204,7 @@ func (s *State) ReleaseAll() {
 		bc.Node().Put(bc)
 	}
 	s.pinned = s.pinned[:0]
+	s.locked = nil
 }
 
 // Shared reports whether every statement on node must use the one

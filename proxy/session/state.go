@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shardgate/shardgate/backend"
@@ -13,6 +14,9 @@ import (
 // holds. It is owned by the goroutine serving the client.
 type State struct {
 	nodes map[string]*backend.Node
+	// locked names the nodes where the session holds table locks (LOCK
+	// TABLES), on the connection it keeps there.
+	locked []string
 	// singleNodeTxn is transaction_mode single: a transaction stays on
 	// the node it began on.
 	singleNodeTxn bool
@@ -125,6 +129,13 @@ func (s *State) SetOnOtherNodes(node, sql string) error {
 		if bc.Node().Name == node {
 			continue
 		}
+		// The SET may read user variables (SET x = @saved): they must
+		// have the session's values there first.
+		if len(s.vars) > 0 || len(bc.Vars) > 0 {
+			if err := s.syncVars(bc); err != nil {
+				return fmt.Errorf("SET on node %s: %w", bc.Node().Name, err)
+			}
+		}
 		if _, err := bc.Exec(sql); err != nil {
 			return fmt.Errorf("SET on node %s: %w", bc.Node().Name, err)
 		}
@@ -153,6 +164,7 @@ func (s *State) Reset() {
 	s.Stmts = Stmts{}
 	s.vars = nil
 	s.sticky = false
+	s.locked = nil
 	s.replay = nil
 	s.unreplayable = ""
 	s.Coll = s.HandshakeColl
@@ -177,4 +189,40 @@ func (s *State) Mode() router.Mode {
 		m |= router.ModeANSIQuotes
 	}
 	return m
+}
+
+// NoteLocks records that LOCK TABLES succeeded on nodes: the session keeps
+// its connections there (they hold the locks) until UNLOCK TABLES. Locks
+// are state the session may hold on several nodes at once, so unlike other
+// state they do not keep the session from reaching other nodes.
+func (s *State) NoteLocks(nodes []string) {
+	s.sticky = true
+	for _, n := range nodes {
+		if !slices.Contains(s.locked, n) {
+			s.locked = append(s.locked, n)
+		}
+	}
+}
+
+// Locked reports whether the session holds table locks.
+func (s *State) Locked() bool { return len(s.locked) > 0 }
+
+// Unlock runs UNLOCK TABLES on every connection that holds the session's
+// table locks. A failure leaves the connection broken (its locks go with
+// it when it closes).
+func (s *State) Unlock() error {
+	var first error
+	for _, bc := range s.pinned {
+		if !slices.Contains(s.locked, bc.Node().Name) {
+			continue
+		}
+		if _, err := bc.Exec("UNLOCK TABLES"); err != nil {
+			bc.MarkBroken()
+			if first == nil {
+				first = fmt.Errorf("UNLOCK TABLES on node %s: %w", bc.Node().Name, err)
+			}
+		}
+	}
+	s.locked = nil
+	return first
 }
