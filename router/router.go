@@ -277,7 +277,10 @@ func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
 	defer release()
 	if err != nil {
 		for _, name := range sc.ruleNames {
-			if mentionsWord(sql, name) {
+			if mentionsWord(sql, name) && sc.mayNameRule(sql, name, s.DB) {
+				if what := storedProgram(sql); what != "" {
+					return nil, notSupported("%s that names sharded table %s is not supported: a stored program runs inside one server (%s), which holds only some of the table's rows; create it without the sharded table, or run its statements through the proxy", what, name, sc.def)
+				}
 				return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s (shardgate must understand every statement on a sharded table, here %s, and could not parse this one)",
 					strings.TrimSpace(err.Error()), name)
 			}
@@ -388,9 +391,67 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 	}
 	st := sc.walk(n, s, bind)
 	if st.ruleInsts() {
+		if _, ok := n.(*ast.CreateViewStmt); ok {
+			return nil, notSupported("CREATE VIEW over sharded table %s is not supported: a view runs inside one server (%s), which holds only some of the table's rows; query the table through the proxy instead", st.tables()[0], sc.def)
+		}
 		return nil, notSupported("%s statements on sharded table %s are not supported yet", Classify(sql).Keyword, st.tables()[0])
 	}
 	return sc.defPlan, nil
+}
+
+// mayNameRule reports whether text the parser could not read, which
+// mentions table name, may mean a table with a rule: one in the session's
+// database, or in a database the text mentions too.
+func (sc *schema) mayNameRule(sql, name, db string) bool {
+	for rdb, rules := range sc.byDB {
+		for _, r := range rules {
+			if r.table == name && (rdb == db || mentionsWord(sql, rdb)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// storedProgram names the kind of stored program a CREATE statement
+// defines (CREATE [OR REPLACE] [DEFINER=...] FUNCTION, PROCEDURE, TRIGGER,
+// EVENT, also inside executable comments), or "" for any other text.
+func storedProgram(sql string) string {
+	if Classify(sql).Keyword != "CREATE" {
+		return ""
+	}
+	up := strings.ToUpper(sql)
+	first, kind := len(up), ""
+	for _, w := range []string{"FUNCTION", "PROCEDURE", "TRIGGER", "EVENT"} {
+		if i := indexWord(up, w); i >= 0 && i < first {
+			first, kind = i, w
+		}
+	}
+	if kind == "" || indexWord(up[:first], "TABLE") >= 0 || indexWord(up[:first], "VIEW") >= 0 {
+		return ""
+	}
+	return "CREATE " + kind
+}
+
+// indexWord returns the index of word in s as a whole word, or -1.
+func indexWord(s, word string) int {
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return -1
+		}
+		j += i
+		before := j == 0 || !isWordByte(s[j-1])
+		after := j+len(word) == len(s) || !isWordByte(s[j+len(word)])
+		if before && after {
+			return j
+		}
+		i = j + 1
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= 0x80
 }
 
 // SplitStatements returns the statements of a multi-statement text, each
