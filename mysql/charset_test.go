@@ -9,8 +9,11 @@ func TestCollations(t *testing.T) {
 			t.Errorf("CollationByID(%d) = %+v, %v; want %+v", c.ID, got, ok, c)
 		}
 	}
-	if c, ok := CollationByID(2); ok {
-		t.Errorf("CollationByID(2) = %+v, want not found", c)
+	if c, ok := CollationByID(59); !ok || c.Name != "cp1257_general_ci" {
+		t.Errorf("CollationByID(59) = %+v, %v; want cp1257_general_ci", c, ok)
+	}
+	if c, ok := CollationByID(0); ok {
+		t.Errorf("CollationByID(0) = %+v, want not found", c)
 	}
 
 	defaults := []struct {
@@ -25,6 +28,8 @@ func TestCollations(t *testing.T) {
 		{"latin1", 8, true},
 		{"binary", 63, true},
 		{"ascii", 11, true},
+		{"cp1257", 59, true},
+		{"latin2", 9, true},
 		{"klingon", 0, false},
 	}
 	for _, tc := range defaults {

@@ -86,3 +86,22 @@ func TestInformationSchemaLogical(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeCollation: the collation a client names in its handshake
+// (go-sql-driver's collation parameter sends its id) is the connection's,
+// through the proxy as directly, for every id MariaDB knows.
+func TestHandshakeCollation(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	for _, coll := range []string{"cp1257_general_ci", "latin2_czech_cs", "koi8r_general_ci", "utf8mb4_unicode_ci", "ucs2_unicode_ci"} {
+		var got [2]string
+		for i, dsn := range []string{p.dsn("", "collation="+coll), directDSN(s, "", "collation="+coll)} {
+			db := openDB(t, dsn)
+			got[i] = strings.Join(queryStrings(t, db, "SELECT @@collation_connection, @@character_set_client, @@character_set_results")[0], ",")
+			db.Close()
+		}
+		if got[0] != got[1] {
+			t.Errorf("collation %s in the handshake: through the proxy %s, directly %s", coll, got[0], got[1])
+		}
+	}
+}
