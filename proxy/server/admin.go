@@ -33,6 +33,13 @@ type Stats struct {
 	PlanCacheMisses uint64      `json:"plan_cache_misses_total"`
 	PlanCacheShapes int         `json:"plan_cache_shapes"`
 	Nodes           []NodeStats `json:"nodes"`
+	// SchemaDrift lists, per logical table ("db.table"), how its
+	// subtables' definitions differ from the first one read (columns,
+	// types, keys; missing subtables), as found at start-up, on demand and
+	// after DDL through the proxy. Empty when they agree.
+	SchemaDrift map[string][]string `json:"schema_drift"`
+	// CatalogVersion counts the changes of table definitions seen.
+	CatalogVersion uint64 `json:"catalog_version"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -59,6 +66,7 @@ func (s *Server) Stats() Stats {
 		PacketsTooLarge: s.packetsTooLarge.Load(), LongDataTooLarge: s.longDataTooLarge.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
+	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	for _, nd := range s.order {
 		x := nd.Stats()
 		st.Nodes = append(st.Nodes, NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
