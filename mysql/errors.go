@@ -18,6 +18,7 @@ const (
 	ErEmptyQuery           uint16 = 1065 // ER_EMPTY_QUERY
 	ErNotSupported         uint16 = 1235 // ER_NOT_SUPPORTED_YET
 	ErAutoincReadFailed    uint16 = 1467 // ER_AUTOINC_READ_FAILED
+	ErNotAllowedCommand    uint16 = 1148 // ER_NOT_ALLOWED_COMMAND
 	ErTooManyConnections   uint16 = 1040 // ER_CON_COUNT_ERROR
 	ErHandshake            uint16 = 1043 // ER_HANDSHAKE_ERROR
 	ErNetPacketTooLarge    uint16 = 1153 // ER_NET_PACKET_TOO_LARGE
@@ -56,6 +57,7 @@ var sqlStates = map[uint16]string{
 	ErSyntax:                    "42000",
 	ErEmptyQuery:                "42000",
 	ErNotSupported:              "42000",
+	ErNotAllowedCommand:         "42000",
 	ErTooManyConnections:        "08004",
 	ErHandshake:                 "08S01",
 	ErNetPacketTooLarge:         "08S01",

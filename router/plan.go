@@ -28,6 +28,8 @@ type Plan struct {
 	// LAST_INSERT_ID(). Such a plan is a SumOK plan, never cached.
 	Generated int
 	FirstID   uint64
+	// Load says how a LoadSplit plan cuts the client's file.
+	Load *Load
 	// Sticky marks a plan whose statements leave state on every target's
 	// connection (LOCK TABLES): the session keeps those connections.
 	Sticky bool
@@ -61,6 +63,10 @@ const (
 	// with the union of table names, physical subtable names replaced by
 	// their logical table, without duplicates, in name order.
 	ShowTables
+	// LoadSplit runs LOAD DATA LOCAL INFILE on every target (one per
+	// subtable, in subtable order), each with the lines of the client's
+	// file that Load sends there (all of them for a global table, Copies).
+	LoadSplit
 	// Explain answers EXPLAIN FORMAT='shard' with one row per target
 	// (node, backend address, subtable, physical SQL) without running it.
 	Explain

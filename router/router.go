@@ -375,6 +375,8 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 		return sc.dbPlan, nil
 	case *ast.LockTablesStmt:
 		return sc.planLock(x, s)
+	case *ast.LoadDataStmt:
+		return sc.planLoad(x, s)
 	case *ast.ShowStmt:
 		return sc.planShow(x, x, s)
 	case *ast.ExplainStmt:

@@ -118,6 +118,8 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 		return x.showTables(plan)
 	case router.Explain:
 		return x.explain(plan)
+	case router.LoadSplit:
+		return x.loadSplit(plan)
 	}
 	return fmt.Errorf("plan kind %d not implemented", plan.Kind)
 }

@@ -122,17 +122,23 @@ func (x *Executor) writeOne(t *router.Target, sequenced, sticky bool) (mysql.OK,
 // infoSum adds up the info strings of OK packets ("Rows matched: 1
 // Changed: 1  Warnings: 0", "Records: 3  Duplicates: 0  Warnings: 0").
 type infoSum struct {
-	kind    int // 0 none, 1 matched/changed, 2 records/duplicates, -1 other
-	a, b, w uint64
-	other   string
+	kind       int // 0 none, 1 matched/changed, 2 records/duplicates, 3 records/deleted/skipped (LOAD DATA), -1 other
+	a, b, c, w uint64
+	other      string
 }
 
 func (s *infoSum) add(info string) {
 	if info == "" {
 		return
 	}
-	var a, b, w uint64
+	var a, b, c, w uint64
 	switch {
+	case s.kind >= 0 && (s.kind == 0 || s.kind == 3) && strings.HasPrefix(info, "Records: ") && strings.Contains(info, "Deleted: "):
+		if n, err := fmt.Sscanf(info, "Records: %d  Deleted: %d  Skipped: %d  Warnings: %d", &a, &b, &c, &w); err != nil || n != 4 {
+			s.kind, s.other = -1, info
+			return
+		}
+		s.kind = 3
 	case s.kind >= 0 && scan3(info, "Rows matched: %d  Changed: %d  Warnings: %d", &a, &b, &w) && s.kind != 2:
 		s.kind = 1
 	case s.kind >= 0 && scan3(info, "Records: %d  Duplicates: %d  Warnings: %d", &a, &b, &w) && s.kind != 1:
@@ -141,7 +147,7 @@ func (s *infoSum) add(info string) {
 		s.kind, s.other = -1, info
 		return
 	}
-	s.a, s.b, s.w = s.a+a, s.b+b, s.w+w
+	s.a, s.b, s.c, s.w = s.a+a, s.b+b, s.c+c, s.w+w
 }
 
 func scan3(s, format string, a, b, w *uint64) bool {
@@ -155,6 +161,8 @@ func (s *infoSum) String() string {
 		return fmt.Sprintf("Rows matched: %d  Changed: %d  Warnings: %d", s.a, s.b, s.w)
 	case 2:
 		return fmt.Sprintf("Records: %d  Duplicates: %d  Warnings: %d", s.a, s.b, s.w)
+	case 3:
+		return fmt.Sprintf("Records: %d  Deleted: %d  Skipped: %d  Warnings: %d", s.a, s.b, s.c, s.w)
 	case -1:
 		return s.other
 	}

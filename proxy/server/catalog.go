@@ -265,3 +265,23 @@ func (q connQuerier) Query(sql string) ([][][]byte, error) {
 	}
 	return res.Rows, nil
 }
+
+// Numeric implements router.ColumnTyper: whether db.table's column holds
+// numbers (integers, decimals, floats, BIT, YEAR).
+func (t *tables) Numeric(db, table, column string) bool {
+	tb := t.catalog.Table(db, table)
+	if tb == nil {
+		return false
+	}
+	i, ok := tb.Column(column)
+	if !ok {
+		return false
+	}
+	typ := strings.ToLower(tb.Columns[i].Type)
+	for _, p := range []string{"tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "float", "double", "bit", "year"} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}

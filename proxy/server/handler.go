@@ -318,6 +318,9 @@ func (h *handler) query(p []byte) error {
 		start = time.Now()
 	}
 	c.srv.queries.Add(1)
+	if plan.Kind == router.LoadSplit && c.caps&mysql.ClientLocalFiles == 0 {
+		return mysql.NewError(mysql.ErNotAllowedCommand, "The used command is not allowed with this MariaDB version")
+	}
 	if plan.Kind != router.Forward {
 		err = h.settle(h.x.Execute(plan, sql))
 		switch {
