@@ -95,6 +95,9 @@ func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*r
 // readDefinition reads the table definition err asks for (a
 // router.NeedSchemaError) and reports whether it is now known.
 func (h *handler) readDefinition(err error) bool {
+	if err == nil {
+		return false // before anything escapes: this is every statement's path
+	}
 	var ne *router.NeedSchemaError
 	return errors.As(err, &ne) && h.c.srv.tables.loadNamed(ne.DB, ne.Table)
 }
