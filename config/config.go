@@ -281,6 +281,10 @@ type ShardRule struct {
 	// SequenceBlock is how many ids one reservation in the sidecar takes;
 	// Parse turns 0 into 1000.
 	SequenceBlock int `yaml:"sequence_block"`
+	// SequenceAdvance makes an explicit value above the sequence move it
+	// past that value (one more round trip to the sidecar per such
+	// INSERT), so a later generated id never collides with it.
+	SequenceAdvance bool `yaml:"sequence_advance"`
 }
 
 // Sidecar is the sidecar database: a node and a database name.

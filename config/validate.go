@@ -299,6 +299,8 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 		v.add(joinKey(path, "sequence_block"), "%d is out of range 1..1000000000", r.SequenceBlock)
 	case r.SequenceBlock > 0 && r.Sequence == "":
 		v.add(joinKey(path, "sequence_block"), "needs sequence: the column the sequence fills")
+	case r.SequenceAdvance && r.Sequence == "":
+		v.add(joinKey(path, "sequence_advance"), "needs sequence: the column the sequence fills")
 	}
 
 	switch r.Type {

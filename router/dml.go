@@ -425,8 +425,9 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 		return nil, err
 	}
 	var gen []uint64
+	var past uint64 // the largest explicit value of the sequence column
 	if r.seq != "" && x.Select == nil {
-		if names, gen, err = st.fillSequence(x, r, names); err != nil {
+		if names, gen, past, err = st.fillSequence(x, r, names); err != nil {
 			return nil, err
 		}
 	}
@@ -484,6 +485,9 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	if len(gen) > 0 {
 		p.Generated, p.FirstID = len(gen), gen[0]
 	}
+	if r.seqAdvance && past > 0 {
+		p.Advance = &Advance{DB: r.db, Table: r.table, Past: past}
+	}
 	all := x.Lists
 	defer func() { x.Lists = all }()
 	for k, i := range order {
@@ -537,12 +541,12 @@ func (st *stmt) insertColumns(x *ast.InsertStmt, r *rule) ([]string, error) {
 // sequence column r.seq is left out, NULL, DEFAULT or 0 (0 unless the
 // session's sql_mode has NO_AUTO_VALUE_ON_ZERO), as MariaDB fills an
 // AUTO_INCREMENT column. A column left out is added to the column list.
-// It returns the columns as they now are and the values used, in row
-// order.
-func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) ([]string, []uint64, error) {
+// It returns the columns as they now are, the values used, in row order,
+// and the largest explicit (positive integer) value of the column.
+func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) (_ []string, _ []uint64, past uint64, _ error) {
 	pos := slices.Index(names, r.seq)
 	if pos < 0 && len(x.Columns) == 0 {
-		return nil, nil, notSupported("sharded table %s has no column %s, which its rule's sequence names", r.table, r.seq)
+		return nil, nil, 0, notSupported("sharded table %s has no column %s, which its rule's sequence names", r.table, r.seq)
 	}
 	var rows []int
 	for ri, row := range x.Lists {
@@ -556,19 +560,24 @@ func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) ([]stri
 		e := row[pos]
 		v := valueOf(e, st.bind)
 		zero := (v.kind == valInt && v.i == 0 || v.kind == valUint && v.u == 0) && st.sess.Mode&ModeNoAutoValueOnZero == 0
-		if v.kind == valNull || isDefault(e) || zero {
+		switch {
+		case v.kind == valNull || isDefault(e) || zero:
 			rows = append(rows, ri)
+		case v.kind == valInt && v.i > 0:
+			past = max(past, uint64(v.i))
+		case v.kind == valUint:
+			past = max(past, v.u)
 		}
 	}
 	if len(rows) == 0 {
-		return names, nil, nil
+		return names, nil, past, nil
 	}
 	if st.sess.IDs == nil {
-		return nil, nil, notSupported("INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)
+		return nil, nil, 0, notSupported("INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)
 	}
 	ids := make([]uint64, len(rows))
 	if err := st.sess.IDs.NextIDs(r.db, r.table, ids); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if pos < 0 {
 		// Rows with the wrong number of values keep it: the column count
@@ -580,12 +589,12 @@ func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) ([]stri
 				x.Lists[ri] = append(x.Lists[ri], ast.NewValueExpr(ids[k], "", ""))
 			}
 		}
-		return names, ids, nil
+		return names, ids, past, nil
 	}
 	for k, ri := range rows {
 		x.Lists[ri][pos] = ast.NewValueExpr(ids[k], "", "")
 	}
-	return names, ids, nil
+	return names, ids, past, nil
 }
 
 func isDefault(e ast.ExprNode) bool {

@@ -28,6 +28,10 @@ type Plan struct {
 	// LAST_INSERT_ID(). Such a plan is a SumOK plan, never cached.
 	Generated int
 	FirstID   uint64
+	// Advance, when set, asks the caller to move a table's sequence past
+	// an explicit value the statement stores (sequence_advance), once the
+	// statement succeeded.
+	Advance *Advance
 	// Load says how a LoadSplit plan cuts the client's file.
 	Load *Load
 	// Sticky marks a plan whose statements leave state on every target's
@@ -98,4 +102,11 @@ func (p *Plan) Nodes() []string {
 		}
 	}
 	return out
+}
+
+// Advance names a sequence (by its logical table) and the value it must
+// move past.
+type Advance struct {
+	DB, Table string
+	Past      uint64
 }

@@ -48,8 +48,9 @@ type rule struct {
 	readNode string
 	// seq is the column a global sequence fills (lower case), "" when
 	// none; seqBlock the ids one reservation takes.
-	seq      string
-	seqBlock int
+	seq        string
+	seqBlock   int
+	seqAdvance bool // explicit values move the sequence past them
 }
 
 // subtable is one physical table of a sharded table.
@@ -74,7 +75,7 @@ func (r *rule) hasNode(node string) bool {
 // already rejected malformed rules; errors here name what is still wrong.
 func compileRule(sr *config.ShardRule, defaultNode string) (*rule, error) {
 	r := &rule{db: sr.DB, table: sr.Table, key: strings.ToLower(sr.Key), nodes: sr.Nodes,
-		seq: strings.ToLower(sr.Sequence), seqBlock: sr.SequenceBlock}
+		seq: strings.ToLower(sr.Sequence), seqBlock: sr.SequenceBlock, seqAdvance: sr.SequenceAdvance}
 	var b strings.Builder
 	b.WriteString(sr.Type)
 	b.WriteByte('|')

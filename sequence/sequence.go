@@ -139,6 +139,16 @@ func (s *Sidecar) reserve(ctx context.Context, name string, n uint64, start func
 	return 0, fmt.Errorf("sidecar on node %s: sequence %s could not be created", s.node.Name, name)
 }
 
+// advance moves sequence name's next value to at least next. A sequence
+// not created yet needs nothing: it starts past the stored values.
+func (s *Sidecar) advance(ctx context.Context, name string, next uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.exec(ctx, "UPDATE `"+s.db+"`.sequences SET next_id = GREATEST(next_id, "+strconv.FormatUint(next, 10)+
+		") WHERE name = "+quote(name))
+	return err
+}
+
 // quote writes a name as an SQL string literal that reads the same under
 // every sql_mode (names are database.table, which the config restricts,
 // but a quote or backslash is written in hex all the same).
@@ -195,6 +205,26 @@ func (q *Sequence) Next(ctx context.Context, ids []uint64) error {
 	return nil
 }
 
+// Advance moves the sequence past an explicit value stored in its column
+// (sequence_advance): the sidecar's next value becomes at least past+1, and
+// the values of the block in hand up to past are skipped.
+func (q *Sequence) Advance(ctx context.Context, past uint64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if past < q.next {
+		return nil // below what this proxy hands out next; the sidecar is past its block
+	}
+	if err := q.sc.advance(ctx, q.name, past+1); err != nil {
+		return err
+	}
+	if past < q.end {
+		q.next = past + 1
+	} else {
+		q.next = q.end // the next reservation starts past it
+	}
+	return nil
+}
+
 // Set is the sequences of a proxy, by logical table.
 type Set struct {
 	sc   *Sidecar
@@ -224,4 +254,14 @@ func (s *Set) NextIDs(db, table string, ids []uint64) error {
 		return mysql.NewError(mysql.ErAutoincReadFailed, "Failed to read auto-increment value from storage engine: global sequence %s: %v", q.name, err)
 	}
 	return nil
+}
+
+// Advance moves the sequence of logical table db.table past an explicit
+// value (Sequence.Advance).
+func (s *Set) Advance(db, table string, past uint64) error {
+	q := s.seqs[db+"."+table]
+	if q == nil {
+		return nil
+	}
+	return q.Advance(context.Background(), past)
 }

@@ -371,10 +371,26 @@ func (h *handler) query(p []byte) error {
 			}
 		}
 	}
+	if err == nil && plan.Advance != nil {
+		h.advance(plan.Advance)
+	}
 	if !start.IsZero() {
 		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
 	}
 	return err
+}
+
+// advance moves a sequence past the explicit value a statement stored
+// (sequence_advance). The statement's answer is sent: a failure is logged,
+// and the next generated id may then collide with the value (1062).
+func (h *handler) advance(a *router.Advance) {
+	seqs := h.c.srv.tables.seqs
+	if seqs == nil {
+		return
+	}
+	if err := seqs.Advance(a.DB, a.Table, a.Past); err != nil {
+		h.c.log.Warn("moving a sequence past an explicit value failed", zap.String("table", a.DB+"."+a.Table), zap.Uint64("value", a.Past), zap.Error(err))
+	}
 }
 
 // multiSticky reports whether a multi-statement text leaves state on its

@@ -105,5 +105,9 @@ func (h *handler) queryOne(sql string) error {
 		}
 		plan = &one
 	}
-	return h.settle(h.x.Execute(plan, sql))
+	err = h.settle(h.x.Execute(plan, sql))
+	if err == nil && plan.Advance != nil {
+		h.advance(plan.Advance)
+	}
+	return err
 }

@@ -459,8 +459,12 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	if t.Subtable != "" {
 		s.execTables = plan.Tables
 	}
-	defer func() { s.execTables = nil }()
-	return s.executeOn(ps, e, t.Node, q, order, false)
+	err = s.executeOn(ps, e, t.Node, q, order, false)
+	s.execTables = nil
+	if err == nil && plan.Advance != nil {
+		h.advance(plan.Advance)
+	}
+	return err
 }
 
 // executeInlined runs an execution that needs several targets: the bound
@@ -512,8 +516,12 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	c.srv.queries.Add(1)
 	c.binary = true
-	defer func() { c.binary = false }()
-	return h.settle(h.x.Execute(plan, text))
+	err = h.settle(h.x.Execute(plan, text))
+	c.binary = false
+	if err == nil && plan.Advance != nil {
+		h.advance(plan.Advance)
+	}
+	return err
 }
 
 // inlineCharsets are the character sets whose introducers the router's

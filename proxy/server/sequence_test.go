@@ -188,3 +188,48 @@ func TestSysbenchDefaults(t *testing.T) {
 		t.Errorf("%d rows, ids %d..%d; want 2000 rows with ids 1..2000", len(got), got[0], got[len(got)-1])
 	}
 }
+
+// TestSequenceAdvance: with sequence_advance, an explicit id above the
+// sequence moves it past that id (text and binary protocols), one below
+// does not, and the ids it skips are never handed out.
+func TestSequenceAdvance(t *testing.T) {
+	sidecar := "seq_adv_sidecar"
+	if err := dropDirect(backends(t)[0], sidecar); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropDirect(backends(t)[0], sidecar) })
+	e := newShardEnvWith(t, "seq_adv", func(cfg *config.Config) {
+		cfg.Sidecar = config.Sidecar{Node: "node1", DB: sidecar}
+	}, config.ShardRule{Table: "items", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"},
+		Locations: []int{2, 2}, Sequence: "id", SequenceBlock: 100, SequenceAdvance: true})
+	mustExec(t, e.app, "CREATE TABLE items (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20))")
+	insert := func(db *sql.DB, q string, args ...any) int64 {
+		t.Helper()
+		res, err := db.Exec(q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		id, _ := res.LastInsertId()
+		return id
+	}
+	if id := insert(e.app, "INSERT INTO items (name) VALUES ('a')"); id != 1 {
+		t.Fatalf("first id %d", id)
+	}
+	insert(e.app, "INSERT INTO items (id, name) VALUES (50, 'x'), (40, 'y')") // inside the block in hand
+	if id := insert(e.app, "INSERT INTO items (name) VALUES ('b')"); id != 51 {
+		t.Errorf("after explicit 50: id %d, want 51", id)
+	}
+	insert(e.app, "INSERT INTO items (id, name) VALUES (5000, 'z')") // past the block
+	if id := insert(e.app, "INSERT INTO items (name) VALUES ('c')"); id != 5001 {
+		t.Errorf("after explicit 5000: id %d, want 5001", id)
+	}
+	insert(e.app, "INSERT INTO items (id, name) VALUES (70, 'below')") // below: nothing moves
+	bin := openDB(t, e.p.dsn(e.db, "interpolateParams=false"))
+	insert(bin, "INSERT INTO items (id, name) VALUES (?, ?)", 7000, "p")
+	if id := insert(bin, "INSERT INTO items (id, name) VALUES (?, ?)", nil, "q"); id != 7001 {
+		t.Errorf("prepared, after explicit 7000: id %d, want 7001", id)
+	}
+	if got, want := e.ids("items"), []int{1, 40, 50, 51, 70, 5000, 5001, 7000, 7001}; !slices.Equal(got, want) {
+		t.Errorf("ids %v, want %v", got, want)
+	}
+}
