@@ -266,6 +266,8 @@ func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Pla
 	switch x.Tp {
 	case ast.ShowTables:
 		return sc.showTables(x, s)
+	case ast.ShowTableStatus:
+		return sc.showTableStatus(x, s)
 	case ast.ShowColumns, ast.ShowIndex, ast.ShowCreateTable:
 	default:
 		return sc.defPlan, nil
@@ -413,6 +415,72 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 	}
 	return p, nil
 }
+
+// showTableStatus plans SHOW TABLE STATUS on a database with rules: the
+// default node's tables, and on every other node the subtables and global
+// copies it holds; the executor sums each sharded table's subtables into
+// one row under its logical name (Rows, Data_length, Index_length,
+// Data_free; the largest Auto_increment, the first Create_time, the last
+// Update_time), keeps one copy of a global table, and matches the LIKE
+// pattern (Plan.Pattern) against the logical names.
+func (sc *schema) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) {
+	db := x.DBName
+	if db == "" {
+		db = s.DB
+	}
+	rules := sc.byDB[db]
+	if db == "" || len(rules) == 0 {
+		return sc.defPlan, nil
+	}
+	if x.Where != nil {
+		return nil, notSupported("SHOW TABLE STATUS ... WHERE on database %s, which has sharded tables, is not supported yet; use SHOW TABLE STATUS LIKE", db)
+	}
+	p := &Plan{Kind: ShowTableStatus, Pattern: "%", Escape: '\\'}
+	if x.Pattern != nil {
+		pv, ok := x.Pattern.Pattern.(ast.ValueExpr)
+		if !ok {
+			return nil, notSupported("SHOW TABLE STATUS LIKE needs a string pattern")
+		}
+		p.Pattern, p.Escape = pv.GetDatumString(), x.Pattern.Escape
+	}
+	for _, r := range rules {
+		p.Tables = append(p.Tables, r.table)
+		if r.sharded() {
+			for _, sub := range r.subs {
+				p.Renames = append(p.Renames, Rename{Physical: sub.name, Logical: r.table})
+			}
+		}
+	}
+	show := "SHOW TABLE STATUS FROM " + quoteName(db)
+	for _, n := range sc.nodes {
+		if n == sc.def {
+			p.Targets = append(p.Targets, Target{Node: n, SQL: show})
+			continue
+		}
+		var names []string
+		for _, r := range rules {
+			switch {
+			case r.sharded():
+				for _, sub := range r.subs {
+					if sub.node == n {
+						names = append(names, quoteString(sub.name))
+					}
+				}
+			case r.hasNode(n) && !r.hasNode(sc.def):
+				names = append(names, quoteString(r.table))
+			}
+		}
+		if len(names) > 0 {
+			p.Targets = append(p.Targets, Target{Node: n, SQL: show + " WHERE `Name` IN (" + strings.Join(names, ",") + ")"})
+		}
+	}
+	return p, nil
+}
+
+// LikeMatch reports whether name matches a LIKE pattern with escape
+// character esc (byte-wise, as SHOW TABLES LIKE matches on case-sensitive
+// file systems).
+func LikeMatch(name, pattern string, esc byte) bool { return likeMatch(name, pattern, esc) }
 
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 

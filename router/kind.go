@@ -15,6 +15,8 @@ func (k PlanKind) String() string {
 		return "Fanout"
 	case ShowTables:
 		return "ShowTables"
+	case ShowTableStatus:
+		return "ShowTableStatus"
 	case LoadSplit:
 		return "LoadSplit"
 	case Explain:

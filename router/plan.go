@@ -32,6 +32,9 @@ type Plan struct {
 	// an explicit value the statement stores (sequence_advance), once the
 	// statement succeeded.
 	Advance *Advance
+	// Pattern and Escape are a ShowTableStatus plan's LIKE pattern.
+	Pattern string
+	Escape  byte
 	// Load says how a LoadSplit plan cuts the client's file.
 	Load *Load
 	// Sticky marks a plan whose statements leave state on every target's
@@ -67,6 +70,10 @@ const (
 	// with the union of table names, physical subtable names replaced by
 	// their logical table, without duplicates, in name order.
 	ShowTables
+	// ShowTableStatus runs SHOW TABLE STATUS on the targets and answers
+	// one row per logical table (subtables summed, Renames), matching
+	// Pattern.
+	ShowTableStatus
 	// LoadSplit runs LOAD DATA LOCAL INFILE on every target (one per
 	// subtable, in subtable order), each with the lines of the client's
 	// file that Load sends there (all of them for a global table, Copies).

@@ -116,6 +116,8 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 		return x.writes(plan)
 	case router.ShowTables:
 		return x.showTables(plan)
+	case router.ShowTableStatus:
+		return x.showTableStatus(plan)
 	case router.Explain:
 		return x.explain(plan)
 	case router.LoadSplit:

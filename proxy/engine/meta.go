@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/shardgate/shardgate/backend"
@@ -183,4 +184,108 @@ func RelayRenamed(rs []router.Rename) Relay {
 		}
 		return done, WriteResultSet(x.w, cols, res.Rows)
 	}
+}
+
+// showTableStatus answers SHOW TABLE STATUS over the targets: one row per
+// logical table, a sharded table's subtables summed (Rows, Data_length,
+// Index_length, Data_free, Max_data_length; Avg_row_length recomputed; the
+// largest Auto_increment; the earliest Create_time, the latest
+// Update_time and Check_time), one copy of a global table, matching the
+// plan's LIKE pattern on logical names, in name order.
+func (x *Executor) showTableStatus(plan *router.Plan) error {
+	names := NewRenames(plan.Renames)
+	var cols []mysql.Column
+	idx := map[string]int{}
+	byName := map[string][][]byte{}
+	var order []string
+	for i := range plan.Targets {
+		res, err := x.collect(&plan.Targets[i])
+		if err != nil {
+			return err
+		}
+		if cols == nil {
+			for j, c := range res.Columns {
+				cols = append(cols, *c)
+				idx[c.Name] = j
+			}
+		}
+		for _, row := range res.Rows {
+			if len(row) != len(cols) || row[0] == nil {
+				continue
+			}
+			logical := names.Name(string(row[0]))
+			if !router.LikeMatch(logical, plan.Pattern, plan.Escape) {
+				continue
+			}
+			sum, seen := byName[logical]
+			if !seen {
+				row[0] = []byte(logical)
+				byName[logical] = row
+				order = append(order, logical)
+				continue
+			}
+			if string(row[0]) == logical {
+				continue // another copy of a global table
+			}
+			addStatus(sum, row, idx)
+		}
+	}
+	sort.Strings(order)
+	rows := make([][][]byte, 0, len(order))
+	for _, n := range order {
+		row := byName[n]
+		if i, ok := idx["Avg_row_length"]; ok {
+			r, d := statusInt(row, idx, "Rows"), statusInt(row, idx, "Data_length")
+			if r > 0 && d >= 0 {
+				row[i] = []byte(strconv.FormatInt(d/r, 10))
+			}
+		}
+		rows = append(rows, row)
+	}
+	return WriteResultSet(x.w, cols, rows)
+}
+
+// addStatus adds one subtable's SHOW TABLE STATUS row into sum.
+func addStatus(sum, row [][]byte, idx map[string]int) {
+	for _, c := range []string{"Rows", "Data_length", "Max_data_length", "Index_length", "Data_free"} {
+		i, ok := idx[c]
+		if !ok || row[i] == nil || sum[i] == nil {
+			continue
+		}
+		a, err1 := strconv.ParseInt(string(sum[i]), 10, 64)
+		b, err2 := strconv.ParseInt(string(row[i]), 10, 64)
+		if err1 == nil && err2 == nil {
+			sum[i] = []byte(strconv.FormatInt(a+b, 10))
+		}
+	}
+	pick := func(c string, later bool) {
+		i, ok := idx[c]
+		if !ok || row[i] == nil {
+			return
+		}
+		if sum[i] == nil || (string(row[i]) > string(sum[i])) == later {
+			sum[i] = row[i]
+		}
+	}
+	if i, ok := idx["Auto_increment"]; ok && row[i] != nil {
+		a, _ := strconv.ParseInt(string(sum[i]), 10, 64)
+		if b, err := strconv.ParseInt(string(row[i]), 10, 64); err == nil && (sum[i] == nil || b > a) {
+			sum[i] = row[i]
+		}
+	}
+	pick("Create_time", false)
+	pick("Update_time", true)
+	pick("Check_time", true)
+}
+
+func statusInt(row [][]byte, idx map[string]int, c string) int64 {
+	i, ok := idx[c]
+	if !ok || row[i] == nil {
+		return -1
+	}
+	v, err := strconv.ParseInt(string(row[i]), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }

@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +127,49 @@ func TestSchemaDrift(t *testing.T) {
 	mustExec(t, e.app, "DROP INDEX by_v ON t")
 	if d := e.p.srv.Stats().SchemaDrift; len(d) != 0 {
 		t.Errorf("drift after the subtables agree again: %v", d)
+	}
+}
+
+// TestShowTableStatus: SHOW TABLE STATUS names a sharded table once, its
+// subtables' rows and sizes summed, a global table once, and LIKE matches
+// the logical names.
+func TestShowTableStatus(t *testing.T) {
+	e := newShardEnv(t, "tstatus",
+		config.ShardRule{Table: "items", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}},
+		config.ShardRule{Table: "g", Type: "global", Nodes: []string{"node1", "node2"}})
+	mustExec(t, e.app, "CREATE TABLE items (id INT PRIMARY KEY, v INT)", "CREATE TABLE g (a INT)", "CREATE TABLE plain (a INT)")
+	var vals []string
+	for i := 1; i <= 200; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d)", i, i))
+	}
+	mustExec(t, e.app, "INSERT INTO items (id, v) VALUES "+strings.Join(vals, ","))
+	var want int64
+	for _, s := range hashSubs("items") {
+		mustExec(t, e.direct[s.node], "ANALYZE TABLE "+s.name)
+		r := queryStrings(t, e.direct[s.node], "SHOW TABLE STATUS LIKE '"+s.name+"'")
+		n, _ := strconv.ParseInt(r[0][4], 10, 64)
+		want += n
+	}
+	rows := queryStrings(t, e.app, "SHOW TABLE STATUS")
+	var names []string
+	for _, r := range rows {
+		names = append(names, r[0])
+		if r[0] == "items" {
+			if n, _ := strconv.ParseInt(r[4], 10, 64); n != want {
+				t.Errorf("items: Rows %s, the subtables hold %d", r[4], want)
+			}
+		}
+	}
+	if got := strings.Join(names, ","); got != "g,items,plain" {
+		t.Errorf("SHOW TABLE STATUS names %s, want g,items,plain", got)
+	}
+	for pat, want := range map[string]string{"it%": "items", "items\\_%": "", "%a%": "plain"} {
+		var got []string
+		for _, r := range queryStrings(t, e.app, "SHOW TABLE STATUS LIKE '"+pat+"'") {
+			got = append(got, r[0])
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("LIKE %q: %v, want %q", pat, got, want)
+		}
 	}
 }
