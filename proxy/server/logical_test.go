@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
@@ -171,5 +174,36 @@ func TestShowTableStatus(t *testing.T) {
 		if strings.Join(got, ",") != want {
 			t.Errorf("LIKE %q: %v, want %q", pat, got, want)
 		}
+	}
+}
+
+// TestCommentOnlyStatements: a statement made only of comments answers as
+// the server does (an OK, or 1065 for an empty one), through the proxy as
+// directly, and ties the session to nothing.
+func TestCommentOnlyStatements(t *testing.T) {
+	e := newShardEnv(t, "comments", config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY)")
+	code := func(err error) string {
+		if err == nil {
+			return "OK"
+		}
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) {
+			return strconv.Itoa(int(me.Number))
+		}
+		return err.Error()
+	}
+	pc, dc := conn(t, e.app), conn(t, e.direct[0])
+	for _, q := range []string{"-- just a comment", "# hash comment", "/* c */", "/*!*/", "/*M!999999\\- enable the sandbox mode */",
+		"/*M!999999 later */ -- and a line", " ", ";"} {
+		_, perr := pc.ExecContext(t.Context(), q)
+		_, derr := dc.ExecContext(t.Context(), q)
+		if code(perr) != code(derr) {
+			t.Errorf("%q: through the proxy %s, directly %s", q, code(perr), code(derr))
+		}
+	}
+	// Nothing was tied: the session reaches both nodes.
+	if v := queryValue(t, pc, "SELECT COUNT(*) FROM t"); v != "0" {
+		t.Errorf("count %s", v)
 	}
 }
