@@ -45,6 +45,8 @@ func Default() *Config {
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
 		PlanCacheSize:            4096,
+		FallbackMaxRows:          1_000_000,
+		FallbackMaxBytes:         256 << 20,
 		TransactionMode:          TransactionMulti,
 		DenyStatements:           append([]string(nil), DenyKinds...),
 		Frontend:                 tcp,
@@ -194,6 +196,12 @@ type Config struct {
 	Frontend TCPOptions `yaml:"frontend"`
 	// Backend tunes backend sockets and pools.
 	Backend BackendOptions `yaml:"backend"`
+	// FallbackMaxRows and FallbackMaxBytes bound the rows (and their
+	// bytes) one exact fallback copies from the subtables; 0 rows turns
+	// the fallback off (such reads are refused with 1235).
+	FallbackMaxRows  int64 `yaml:"fallback_max_rows"`
+	FallbackMaxBytes int64 `yaml:"fallback_max_bytes"`
+
 	// Sidecar is where the proxy keeps state that several proxies share
 	// (the global sequences): a database on one backend node, created on
 	// first use.

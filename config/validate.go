@@ -438,6 +438,12 @@ func (c *Config) validateExtensions(v *validator) {
 	if !slices.Contains(authPlugins, c.DefaultAuthPlugin) {
 		v.add("default_auth_plugin", "unknown plugin %q; use %s", c.DefaultAuthPlugin, strings.Join(authPlugins, " or "))
 	}
+	if c.FallbackMaxRows < 0 {
+		v.add("fallback_max_rows", "%d is negative; 0 turns the fallback off", c.FallbackMaxRows)
+	}
+	if c.FallbackMaxBytes < 0 {
+		v.add("fallback_max_bytes", "%d is negative", c.FallbackMaxBytes)
+	}
 	if c.ShutdownTimeout < 0 {
 		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
 	}

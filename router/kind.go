@@ -17,6 +17,8 @@ func (k PlanKind) String() string {
 		return "ShowTables"
 	case ShowTableStatus:
 		return "ShowTableStatus"
+	case Fallback:
+		return "Fallback"
 	case LoadSplit:
 		return "LoadSplit"
 	case Explain:

@@ -32,6 +32,8 @@ type Plan struct {
 	// an explicit value the statement stores (sequence_advance), once the
 	// statement succeeded.
 	Advance *Advance
+	// Gathers are the tables a Fallback plan copies.
+	Gathers []Gather
 	// Pattern and Escape are a ShowTableStatus plan's LIKE pattern.
 	Pattern string
 	Escape  byte
@@ -74,6 +76,11 @@ const (
 	// one row per logical table (subtables summed, Renames), matching
 	// Pattern.
 	ShowTableStatus
+	// Fallback copies the rows of the Gathers' tables into temporary
+	// tables on one connection to the default node, runs the one target's
+	// SQL there (the statement with those tables' names replaced) and
+	// streams its result (see planFallback).
+	Fallback
 	// LoadSplit runs LOAD DATA LOCAL INFILE on every target (one per
 	// subtable, in subtable order), each with the lines of the client's
 	// file that Load sends there (all of them for a global table, Copies).

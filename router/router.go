@@ -33,6 +33,7 @@ type schema struct {
 	ruleNames []string           // distinct table names with rules, for parse-failure checks
 	byDB      map[string][]*rule // rules per database, in config order
 	cache     *planCache         // nil when disabled or without rules
+	fallback  bool               // reads no merge answers run as an exact fallback
 }
 
 type tableKey struct{ db, table string }
@@ -75,6 +76,7 @@ func New(cfg *config.Config) (*Router, error) {
 		if len(sc.rules) > 0 {
 			sc.cache = newPlanCache(cfg.PlanCacheSize)
 		}
+		sc.fallback = cfg.FallbackMaxRows > 0
 		r.schemas[s.User] = sc
 	}
 	return r, nil
@@ -239,6 +241,13 @@ func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan,
 // targets with their SQL spelled out.
 func explainPlan(p *Plan, inner string) *Plan {
 	out := &Plan{Kind: Explain, Renames: p.Renames, Tables: p.Tables, Copies: p.Copies}
+	for _, g := range p.Gathers {
+		// An exact fallback first copies these into temporary tables.
+		for _, t := range g.Subtables {
+			t.SQL = "/* copied into temporary table " + g.Temp + " */ " + t.SQL
+			out.Targets = append(out.Targets, t)
+		}
+	}
 	for _, t := range p.Targets {
 		if t.SQL == "" {
 			t.SQL = inner
@@ -361,7 +370,16 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 				return p, err
 			}
 		}
-		return sc.planSelect(x, s, bind)
+		p, err := sc.planSelect(x, s, bind)
+		var se *mysql.SQLError
+		if err != nil && bind == nil && sc.fallback && errors.As(err, &se) && se.Code == mysql.ErNotSupported && !containsFold(sql, "SQL_CALC_FOUND_ROWS") {
+			// No streaming merge gives this answer: one server, over a
+			// copy of the rows, does.
+			if fp, ok := sc.planFallback(sql, s); ok {
+				return fp, nil
+			}
+		}
+		return p, err
 	case *ast.InsertStmt:
 		return sc.planInsert(x, s, bind)
 	case *ast.UpdateStmt:

@@ -65,6 +65,8 @@ var ErrAnswered = errors.New("error already sent to the client")
 type Engine struct {
 	nodes      map[string]*backend.Node
 	mergeLimit int64
+	// fallbackRows and fallbackBytes bound what one exact fallback copies.
+	fallbackRows, fallbackBytes int64
 	// mergeTotal is what every merge under way holds, bounded by
 	// mergeTotalLimit (merge_memory_total).
 	mergeTotal      atomic.Int64
@@ -122,6 +124,8 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 		return x.explain(plan)
 	case router.LoadSplit:
 		return x.loadSplit(plan)
+	case router.Fallback:
+		return x.fallback(plan)
 	}
 	return fmt.Errorf("plan kind %d not implemented", plan.Kind)
 }
@@ -153,4 +157,9 @@ func (x *Executor) send(t *router.Target) (*backend.Conn, error) {
 		return nil, backend.ErrLost(bc)
 	}
 	return bc, nil
+}
+
+// SetFallbackLimits bounds the rows and bytes one exact fallback copies.
+func (e *Engine) SetFallbackLimits(rows, bytes int64) {
+	e.fallbackRows, e.fallbackBytes = rows, bytes
 }

@@ -204,27 +204,43 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		q = sql
 	}
 	cls := router.Classify(sql)
-	bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID)
-	if err != nil {
-		return err
-	}
-	// Prepared now, not taken from the cache: the client gets the
-	// server's current metadata and warnings (the session keeps the
-	// connection for SHOW WARNINGS when there are some).
-	st, err := bc.Prepare(q)
-	var o backend.Outcome
-	if err == nil {
-		o.Warnings = st.Warnings
-		if !cacheable(cls) {
-			err = bc.Forget(q)
+	var st *backend.Stmt
+	if plan.Kind == router.Fallback {
+		// The statement reads copies of sharded tables: prepared against
+		// empty copies, for its metadata, and closed at once.
+		err = h.x.WithFallbackTables(plan, false, func(bc *backend.Conn) (backend.Outcome, error) {
+			var perr error
+			if st, perr = bc.Prepare(q); perr == nil {
+				perr = bc.Forget(q)
+			}
+			return backend.Outcome{}, perr
+		})
+		if err != nil {
+			return h.settle(err)
 		}
-	}
-	c.st.Release(bc, false, o)
-	if err != nil {
-		if bc.Broken() {
-			return h.backendLost(bc)
+	} else {
+		bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID)
+		if err != nil {
+			return err
 		}
-		return err
+		// Prepared now, not taken from the cache: the client gets the
+		// server's current metadata and warnings (the session keeps the
+		// connection for SHOW WARNINGS when there are some).
+		st, err = bc.Prepare(q)
+		var o backend.Outcome
+		if err == nil {
+			o.Warnings = st.Warnings
+			if !cacheable(cls) {
+				err = bc.Forget(q)
+			}
+		}
+		c.st.Release(bc, false, o)
+		if err != nil {
+			if bc.Broken() {
+				return h.backendLost(bc)
+			}
+			return err
+		}
 	}
 	params := st.Params
 	if nparams >= 0 {
@@ -297,7 +313,7 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 // logicalColumn renames the subtable in a column definition to its logical
 // table, so the metadata describes the statement the client prepared.
 func logicalColumn(d []byte, subtable string, plan *router.Plan) []byte {
-	if subtable == "" {
+	if subtable == "" && plan.Kind != router.Fallback {
 		return d
 	}
 	if out, ok := mysql.RenameColumnTables(nil, d, func(name []byte) (string, bool) { return engine.LogicalName(plan.Tables, name) }); ok {
@@ -510,7 +526,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 		return err
 	}
 	switch plan.Kind {
-	case router.Concat, router.SumOK, router.Fanout:
+	case router.Concat, router.SumOK, router.Fanout, router.Fallback:
 	default:
 		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
 	}

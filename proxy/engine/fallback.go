@@ -1,0 +1,408 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
+)
+
+// fallback runs a Fallback plan: on one connection to the default node
+// (the session's own when it holds one there, as in a transaction, so the
+// copy reads what the transaction reads) it creates a temporary table per
+// gathered table, with the columns of its first subtable, copies every
+// subtable's rows into it, runs the rewritten statement and relays its
+// result (column definitions naming the logical tables), then drops the
+// temporary tables. The copy is bounded by fallback_max_rows and
+// fallback_max_bytes. Whatever happens, the connection goes back without
+// the temporary tables, or broken.
+func (x *Executor) fallback(plan *router.Plan) error {
+	return x.WithFallbackTables(plan, true, func(bc *backend.Conn) (backend.Outcome, error) {
+		t := &plan.Targets[0]
+		if !x.w.TextRows() {
+			return x.fallbackBinary(bc, t.SQL)
+		}
+		x.conns.Running(bc)
+		defer x.conns.Running(nil)
+		bc.ResetSeq()
+		err := bc.WritePacket(x.queryPacket(t.SQL))
+		if err == nil {
+			err = bc.Flush()
+		}
+		if err != nil {
+			bc.MarkBroken()
+			return backend.Outcome{}, backend.ErrLost(bc)
+		}
+		first, _, err := bc.PeekPacket()
+		if err != nil {
+			bc.MarkBroken()
+			return backend.Outcome{}, backend.ErrLost(bc)
+		}
+		if first == mysql.ErrHeader {
+			p, err := bc.ReadPacket()
+			if err != nil {
+				bc.MarkBroken()
+				return backend.Outcome{}, backend.ErrLost(bc)
+			}
+			e := mysql.ParseErr(p)
+			return backend.Outcome{}, &mysql.SQLError{Code: e.Code, State: e.State, Message: strings.ReplaceAll(e.Message, router.FallbackSuffix, "")}
+		}
+		res, err := x.concatOne(bc, true)
+		if err != nil {
+			bc.MarkBroken()
+			return backend.Outcome{}, err
+		}
+		if !res.OK {
+			return res, ErrAnswered
+		}
+		return res, x.w.End(res.Warnings)
+	})
+}
+
+// fallbackBinary runs a fallback's statement for a binary-protocol client
+// as a prepared statement of bc, so its rows come in the server's own
+// binary form (not converted from text), and closes it.
+func (x *Executor) fallbackBinary(bc *backend.Conn, q string) (backend.Outcome, error) {
+	st, err := bc.Prepare(q)
+	if err != nil {
+		if bc.Broken() {
+			return backend.Outcome{}, backend.ErrLost(bc)
+		}
+		se := mysql.AsSQLError(err)
+		return backend.Outcome{}, &mysql.SQLError{Code: se.Code, State: se.State, Message: strings.ReplaceAll(se.Message, router.FallbackSuffix, "")}
+	}
+	defer func() {
+		if ferr := bc.Forget(q); ferr != nil {
+			bc.MarkBroken()
+		}
+	}()
+	if len(st.Params) != 0 {
+		return backend.Outcome{}, mysql.NewError(mysql.ErNotSupported, "a copied read with parameters is not supported")
+	}
+	exec := []byte{mysql.ComStmtExecute, 0, 0, 0, 0, 0, 1, 0, 0, 0}
+	binary.LittleEndian.PutUint32(exec[1:], st.ID)
+	x.conns.Running(bc)
+	defer x.conns.Running(nil)
+	bc.ResetSeq()
+	if err := bc.WritePacket(exec); err == nil {
+		err = bc.Flush()
+	}
+	if err != nil {
+		bc.MarkBroken()
+		return backend.Outcome{}, backend.ErrLost(bc)
+	}
+	res, err := relayResult(x, bc, false, x.tables)
+	if err != nil {
+		bc.MarkBroken()
+	}
+	return res, err
+}
+
+// WithFallbackTables runs f on a connection to a Fallback plan's node
+// that holds the plan's temporary tables, with the subtables' rows copied
+// into them when copy is set (empty otherwise: enough to prepare the
+// statement), and drops them afterwards.
+func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *backend.Conn) (backend.Outcome, error)) (err error) {
+	bc, err := x.conns.Acquire(plan.Targets[0].Node, false)
+	if err != nil {
+		return err
+	}
+	var created []string
+	var res backend.Outcome
+	defer func() {
+		for _, name := range created {
+			if _, derr := bc.Exec("DROP TEMPORARY TABLE IF EXISTS " + name); derr != nil {
+				bc.MarkBroken() // the temporary table must not outlive the statement
+			}
+		}
+		if !res.OK {
+			res = backend.Outcome{}
+		}
+		x.conns.Release(bc, false, res)
+	}()
+	var rows, bytes int64
+	for i := range plan.Gathers {
+		g := &plan.Gathers[i]
+		temp := quoteIdent(g.DB) + "." + quoteIdent(g.Temp)
+		ddl, err := x.tempDefinition(g, temp, bc, plan.Targets[0].Node)
+		if err != nil {
+			return err
+		}
+		if _, err := bc.Exec(ddl); err != nil {
+			return fallbackErr(bc, err)
+		}
+		created = append(created, temp)
+		if !copy {
+			continue
+		}
+		for j := range g.Subtables {
+			sub := &g.Subtables[j]
+			if sub.Node != plan.Targets[0].Node {
+				if err := x.copyRows(bc, sub, temp, &rows, &bytes); err != nil {
+					return err
+				}
+				continue
+			}
+			// A subtable on the same node is copied there, by the server
+			// (and never needs a second connection to the node).
+			res, err := bc.Exec("INSERT INTO " + temp + " " + sub.SQL)
+			if err != nil {
+				return fallbackErr(bc, err)
+			}
+			rows += int64(res.OK.AffectedRows)
+			if lim := x.eng.fallbackRows; lim > 0 && rows > lim {
+				return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, g.Table)
+			}
+		}
+	}
+	res, err = f(bc)
+	return err
+}
+
+// fallbackErr is the client's error for a failed statement of the
+// fallback's own on bc.
+func fallbackErr(bc *backend.Conn, err error) error {
+	if bc.Broken() {
+		return backend.ErrLost(bc)
+	}
+	se := mysql.AsSQLError(err)
+	return &mysql.SQLError{Code: se.Code, State: se.State, Message: "the proxy's copy of a sharded table for this statement failed: " + se.Message}
+}
+
+// keyLine matches the lines of SHOW CREATE TABLE that define keys and
+// constraints; keyColumns reads a key's columns.
+var (
+	keyLine    = regexp.MustCompile(`^\s*(PRIMARY KEY|UNIQUE KEY|UNIQUE INDEX|UNIQUE|KEY|INDEX|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN KEY)\b`)
+	uniqueLine = regexp.MustCompile(`^\s*(PRIMARY KEY|UNIQUE)\b`)
+	plainKey   = regexp.MustCompile(`^\s*(KEY|INDEX|UNIQUE KEY|UNIQUE INDEX|PRIMARY KEY|FULLTEXT|SPATIAL)\b`)
+)
+
+// tempDefinition returns the CREATE TEMPORARY TABLE of g's copy, from its
+// first subtable's SHOW CREATE TABLE: the columns (without AUTO_INCREMENT),
+// the plain keys, and the unique keys that contain the shard key (unique
+// over all subtables too), so the copy is read in the order one server's
+// table would be; no constraints, no table options but the character set.
+func (x *Executor) tempDefinition(g *router.Gather, temp string, bc *backend.Conn, node string) (string, error) {
+	sub := g.Subtables[0]
+	show := "SHOW CREATE TABLE " + quoteIdent(g.DB) + "." + quoteIdent(sub.Subtable)
+	var res *backend.Result
+	var err error
+	if sub.Node == node {
+		res, err = bc.Exec(show) // no second connection to the node
+	} else {
+		res, err = x.collect(&router.Target{Node: sub.Node, SQL: show})
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) < 2 {
+		return "", fmt.Errorf("SHOW CREATE TABLE %s answered no definition", sub.Subtable)
+	}
+	def := string(res.Rows[0][1])
+	open, end := strings.IndexByte(def, '('), strings.LastIndexByte(def, ')')
+	if open < 0 || end < open {
+		return "", fmt.Errorf("SHOW CREATE TABLE %s: unexpected definition", sub.Subtable)
+	}
+	var cols []string
+	for _, line := range strings.Split(def[open+1:end], "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), ","))
+		if line == "" {
+			continue
+		}
+		if keyLine.MatchString(line) {
+			keep := plainKey.MatchString(line)
+			if uniqueLine.MatchString(line) {
+				keep = g.Key != "" && strings.Contains(strings.ToLower(line), "`"+g.Key+"`")
+			}
+			if keep {
+				cols = append(cols, line)
+			}
+			continue
+		}
+		if strings.Contains(line, " GENERATED ALWAYS AS ") || strings.Contains(line, " AS (") {
+			return "", mysql.NewError(mysql.ErNotSupported, "this read of sharded table %s needs a copy of the table, which shardgate cannot make of generated columns", g.Table)
+		}
+		line = strings.Replace(line, " AUTO_INCREMENT", "", 1)
+		cols = append(cols, line)
+	}
+	opts := ""
+	for _, o := range []string{"DEFAULT CHARSET=", "COLLATE="} {
+		if i := strings.Index(def[end:], o); i >= 0 {
+			v := def[end+i:]
+			if j := strings.IndexByte(v, ' '); j >= 0 {
+				v = v[:j]
+			}
+			opts += " " + v
+		}
+	}
+	return "CREATE TEMPORARY TABLE " + temp + " (" + strings.Join(cols, ", ") + ")" + opts, nil
+}
+
+// copyBatch is the size of one INSERT of copied rows.
+const copyBatch = 1 << 20
+
+// copyRows reads one subtable (t.SQL is SELECT *) and inserts its rows
+// into temp on bc, counting them against the fallback's limits.
+func (x *Executor) copyRows(bc *backend.Conn, t *router.Target, temp string, rows, bytes *int64) error {
+	src, err := x.send(t)
+	if err != nil {
+		return err
+	}
+	x.conns.Running(src)
+	var vals [][]byte
+	var types []byte
+	var binary []bool
+	release := func(err error) error {
+		x.conns.Running(nil)
+		if err != nil {
+			src.MarkBroken()
+			x.conns.Release(src, false, backend.Outcome{})
+			return err
+		}
+		x.conns.Release(src, false, backend.Outcome{OK: true})
+		return nil
+	}
+	p, err := src.ReadPacket()
+	if err != nil {
+		return release(backend.ErrLost(src))
+	}
+	if len(p) > 0 && p[0] == mysql.ErrHeader {
+		x.conns.Running(nil)
+		x.conns.Release(src, false, backend.Outcome{})
+		return mysql.ParseErr(p)
+	}
+	ncols, _, n := mysql.ReadLenEncInt(p)
+	if n == 0 {
+		return release(fmt.Errorf("backend %s: expected a result set", src.Addr))
+	}
+	for range ncols {
+		cp, err := src.ReadPacket()
+		if err != nil {
+			return release(backend.ErrLost(src))
+		}
+		c, err := mysql.ParseColumn(cp)
+		if err != nil {
+			return release(err)
+		}
+		types = append(types, c.Type)
+		binary = append(binary, c.Charset == 63)
+	}
+	if src.Caps&mysql.ClientDeprecateEOF == 0 {
+		if _, err := src.ReadPacket(); err != nil {
+			return release(backend.ErrLost(src))
+		}
+	}
+	// Text values arrive in the source connection's result character set:
+	// they are written in hex and converted from it, so the copy stores
+	// the same characters whatever the column's character set.
+	charset := "utf8mb4"
+	if c, ok := mysql.CollationByID(src.Collation); ok && src.Collation != 0 && c.Charset != "binary" {
+		charset = c.Charset
+	}
+	ins := []byte("INSERT INTO " + temp + " VALUES ")
+	head := len(ins)
+	flush := func() error {
+		if len(ins) == head {
+			return nil
+		}
+		_, err := bc.Exec(string(ins))
+		ins = ins[:head]
+		if err != nil {
+			return fallbackErr(bc, err)
+		}
+		return nil
+	}
+	var fail error
+	for {
+		p, err := src.ReadPacket()
+		if err != nil {
+			return release(backend.ErrLost(src))
+		}
+		if mysql.IsEOF(p) {
+			break
+		}
+		if len(p) > 0 && p[0] == mysql.ErrHeader {
+			x.conns.Running(nil)
+			x.conns.Release(src, false, backend.Outcome{})
+			return mysql.ParseErr(p)
+		}
+		if fail != nil {
+			continue // read the rest, so the connection stays usable
+		}
+		vals, err = mysql.ParseTextRow(p, int(ncols), vals)
+		if err != nil {
+			return release(backend.ErrLost(src))
+		}
+		*rows++
+		*bytes += int64(len(p))
+		if lim := x.eng.fallbackRows; lim > 0 && *rows > lim {
+			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
+			continue
+		}
+		if lim := x.eng.fallbackBytes; lim > 0 && *bytes > lim {
+			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_bytes (%d) bytes of sharded tables; add a condition on the shard key, or raise the limit", lim)
+			continue
+		}
+		if len(ins) > head {
+			ins = append(ins, ',')
+		}
+		ins = append(ins, '(')
+		for i, v := range vals {
+			if i > 0 {
+				ins = append(ins, ',')
+			}
+			ins = appendLiteral(ins, v, types[i], binary[i], charset)
+		}
+		ins = append(ins, ')')
+		if len(ins) >= copyBatch {
+			if err := flush(); err != nil {
+				fail = err
+			}
+		}
+	}
+	if err := release(nil); err != nil {
+		return err
+	}
+	if fail != nil {
+		return fail
+	}
+	return flush()
+}
+
+// appendLiteral writes a text-protocol value as an SQL literal that stores
+// the same value: NULL, a number as it is, binary data in hex, and text in
+// hex converted from charset (so that no sql_mode or character set reads
+// it differently).
+func appendLiteral(b, v []byte, typ byte, binary bool, charset string) []byte {
+	switch {
+	case v == nil:
+		return append(b, "NULL"...)
+	case !binary && isNumericType(typ):
+		return append(b, v...)
+	case binary:
+		if len(v) == 0 {
+			return append(b, "''"...)
+		}
+		return fmt.Appendf(b, "X'%x'", v)
+	}
+	if len(v) == 0 {
+		return append(b, "''"...)
+	}
+	return fmt.Appendf(b, "CONVERT(X'%x' USING %s)", v, charset)
+}
+
+func isNumericType(t byte) bool {
+	switch t {
+	case mysql.TypeTiny, mysql.TypeShort, mysql.TypeLong, mysql.TypeLongLong, mysql.TypeInt24,
+		mysql.TypeDecimal, mysql.TypeNewDecimal, mysql.TypeFloat, mysql.TypeDouble, mysql.TypeYear:
+		return true
+	}
+	return false
+}
+
+// quoteIdent writes a name in back quotes.
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

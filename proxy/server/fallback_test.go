@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+// TestFallback: reads no streaming merge answers run as an exact fallback
+// (aggregates in expressions, COUNT(DISTINCT), GROUP_CONCAT with ORDER BY,
+// derived tables, joins with an unsharded table, window functions), with
+// the answers of one server holding all rows; past fallback_max_rows the
+// client gets 1235 naming the limit; after a failure the connection holds
+// no temporary table (the node's pool has one connection, so a leftover
+// would make the next copy fail); a global table with no copy on the
+// default node is copied too.
+func TestFallback(t *testing.T) {
+	e := newShardEnvWith(t, "fb", func(cfg *config.Config) {
+		cfg.FallbackMaxRows = 150
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].MaxConnsLimit = 1
+		}
+	}, config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}},
+		config.ShardRule{Table: "g", Type: "global", Nodes: []string{"node2"}},
+		config.ShardRule{Table: "u", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}})
+	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY, k INT, s VARCHAR(10))", "CREATE TABLE plain (k INT, label VARCHAR(10))",
+		"CREATE TABLE g (k INT, name VARCHAR(10))", "CREATE TABLE u (id INT PRIMARY KEY, k INT)")
+	mustExec(t, e.direct[0], "CREATE TABLE ref (id INT PRIMARY KEY, k INT, s VARCHAR(10))")
+	var vals []string
+	for i := 1; i <= 100; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d, 's%d')", i, i%7, i%5))
+	}
+	mustExec(t, e.app, "INSERT INTO t (id, k, s) VALUES "+strings.Join(vals, ","),
+		"INSERT INTO plain VALUES (0, 'zero'), (1, 'one'), (2, 'two')", "INSERT INTO g VALUES (1, 'uno'), (3, 'tres')",
+		"INSERT INTO u (id, k) VALUES "+uvals())
+	mustExec(t, e.direct[0], "INSERT INTO ref (id, k, s) VALUES "+strings.Join(vals, ","))
+	for _, q := range []string{
+		"SELECT SUM(k) / COUNT(*), MAX(id) - MIN(id), ROUND(AVG(k), 2) FROM %s",
+		"SELECT COUNT(DISTINCT k), SUM(DISTINCT k) FROM %s",
+		"SELECT k, GROUP_CONCAT(id ORDER BY id SEPARATOR '-') FROM %s GROUP BY k ORDER BY k",
+		"SELECT COUNT(*) FROM (SELECT k FROM %s WHERE id > 10) AS x",
+		"SELECT x.k, p.label, COUNT(*) FROM %s x JOIN plain p ON p.k = x.k GROUP BY x.k, p.label ORDER BY x.k",
+		"SELECT id, ROW_NUMBER() OVER (PARTITION BY k ORDER BY id DESC) AS rn FROM %s ORDER BY id LIMIT 12",
+		"SELECT k, COUNT(*) FROM %s GROUP BY k WITH ROLLUP",
+	} {
+		got := queryStrings(t, e.app, fmt.Sprintf(q, "t"))
+		want := queryStrings(t, e.direct[0], fmt.Sprintf(q, "ref"))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s:\n through the proxy %v\n directly          %v", fmt.Sprintf(q, "t"), got, want)
+		}
+	}
+	// A global table whose only copy is on node2, joined with the sharded one.
+	if got := queryStrings(t, e.app, "SELECT g.name, COUNT(*) FROM t JOIN g ON g.k = t.k GROUP BY g.name ORDER BY g.name"); fmt.Sprint(got) != "[[tres 14] [uno 15]]" {
+		t.Errorf("join with the global table: %v", got)
+	}
+	// The limit: copies of t and u are 200 rows.
+	_, err := e.app.Exec("SELECT COUNT(*) FROM t JOIN u ON u.k = t.id")
+	if me := wantSQLError(t, err, 1235, "42000"); me != nil && !strings.Contains(me.Message, "fallback_max_rows (150)") {
+		t.Errorf("limit message: %s", me.Message)
+	}
+	// An error in the statement itself (the copy succeeded).
+	_, err = e.app.Exec("SELECT nosuch FROM (SELECT k FROM t) x")
+	if me := wantSQLError(t, err, 1054, "42S22"); me != nil && strings.Contains(me.Message, "00000000") {
+		t.Errorf("the error names the temporary table: %s", me.Message)
+	}
+	// Nothing left behind: the same copy works again on the node's one connection.
+	if v := queryValue(t, e.app, "SELECT COUNT(DISTINCT k) FROM t"); v != "7" {
+		t.Errorf("after failures: %s", v)
+	}
+	// EXPLAIN shows the copies.
+	var sqls []string
+	for _, r := range queryStrings(t, e.app, "EXPLAIN FORMAT='shard' SELECT COUNT(DISTINCT k) FROM t") {
+		sqls = append(sqls, r[len(r)-1])
+	}
+	if len(sqls) != 5 || !strings.Contains(sqls[0], "copied into temporary table t_00000000") || !strings.Contains(sqls[4], "COUNT(DISTINCT `k`)") {
+		t.Errorf("EXPLAIN: %q", sqls)
+	}
+}
+
+func uvals() string {
+	var v []string
+	for i := 1; i <= 100; i++ {
+		v = append(v, fmt.Sprintf("(%d, %d)", i, i%7))
+	}
+	return strings.Join(v, ",")
+}

@@ -1,0 +1,160 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// The exact fallback answers a read that no streaming merge can (a derived
+// table or subquery over a sharded table, an aggregate inside an
+// expression, COUNT(DISTINCT), GROUP_CONCAT, window functions, joins that
+// are not co-located, ...) the way one server holding all rows would: the
+// proxy gathers every row of each sharded table the statement names into a
+// temporary table on one connection to the default node, runs the
+// statement there with the names replaced, and drops the temporary tables.
+// MariaDB computes the answer, so it is exactly MariaDB's; the price is
+// moving the rows, bounded by fallback_max_rows and fallback_max_bytes.
+
+// FallbackSuffix ends the name of a fallback's temporary table: the
+// logical name, then this. It reads as a subtable name to the column
+// renaming (LogicalName) and is no real subtable's name (date rules use
+// valid dates, hash and range rules four digits).
+const FallbackSuffix = "_00000000"
+
+// Gather is one table a Fallback plan copies into a temporary table.
+type Gather struct {
+	DB, Table string // the logical table
+	Temp      string // the temporary table, in database DB
+	// Key is the shard key column (lower case; "" for a global table):
+	// the copy keeps the keys that contain it, which are unique over the
+	// whole table, so it reads in the order one server's table would.
+	Key string
+	// Subtables are read with SELECT * (Target.SQL) and copied; the first
+	// one's SHOW CREATE TABLE gives the temporary table's columns.
+	Subtables []Target
+}
+
+// planFallback plans sql, a SELECT over sharded tables that the merge
+// planner refused, as an exact fallback. ok is false when the statement
+// cannot run so (it writes, locks or assigns; a table it names has no
+// copy on the default node); the caller then returns its own refusal.
+func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
+	stmts, release, err := parsePooled(sql, s.Mode)
+	defer release()
+	if err != nil || len(stmts) != 1 {
+		return nil, false
+	}
+	n := stmts[0]
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		if x.LockInfo != nil && x.LockInfo.LockType != ast.SelectLockNone || x.SelectIntoOpt != nil {
+			return nil, false
+		}
+	case *ast.SetOprStmt:
+	default:
+		return nil, false
+	}
+	f := &fallbackFinder{db: s.DB, sc: sc}
+	n.Accept(f)
+	if f.bad || len(f.names) == 0 {
+		return nil, false
+	}
+	p = &Plan{Kind: Fallback}
+	seen := map[*rule]bool{}
+	for _, tn := range f.names {
+		r := f.rules[tn]
+		tn.Schema = ast.NewCIStr(r.db)
+		tn.Name = ast.NewCIStr(r.table + FallbackSuffix)
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		g := Gather{DB: r.db, Table: r.table, Temp: r.table + FallbackSuffix, Key: r.key}
+		if r.sharded() {
+			for _, sub := range r.subs {
+				g.Subtables = append(g.Subtables, Target{Node: sub.node, Subtable: sub.name,
+					SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(sub.name)})
+			}
+		} else {
+			g.Subtables = []Target{{Node: r.readNode, Subtable: r.table,
+				SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(r.table)}}
+		}
+		p.Gathers = append(p.Gathers, g)
+		p.Tables = append(p.Tables, r.table)
+	}
+	for _, ts := range f.sources {
+		if ts.AsName.O == "" {
+			// Column references qualified by the table's name keep
+			// working under the temporary table's.
+			ts.AsName = f.orig[ts]
+		}
+	}
+	if sel, isSel := n.(*ast.SelectStmt); isSel && sel.Fields != nil {
+		for _, fl := range sel.Fields.Fields {
+			keepName(fl)
+		}
+	}
+	q, err := restore(n, nil, s.Mode)
+	if err != nil {
+		return nil, false
+	}
+	p.Targets = []Target{{Node: sc.def, SQL: q}}
+	return p, true
+}
+
+// fallbackFinder collects the table names of a statement that have rules
+// needing a copy: sharded tables, and global tables without a copy on the
+// default node. Tables without rules are read on the default node as
+// they are.
+type fallbackFinder struct {
+	db      string
+	sc      *schema
+	names   []*ast.TableName
+	rules   map[*ast.TableName]*rule
+	sources []*ast.TableSource
+	orig    map[*ast.TableSource]ast.CIStr
+	bad     bool
+}
+
+func (f *fallbackFinder) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.TableSource:
+		if tn, ok := x.Source.(*ast.TableName); ok {
+			if r := f.rule(tn); r != nil {
+				f.sources = append(f.sources, x)
+				if f.orig == nil {
+					f.orig = map[*ast.TableSource]ast.CIStr{}
+				}
+				f.orig[x] = tn.Name
+			}
+		}
+	case *ast.TableName:
+		if r := f.rule(x); r != nil {
+			if f.rules == nil {
+				f.rules = map[*ast.TableName]*rule{}
+			}
+			f.rules[x] = r
+			f.names = append(f.names, x)
+		}
+	}
+	return n, false
+}
+
+func (f *fallbackFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// rule returns the rule of a table that needs a copy, or nil.
+func (f *fallbackFinder) rule(tn *ast.TableName) *rule {
+	db := tn.Schema.O
+	if db == "" {
+		db = f.db
+	}
+	r := f.sc.rules[tableKey{db, tn.Name.O}]
+	if r == nil || !r.sharded() && r.hasNode(f.sc.def) {
+		return nil
+	}
+	if strings.HasSuffix(tn.Name.O, FallbackSuffix) {
+		f.bad = true
+	}
+	return r
+}
