@@ -69,6 +69,24 @@ func TestFallback(t *testing.T) {
 	if v := queryValue(t, e.app, "SELECT COUNT(DISTINCT k) FROM t"); v != "7" {
 		t.Errorf("after failures: %s", v)
 	}
+	// Inside a transaction the copy reads what the transaction reads: its
+	// own uncommitted row, on node2's subtable.
+	tx, err := e.app.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO t (id, k, s) VALUES (1002, 99, 'new')"); err != nil {
+		t.Fatal(err)
+	}
+	if v := queryValue(t, tx, "SELECT COUNT(DISTINCT k) FROM t"); v != "8" {
+		t.Errorf("in the transaction: %s distinct k, want 8", v)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if v := queryValue(t, e.app, "SELECT COUNT(DISTINCT k) FROM t"); v != "7" {
+		t.Errorf("after the rollback: %s", v)
+	}
 	// EXPLAIN shows the copies.
 	var sqls []string
 	for _, r := range queryStrings(t, e.app, "EXPLAIN FORMAT='shard' SELECT COUNT(DISTINCT k) FROM t") {
