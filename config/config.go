@@ -47,6 +47,7 @@ func Default() *Config {
 		PlanCacheSize:            4096,
 		FallbackMaxRows:          1_000_000,
 		FallbackMaxBytes:         256 << 20,
+		FallbackMaxTime:          time.Minute,
 		TransactionMode:          TransactionMulti,
 		DenyStatements:           append([]string(nil), DenyKinds...),
 		Frontend:                 tcp,
@@ -201,6 +202,9 @@ type Config struct {
 	// the fallback off (such reads are refused with 1235).
 	FallbackMaxRows  int64 `yaml:"fallback_max_rows"`
 	FallbackMaxBytes int64 `yaml:"fallback_max_bytes"`
+	// FallbackMaxTime bounds one exact fallback: its copy and its
+	// statement (MariaDB's max_statement_time); 0 means no bound.
+	FallbackMaxTime time.Duration `yaml:"fallback_max_time"`
 
 	// Sidecar is where the proxy keeps state that several proxies share
 	// (the global sequences): a database on one backend node, created on

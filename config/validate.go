@@ -441,6 +441,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.FallbackMaxRows < 0 {
 		v.add("fallback_max_rows", "%d is negative; 0 turns the fallback off", c.FallbackMaxRows)
 	}
+	if c.FallbackMaxTime < 0 {
+		v.add("fallback_max_time", "%v is negative", c.FallbackMaxTime)
+	}
 	if c.FallbackMaxBytes < 0 {
 		v.add("fallback_max_bytes", "%d is negative", c.FallbackMaxBytes)
 	}

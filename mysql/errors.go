@@ -19,6 +19,7 @@ const (
 	ErNotSupported         uint16 = 1235 // ER_NOT_SUPPORTED_YET
 	ErAutoincReadFailed    uint16 = 1467 // ER_AUTOINC_READ_FAILED
 	ErNotAllowedCommand    uint16 = 1148 // ER_NOT_ALLOWED_COMMAND
+	ErStatementTimeout     uint16 = 1969 // ER_STATEMENT_TIMEOUT
 	ErTooManyConnections   uint16 = 1040 // ER_CON_COUNT_ERROR
 	ErHandshake            uint16 = 1043 // ER_HANDSHAKE_ERROR
 	ErNetPacketTooLarge    uint16 = 1153 // ER_NET_PACKET_TOO_LARGE
@@ -58,6 +59,7 @@ var sqlStates = map[uint16]string{
 	ErEmptyQuery:                "42000",
 	ErNotSupported:              "42000",
 	ErNotAllowedCommand:         "42000",
+	ErStatementTimeout:          "70100",
 	ErTooManyConnections:        "08004",
 	ErHandshake:                 "08S01",
 	ErNetPacketTooLarge:         "08S01",

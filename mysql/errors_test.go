@@ -32,6 +32,7 @@ var errorCodes = []struct {
 	{"ErNotSupported", 1235, ErNotSupported, "42000"},
 	{"ErAutoincReadFailed", 1467, ErAutoincReadFailed, "HY000"},
 	{"ErNotAllowedCommand", 1148, ErNotAllowedCommand, "42000"},
+	{"ErStatementTimeout", 1969, ErStatementTimeout, "70100"},
 	{"ErTooManyConnections", 1040, ErTooManyConnections, "08004"},
 	{"ErHandshake", 1043, ErHandshake, "08S01"},
 	{"ErNetPacketTooLarge", 1153, ErNetPacketTooLarge, "08S01"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -67,6 +68,7 @@ type Engine struct {
 	mergeLimit int64
 	// fallbackRows and fallbackBytes bound what one exact fallback copies.
 	fallbackRows, fallbackBytes int64
+	fallbackTime                time.Duration
 	// mergeTotal is what every merge under way holds, bounded by
 	// mergeTotalLimit (merge_memory_total).
 	mergeTotal      atomic.Int64
@@ -90,6 +92,8 @@ type Executor struct {
 	ebuf  []byte // scratch for end packets rewritten for the client
 	// scratch holds column definitions renamed for the client.
 	scratch []byte
+	// fbStart is when the running exact fallback began.
+	fbStart time.Time
 	// tables are the logical tables of the plan being executed: column
 	// definitions name them, not their subtables.
 	tables []string
@@ -159,7 +163,8 @@ func (x *Executor) send(t *router.Target) (*backend.Conn, error) {
 	return bc, nil
 }
 
-// SetFallbackLimits bounds the rows and bytes one exact fallback copies.
-func (e *Engine) SetFallbackLimits(rows, bytes int64) {
-	e.fallbackRows, e.fallbackBytes = rows, bytes
+// SetFallbackLimits bounds the rows and bytes one exact fallback copies,
+// and the time it takes (0: no bound).
+func (e *Engine) SetFallbackLimits(rows, bytes int64, d time.Duration) {
+	e.fallbackRows, e.fallbackBytes, e.fallbackTime = rows, bytes, d
 }

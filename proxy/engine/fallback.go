@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -24,12 +25,12 @@ func (x *Executor) fallback(plan *router.Plan) error {
 	return x.WithFallbackTables(plan, true, func(bc *backend.Conn) (backend.Outcome, error) {
 		t := &plan.Targets[0]
 		if !x.w.TextRows() {
-			return x.fallbackBinary(bc, t.SQL)
+			return x.fallbackBinary(bc, x.bounded(t.SQL))
 		}
 		x.conns.Running(bc)
 		defer x.conns.Running(nil)
 		bc.ResetSeq()
-		err := bc.WritePacket(x.queryPacket(t.SQL))
+		err := bc.WritePacket(x.queryPacket(x.bounded(t.SQL)))
 		if err == nil {
 			err = bc.Flush()
 		}
@@ -125,6 +126,7 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 		x.conns.Release(bc, false, res)
 	}()
 	var rows, bytes int64
+	x.fbStart = time.Now()
 	for i := range plan.Gathers {
 		g := &plan.Gathers[i]
 		temp := quoteIdent(g.DB) + "." + quoteIdent(g.Temp)
@@ -149,7 +151,7 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 			}
 			// A subtable on the same node is copied there, by the server
 			// (and never needs a second connection to the node).
-			res, err := bc.Exec("INSERT INTO " + temp + " " + sub.SQL)
+			res, err := bc.Exec(x.bounded("INSERT INTO " + temp + " " + sub.SQL))
 			if err != nil {
 				return fallbackErr(bc, err)
 			}
@@ -161,6 +163,17 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 	}
 	res, err = f(bc)
 	return err
+}
+
+// bounded prefixes a statement of the fallback with the time it has left
+// of fallback_max_time, as MariaDB's max_statement_time.
+func (x *Executor) bounded(q string) string {
+	lim := x.eng.fallbackTime
+	if lim <= 0 {
+		return q
+	}
+	left := max(lim-time.Since(x.fbStart), time.Millisecond)
+	return fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", left.Seconds(), q)
 }
 
 // fallbackErr is the client's error for a failed statement of the
@@ -341,6 +354,10 @@ func (x *Executor) copyRows(bc *backend.Conn, t *router.Target, temp string, row
 		*bytes += int64(len(p))
 		if lim := x.eng.fallbackRows; lim > 0 && *rows > lim {
 			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
+			continue
+		}
+		if lim := x.eng.fallbackTime; lim > 0 && *rows%256 == 0 && time.Since(x.fbStart) > lim {
+			fail = mysql.NewError(mysql.ErStatementTimeout, "Query execution was interrupted (fallback_max_time exceeded: copying sharded table rows took longer than %v)", lim)
 			continue
 		}
 		if lim := x.eng.fallbackBytes; lim > 0 && *bytes > lim {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardgate/shardgate/config"
 )
@@ -103,4 +104,39 @@ func uvals() string {
 		v = append(v, fmt.Sprintf("(%d, %d)", i, i%7))
 	}
 	return strings.Join(v, ",")
+}
+
+// TestFallbackLimits: fallback_max_bytes bounds what is copied through the
+// proxy, fallback_max_time the whole fallback (MariaDB's
+// max_statement_time on its statements: ERROR 1969); after either, the
+// next fallback works.
+func TestFallbackLimits(t *testing.T) {
+	e := newShardEnvWith(t, "fblim", func(cfg *config.Config) {
+		cfg.FallbackMaxBytes = 2000
+		cfg.FallbackMaxTime = 700 * time.Millisecond
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].MaxConnsLimit = 1
+		}
+	}, config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}},
+		config.ShardRule{Table: "u", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE t (id INT PRIMARY KEY, k INT, pad VARCHAR(100))", "CREATE TABLE u (id INT PRIMARY KEY, k INT)",
+		"INSERT INTO u (id, k) VALUES (1, 1), (2, 2), (3, 0), (4, 1)")
+	var vals []string
+	for i := 1; i <= 40; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d, REPEAT('x', 100))", i, i%3))
+	}
+	mustExec(t, e.app, "INSERT INTO t (id, k, pad) VALUES "+strings.Join(vals, ","))
+	_, err := e.app.Exec("SELECT COUNT(DISTINCT pad) FROM t")
+	if me := wantSQLError(t, err, 1235, "42000"); me != nil && !strings.Contains(me.Message, "fallback_max_bytes (2000)") {
+		t.Errorf("bytes limit: %s", me.Message)
+	}
+	start := time.Now()
+	_, err = e.app.Exec("SELECT COUNT(DISTINCT k), SLEEP(2) FROM u")
+	wantSQLError(t, err, 1969, "70100")
+	if d := time.Since(start); d > 1900*time.Millisecond {
+		t.Errorf("the time limit stopped the fallback after %v", d)
+	}
+	if v := queryValue(t, e.app, "SELECT COUNT(DISTINCT k) FROM u"); v != "3" {
+		t.Errorf("after the limits: %s", v)
+	}
 }

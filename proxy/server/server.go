@@ -155,7 +155,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.order = append(s.order, n)
 	}
 	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit, cfg.MergeMemoryTotal)
-	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes)
+	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)
 	var wg sync.WaitGroup
 	for _, n := range s.order {
 		wg.Add(1)
