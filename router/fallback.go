@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
 // The exact fallback answers a read that no streaming merge can (a derived
@@ -55,11 +57,13 @@ func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
 	default:
 		return nil, false
 	}
+	n.Accept(charsetStripper{})
 	f := &fallbackFinder{db: s.DB, sc: sc}
 	n.Accept(f)
 	if f.bad || len(f.names) == 0 {
 		return nil, false
 	}
+	where := pushdown(n, f, s.Mode)
 	p = &Plan{Kind: Fallback}
 	seen := map[*rule]bool{}
 	for _, tn := range f.names {
@@ -74,11 +78,11 @@ func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
 		if r.sharded() {
 			for _, sub := range r.subs {
 				g.Subtables = append(g.Subtables, Target{Node: sub.node, Subtable: sub.name,
-					SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(sub.name)})
+					SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(sub.name) + where})
 			}
 		} else {
 			g.Subtables = []Target{{Node: r.readNode, Subtable: r.table,
-				SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(r.table)}}
+				SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(r.table) + where}}
 		}
 		p.Gathers = append(p.Gathers, g)
 		p.Tables = append(p.Tables, r.table)
@@ -158,3 +162,109 @@ func (f *fallbackFinder) rule(tn *ast.TableName) *rule {
 	}
 	return r
 }
+
+// pushdown returns the part of a single-table SELECT's WHERE that the copy
+// of its table can apply itself (" AS `alias` WHERE ..."), so that only
+// the rows the statement can use are copied: the AND terms made of the
+// table's columns, constants, comparisons, arithmetic and logic only (no
+// subquery, variable or function, which could read other rows or change
+// between rows). "" when nothing can be pushed (joins, several tables,
+// UNION).
+func pushdown(n ast.StmtNode, f *fallbackFinder, mode Mode) string {
+	sel, ok := n.(*ast.SelectStmt)
+	if !ok || sel.From == nil || sel.From.TableRefs == nil || sel.From.TableRefs.Right != nil || sel.Where == nil || len(f.sources) != 1 || len(f.names) != 1 {
+		return ""
+	}
+	ts, ok := sel.From.TableRefs.Left.(*ast.TableSource)
+	if !ok || ts != f.sources[0] {
+		return ""
+	}
+	var terms []string
+	for _, term := range andTerms(sel.Where) {
+		if !pushable(term) {
+			continue
+		}
+		q, err := restore(term, nil, mode)
+		if err != nil {
+			return ""
+		}
+		terms = append(terms, "("+q+")")
+	}
+	if len(terms) == 0 {
+		return ""
+	}
+	alias := ts.AsName.O
+	if alias == "" {
+		alias = f.orig[ts].O
+	}
+	return " AS " + quoteName(alias) + " WHERE " + strings.Join(terms, " AND ")
+}
+
+// andTerms splits e at its top-level ANDs.
+func andTerms(e ast.ExprNode) []ast.ExprNode {
+	if b, ok := e.(*ast.BinaryOperationExpr); ok && b.Op == opcode.LogicAnd {
+		return append(andTerms(b.L), andTerms(b.R)...)
+	}
+	return []ast.ExprNode{e}
+}
+
+// pushable reports whether a WHERE term reads only the row's own columns
+// with plain operators.
+func pushable(e ast.ExprNode) bool {
+	ok := true
+	var check func(e ast.ExprNode)
+	check = func(e ast.ExprNode) {
+		if !ok {
+			return
+		}
+		switch x := e.(type) {
+		case *ast.ColumnNameExpr:
+			if x.Name.Schema.O != "" {
+				ok = false
+			}
+		case *test_driver.ValueExpr:
+		case *ast.ParenthesesExpr:
+			check(x.Expr)
+		case *ast.BinaryOperationExpr:
+			check(x.L)
+			check(x.R)
+		case *ast.UnaryOperationExpr:
+			check(x.V)
+		case *ast.IsNullExpr:
+			check(x.Expr)
+		case *ast.BetweenExpr:
+			check(x.Expr)
+			check(x.Left)
+			check(x.Right)
+		case *ast.PatternInExpr:
+			if x.Sel != nil {
+				ok = false
+				return
+			}
+			check(x.Expr)
+			for _, v := range x.List {
+				check(v)
+			}
+		case *ast.PatternLikeOrIlikeExpr:
+			check(x.Expr)
+			check(x.Pattern)
+		default:
+			ok = false
+		}
+	}
+	check(e)
+	return ok
+}
+
+// charsetStripper makes plain string literals restore without the
+// _utf8mb4 introducer (stripDefaultCharset).
+type charsetStripper struct{}
+
+func (charsetStripper) Enter(n ast.Node) (ast.Node, bool) {
+	if v, ok := n.(*test_driver.ValueExpr); ok {
+		stripDefaultCharset(v)
+	}
+	return n, false
+}
+
+func (charsetStripper) Leave(n ast.Node) (ast.Node, bool) { return n, true }

@@ -40,6 +40,8 @@ type goldenPlan struct {
 	Generated int    `json:"generated,omitempty"`
 	FirstID   uint64 `json:"first_id,omitempty"`
 	Sticky    bool   `json:"sticky,omitempty"`
+	// Copies are an exact fallback's copies: "node subtable -> temp: SQL".
+	Copied []string `json:"copied,omitempty"`
 }
 
 type goldenTarget struct {
@@ -150,6 +152,11 @@ func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
 	}
 	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{},
 		Generated: p.Generated, FirstID: p.FirstID, Sticky: p.Sticky}
+	for _, g := range p.Gathers {
+		for _, t := range g.Subtables {
+			gp.Copied = append(gp.Copied, t.Node+" "+t.Subtable+" -> "+g.Temp+": "+t.SQL)
+		}
+	}
 	for _, t := range p.Targets {
 		gp.Targets = append(gp.Targets, goldenTarget{Node: t.Node, Subtable: t.Subtable, SQL: t.SQL})
 	}
