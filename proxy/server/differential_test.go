@@ -1078,7 +1078,14 @@ func (g *diffGen) limit() string {
 // agg returns an aggregate call, in varied spellings (the column name
 // MySQL reports is the text as written).
 func (g *diffGen) agg() string {
-	switch g.r.IntN(9) {
+	switch g.r.IntN(13) {
+	case 9:
+		// Forms no streaming merge answers: the exact fallback does.
+		return g.pick([]string{"COUNT(DISTINCT ", "count(distinct "}) + g.pick(diffAllCols) + ")"
+	case 10:
+		return g.pick([]string{"SUM(DISTINCT a)", "AVG(DISTINCT b)", "GROUP_CONCAT(id ORDER BY id)", "GROUP_CONCAT(DISTINCT b ORDER BY b DESC SEPARATOR '|')"})
+	case 11:
+		return g.pick([]string{"SUM(a) / COUNT(*)", "MAX(a) - MIN(a)", "ROUND(AVG(d), 2)", "COUNT(*) + 1", "STDDEV_POP(b)", "BIT_XOR(b)"})
 	case 0:
 		return g.pick([]string{"COUNT(*)", "count(*)", "Count( * )"})
 	case 1:
@@ -1211,6 +1218,10 @@ func (g *diffGen) aggQuery() diffQuery {
 	var aggs []string
 	for range 1 + g.r.IntN(4) {
 		aggs = append(aggs, g.agg())
+	}
+	if g.chance(15) {
+		// Over a derived table (SQLAlchemy's Query.count() form).
+		return diffQuery{sql: "SELECT " + strings.Join(aggs, ", ") + " FROM (SELECT * FROM {t}" + g.where() + ") AS dt"}
 	}
 	return diffQuery{sql: "SELECT " + strings.Join(aggs, ", ") + " FROM {t}" + g.where()}
 }
