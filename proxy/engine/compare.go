@@ -391,6 +391,9 @@ func trimSpaces(v []byte) []byte {
 // normDecimal writes a decimal number in one canonical form ("-0.50" and
 // "-.5" both become "-.5").
 func normDecimal(v []byte) []byte {
+	if canonicalDecimal(v) {
+		return v // what the server writes, almost always: no copy
+	}
 	neg := len(v) > 0 && v[0] == '-'
 	if neg {
 		v = v[1:]
@@ -409,4 +412,21 @@ func normDecimal(v []byte) []byte {
 		out = append(out, fp...)
 	}
 	return out
+}
+
+// canonicalDecimal reports whether normDecimal would return v unchanged:
+// no leading zero, and a fraction (if any) that does not end in zero.
+func canonicalDecimal(v []byte) bool {
+	body := v
+	if len(body) > 0 && body[0] == '-' {
+		body = body[1:]
+	}
+	if len(body) == 0 || body[0] == '0' || body[0] == '.' {
+		return false
+	}
+	if bytes.IndexByte(body, '.') >= 0 {
+		last := body[len(body)-1]
+		return last != '0' && last != '.'
+	}
+	return true
 }

@@ -18,13 +18,29 @@ type grouper struct {
 	cols *columns
 	m    *resolved
 	mem  *budget
+
+	// Groups and their per-aggregate slices are carved out of blocks
+	// allocated groupBlock groups at a time.
+	states []groupState
+	fast   []int64
+	cnts   []uint64
+	sums   []*big.Rat
+	flts   []float64
+	nulls  []bool
 }
+
+// groupBlock is how many groups one allocation serves.
+const groupBlock = 128
 
 // groupState is one group: its first row, with MIN/MAX updated in place,
 // and the running sums of its other aggregates.
 type groupState struct {
-	row  [][]byte   // first row, updated in place for MIN/MAX
-	sums []*big.Rat // per aggregate: running SUM/COUNT
+	row [][]byte // first row, updated in place for MIN/MAX
+	// Per aggregate, an exact SUM is kept in fast (the value times
+	// 10^decimals of its column) until a value does not fit or has another
+	// scale; from then on in sums.
+	fast []int64
+	sums []*big.Rat
 	flts []float64
 	cnts []uint64 // AVG counts
 	null []bool   // SUM/AVG still NULL
@@ -79,7 +95,19 @@ func (g *grouper) run(in rowIter) ([][][]byte, error) {
 
 func (g *grouper) newGroup(row [][]byte) *groupState {
 	n := len(g.m.Aggs)
-	gs := &groupState{row: row, sums: make([]*big.Rat, n), flts: make([]float64, n), cnts: make([]uint64, n), null: make([]bool, n)}
+	if len(g.states) == 0 {
+		g.states = make([]groupState, groupBlock)
+		g.fast, g.cnts = make([]int64, groupBlock*n), make([]uint64, groupBlock*n)
+		g.sums, g.flts, g.nulls = make([]*big.Rat, groupBlock*n), make([]float64, groupBlock*n), make([]bool, groupBlock*n)
+	}
+	gs := &g.states[0]
+	g.states = g.states[1:]
+	gs.row = row
+	gs.fast, g.fast = g.fast[:n:n], g.fast[n:]
+	gs.cnts, g.cnts = g.cnts[:n:n], g.cnts[n:]
+	gs.sums, g.sums = g.sums[:n:n], g.sums[n:]
+	gs.flts, g.flts = g.flts[:n:n], g.flts[n:]
+	gs.null, g.nulls = g.nulls[:n:n], g.nulls[n:]
 	for i := range gs.null {
 		gs.null[i] = true
 	}
@@ -96,31 +124,36 @@ func (g *grouper) fold(gs *groupState, r [][]byte) error {
 		v := r[a.Col]
 		switch a.Func {
 		case router.AggCount:
-			n, _ := strconv.ParseUint(string(v), 10, 64)
-			gs.cnts[i] += n
+			gs.cnts[i] += parseCount(v)
 		case router.AggSum, router.AggAvg:
 			if a.Func == router.AggAvg {
-				n, _ := strconv.ParseUint(string(r[a.CountCol]), 10, 64)
-				gs.cnts[i] += n
+				gs.cnts[i] += parseCount(r[a.CountCol])
 			}
 			if v == nil {
 				continue
 			}
 			gs.null[i] = false
-			if isFloatCol(g.cols.defs[a.Col]) {
+			col := g.cols.defs[a.Col]
+			if isFloatCol(col) {
 				f, _ := strconv.ParseFloat(string(v), 64)
 				gs.flts[i] += f
 				continue
+			}
+			if gs.sums[i] == nil {
+				if m, ok := parseScaled(v, int(col.Decimals)); ok {
+					if sum, ok := addInt64(gs.fast[i], m); ok {
+						gs.fast[i] = sum
+						continue
+					}
+				}
+				// Past int64, or another scale: exact from here on.
+				gs.sums[i] = scaledRat(gs.fast[i], int(col.Decimals))
 			}
 			x, ok := parseRat(string(v))
 			if !ok {
 				return fmt.Errorf("aggregate value %q is not a number", v)
 			}
-			if gs.sums[i] == nil {
-				gs.sums[i] = x
-			} else {
-				gs.sums[i].Add(gs.sums[i], x)
-			}
+			gs.sums[i].Add(gs.sums[i], x)
 		case router.AggMin, router.AggMax:
 			cur := gs.row[a.Col]
 			if v == nil {
@@ -159,6 +192,8 @@ func (g *grouper) finish(gs *groupState) [][]byte {
 				r[a.Col] = nil
 			case isFloatCol(col):
 				r[a.Col] = formatDouble(gs.flts[i])
+			case gs.sums[i] == nil:
+				r[a.Col] = appendScaled(nil, gs.fast[i], int(col.Decimals))
 			default:
 				r[a.Col] = []byte(gs.sums[i].FloatString(int(col.Decimals)))
 			}
@@ -169,7 +204,11 @@ func (g *grouper) finish(gs *groupState) [][]byte {
 			case isFloatCol(col):
 				r[a.Col] = formatDouble(gs.flts[i] / float64(gs.cnts[i]))
 			default:
-				q := new(big.Rat).Quo(gs.sums[i], new(big.Rat).SetUint64(gs.cnts[i]))
+				sum := gs.sums[i]
+				if sum == nil {
+					sum = scaledRat(gs.fast[i], int(col.Decimals))
+				}
+				q := new(big.Rat).Quo(sum, new(big.Rat).SetUint64(gs.cnts[i]))
 				r[a.Col] = []byte(q.FloatString(avgDecimals(col)))
 			}
 		}
@@ -238,6 +277,93 @@ func formatDouble(f float64) []byte {
 		b = append(b, digits[:exp+1]...)
 		b = append(b, '.')
 		b = append(b, digits[exp+1:]...)
+	}
+	return b
+}
+
+// parseCount reads a COUNT value (decimal digits) without allocating.
+func parseCount(v []byte) uint64 {
+	var n uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return n
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
+}
+
+// parseScaled reads a decimal text value with exactly dec fraction digits
+// (as the server writes a DECIMAL(n, dec) or integer SUM) as the integer
+// value*10^dec; ok is false for any other text or past int64.
+func parseScaled(v []byte, dec int) (int64, bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	if neg {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var m int64
+	frac := -1
+	for _, c := range v {
+		switch {
+		case c == '.' && frac < 0:
+			frac = 0
+		case c >= '0' && c <= '9':
+			m = m*10 + int64(c-'0')
+			if frac >= 0 {
+				frac++
+			}
+		default:
+			return 0, false
+		}
+	}
+	if frac < 0 {
+		frac = 0
+	}
+	if frac != dec {
+		return 0, false
+	}
+	if neg {
+		m = -m
+	}
+	return m, true
+}
+
+// addInt64 adds without overflowing; ok is false when it would.
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	if (a > 0 && b > 0 && s < 0) || (a < 0 && b < 0 && s >= 0) {
+		return 0, false
+	}
+	return s, true
+}
+
+// scaledRat is m/10^dec.
+func scaledRat(m int64, dec int) *big.Rat {
+	d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(dec)), nil)
+	return new(big.Rat).SetFrac(big.NewInt(m), d)
+}
+
+// appendScaled writes m/10^dec with dec fraction digits.
+func appendScaled(b []byte, m int64, dec int) []byte {
+	neg := m < 0
+	u := uint64(m)
+	if neg {
+		u = uint64(-m)
+	}
+	digits := strconv.AppendUint(nil, u, 10)
+	for len(digits) <= dec {
+		digits = append([]byte{'0'}, digits...)
+	}
+	if neg {
+		b = append(b, '-')
+	}
+	b = append(b, digits[:len(digits)-dec]...)
+	if dec > 0 {
+		b = append(b, '.')
+		b = append(b, digits[len(digits)-dec:]...)
 	}
 	return b
 }

@@ -280,3 +280,42 @@ func TestBudgetGlobal(t *testing.T) {
 		t.Fatalf("after the others finished: %v", err)
 	}
 }
+
+func TestScaledSums(t *testing.T) {
+	for _, tc := range []struct {
+		v   string
+		dec int
+		m   int64
+		ok  bool
+	}{
+		{"123.450", 3, 123450, true}, {"-0.005", 3, -5, true}, {"42", 0, 42, true}, {"1.5", 3, 0, false},
+		{"1e5", 0, 0, false}, {"", 0, 0, false}, {"1234567890123456789", 0, 0, false},
+	} {
+		m, ok := parseScaled([]byte(tc.v), tc.dec)
+		if m != tc.m || ok != tc.ok {
+			t.Errorf("parseScaled(%q, %d) = %d, %v", tc.v, tc.dec, m, ok)
+		}
+	}
+	for _, tc := range []struct {
+		m    int64
+		dec  int
+		want string
+	}{{123450, 3, "123.450"}, {-5, 3, "-0.005"}, {0, 2, "0.00"}, {7, 0, "7"}, {-9223372036854775808, 0, "-9223372036854775808"}} {
+		if got := string(appendScaled(nil, tc.m, tc.dec)); got != tc.want {
+			t.Errorf("appendScaled(%d, %d) = %s, want %s", tc.m, tc.dec, got, tc.want)
+		}
+	}
+	if _, ok := addInt64(1<<62, 1<<62); ok {
+		t.Error("overflow not seen")
+	}
+	for _, v := range []string{"0", "-0.50", "0.5", "10.10", "007", "1.", "-0"} {
+		if canonicalDecimal([]byte(v)) {
+			t.Errorf("%q is not canonical", v)
+		}
+	}
+	for _, v := range []string{"12", "-3.25", "100"} {
+		if !canonicalDecimal([]byte(v)) || string(normDecimal([]byte(v))) != v {
+			t.Errorf("%q: canonical and unchanged", v)
+		}
+	}
+}
