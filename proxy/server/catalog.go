@@ -207,11 +207,29 @@ func (t *tables) readSubtable(node, db, sub, logical string) (*schema.Table, err
 }
 
 // sequenceStart is the first value of ti's sequence when it is created:
-// one past the largest value its column holds in any subtable.
+// one past the largest value its column holds in any subtable, and at
+// least the subtables' own AUTO_INCREMENT counters (a table created with
+// AUTO_INCREMENT=1000000, or restored from a dump, starts where it says).
 func (t *tables) sequenceStart(ti router.TableInfo) (uint64, error) {
 	var top uint64
 	for _, sub := range ti.Subtables {
 		err := t.srv.onNode(sub.Node, func(c *backend.Conn) error {
+			res, err := c.Exec("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = '" +
+				ti.DB + "' AND TABLE_NAME = '" + sub.Subtable + "'")
+			if err != nil {
+				return err
+			}
+			if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] != nil {
+				if v, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 64); err == nil && v > 1 && v-1 > top {
+					top = v - 1
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", sub.Node, sub.Subtable, err)
+		}
+		err = t.srv.onNode(sub.Node, func(c *backend.Conn) error {
 			res, err := c.Exec("SELECT MAX(`" + ti.Sequence + "`) FROM `" + ti.DB + "`.`" + sub.Subtable + "`")
 			if err != nil {
 				var se *mysql.SQLError
