@@ -19,6 +19,7 @@ type grouper struct {
 	m    *resolved
 	mem  *budget
 
+	arena rowArena // the groups' first rows
 	// Groups and their per-aggregate slices are carved out of blocks
 	// allocated groupBlock groups at a time.
 	states []groupState
@@ -69,7 +70,7 @@ func (g *grouper) run(in rowIter) ([][][]byte, error) {
 			if err := g.mem.chargeRow(row); err != nil {
 				return nil, err
 			}
-			gs = g.newGroup(copyRow(row))
+			gs = g.newGroup(g.arena.copy(row))
 			groups[string(key)] = gs
 			order = append(order, gs)
 		}

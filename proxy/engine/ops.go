@@ -219,6 +219,7 @@ func errMergeMemory(limit int64) error {
 // collectRows reads every row of in into memory (copied, within mem).
 func collectRows(in rowIter, mem *budget) ([][][]byte, error) {
 	var rows [][][]byte
+	var a rowArena
 	for {
 		row, _, err := in.next()
 		if err != nil || row == nil {
@@ -227,8 +228,48 @@ func collectRows(in rowIter, mem *budget) ([][][]byte, error) {
 		if err := mem.chargeRow(row); err != nil {
 			return nil, err
 		}
-		rows = append(rows, copyRow(row))
+		rows = append(rows, a.copy(row))
 	}
+}
+
+// rowArena copies rows into blocks it allocates a few at a time, so that
+// holding many rows costs far less than an allocation per row.
+type rowArena struct {
+	bytes []byte
+	vals  [][]byte
+}
+
+// arenaBlock is the size of a block of row bytes; arenaVals the values per
+// block of value slices.
+const (
+	arenaBlock = 64 << 10
+	arenaVals  = 1024
+)
+
+// copy returns a copy of r (NULLs stay nil) that no later read changes.
+func (a *rowArena) copy(r [][]byte) [][]byte {
+	size := 0
+	for _, v := range r {
+		size += len(v)
+	}
+	if cap(a.bytes)-len(a.bytes) < size {
+		a.bytes = make([]byte, 0, max(arenaBlock, size))
+	}
+	if cap(a.vals)-len(a.vals) < len(r) {
+		a.vals = make([][]byte, 0, max(arenaVals, len(r)))
+	}
+	start := len(a.vals)
+	a.vals = append(a.vals, r...)
+	out := a.vals[start:len(a.vals):len(a.vals)]
+	for i, v := range r {
+		if v == nil {
+			continue
+		}
+		b := len(a.bytes)
+		a.bytes = append(a.bytes, v...)
+		out[i] = a.bytes[b:len(a.bytes):len(a.bytes)]
+	}
+	return out
 }
 
 // distinctRows keeps the first of rows equal over the first ncols columns
@@ -259,21 +300,3 @@ func sortRows(rows [][][]byte, cols *columns, keys []router.SortKey) {
 	sort.SliceStable(rows, func(i, j int) bool { return cols.compareRows(keys, rows[i], rows[j]) < 0 })
 }
 
-// copyRow copies a row's values into one allocation.
-func copyRow(r [][]byte) [][]byte {
-	size := 0
-	for _, v := range r {
-		size += len(v)
-	}
-	buf := make([]byte, 0, size)
-	out := make([][]byte, len(r))
-	for i, v := range r {
-		if v == nil {
-			continue
-		}
-		start := len(buf)
-		buf = append(buf, v...)
-		out[i] = buf[start:len(buf):len(buf)]
-	}
-	return out
-}
