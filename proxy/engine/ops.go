@@ -299,4 +299,3 @@ func distinctRows(rows [][][]byte, ncols int, cols *columns, mem *budget) ([][][
 func sortRows(rows [][][]byte, cols *columns, keys []router.SortKey) {
 	sort.SliceStable(rows, func(i, j int) bool { return cols.compareRows(keys, rows[i], rows[j]) < 0 })
 }
-
