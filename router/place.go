@@ -199,25 +199,28 @@ func (st *stmt) joinRefusal() error {
 // the target's node: unsharded tables only on the default node, global
 // tables on their rule's nodes.
 func (st *stmt) checkNode(t tgt) error {
-	var where string
-	for _, in := range st.insts {
-		if in.sharded() {
-			s := in.rule.subs[t.gidx[in.group]]
-			where = fmt.Sprintf("subtable %s of %s", s.name, in.rule.table)
-			break
+	// where names the target's subtable, for the messages only.
+	where := func() string {
+		var w string
+		for _, in := range st.insts {
+			if in.sharded() {
+				s := in.rule.subs[t.gidx[in.group]]
+				return fmt.Sprintf("subtable %s of %s", s.name, in.rule.table)
+			}
+			if in.skip {
+				w = fmt.Sprintf("subtable %s of %s", in.phys, in.rule.table)
+			}
 		}
-		if in.skip {
-			where = fmt.Sprintf("subtable %s of %s", in.phys, in.rule.table)
-		}
+		return w
 	}
 	for _, in := range st.insts {
 		switch {
 		case in.plain() && t.node != st.sc.def:
 			return notSupported("statement combines %s on node %s with table %s, which is not sharded and lives on the default node %s",
-				where, t.node, in.tn.Name.O, st.sc.def)
+				where(), t.node, in.tn.Name.O, st.sc.def)
 		case in.global() && !in.rule.hasNode(t.node):
 			return notSupported("statement combines %s on node %s with global table %s, which has no copy on %s",
-				where, t.node, in.rule.table, t.node)
+				where(), t.node, in.rule.table, t.node)
 		}
 	}
 	return nil
