@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -17,6 +18,20 @@ func (st *stmt) build(n ast.Node, ts []tgt, kind PlanKind) (*Plan, error) {
 	if len(ts) > 1 {
 		p.Kind = kind
 	}
+	if tmpl, ok := st.template(n, ts); ok {
+		// One restore for every target: the subtables' names go into
+		// the text.
+		for _, t := range ts {
+			sql := tmpl
+			for i, in := range st.insts {
+				if in.sharded() {
+					sql = strings.ReplaceAll(sql, subToken(i), in.rule.subs[t.gidx[in.group]].name)
+				}
+			}
+			p.Targets = append(p.Targets, Target{Node: t.node, Subtable: st.subtableOf(t), SQL: sql})
+		}
+		return p, nil
+	}
 	for _, t := range ts {
 		sql, err := st.render(n, t)
 		if err != nil {
@@ -25,6 +40,60 @@ func (st *stmt) build(n ast.Node, ts []tgt, kind PlanKind) (*Plan, error) {
 		p.Targets = append(p.Targets, Target{Node: t.node, Subtable: st.subtableOf(t), SQL: sql})
 	}
 	return p, nil
+}
+
+// template restores n once for several targets that differ only in the
+// names of their subtables, each written as subToken(inst index); ok is
+// false when the targets differ otherwise (IN lists cut per subtable, an
+// INSERT target), or a token could be mistaken for text of the statement.
+func (st *stmt) template(n ast.Node, ts []tgt) (string, bool) {
+	if len(ts) < 2 || len(st.splits) > 0 {
+		return "", false
+	}
+	for _, in := range st.insts {
+		if in.skip {
+			return "", false
+		}
+	}
+	for i, in := range st.insts {
+		if !in.sharded() {
+			continue
+		}
+		in.phys = subToken(i)
+		name := ast.NewCIStr(in.phys)
+		in.tn.Name = name
+		for _, q := range in.quals {
+			q.Table = name
+		}
+		for _, w := range in.wquals {
+			w.Table = name
+		}
+		for _, d := range in.dquals {
+			d.Name = name
+		}
+	}
+	sql, err := restore(n, st.lockShare, st.sess.Mode)
+	if err != nil || strings.Count(sql, subTokenPrefix) != st.tokens() {
+		return "", false
+	}
+	return sql, true
+}
+
+// subTokenPrefix starts the stand-in of a subtable's name in a template.
+const subTokenPrefix = "_sg\x01sub"
+
+func subToken(i int) string { return subTokenPrefix + strconv.Itoa(i) + "_" }
+
+// tokens counts the stand-ins template writes: one per table name and
+// qualifier of a sharded instance.
+func (st *stmt) tokens() int {
+	n := 0
+	for _, in := range st.insts {
+		if in.sharded() {
+			n += 1 + len(in.quals) + len(in.wquals) + len(in.dquals)
+		}
+	}
+	return n
 }
 
 // globalRead plans a statement whose rule tables are all global: one node
