@@ -151,7 +151,10 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 			}
 			// A subtable on the same node is copied there, by the server
 			// (and never needs a second connection to the node).
+			// KILL and a client that leaves stop the copy (Running).
+			x.conns.Running(bc)
 			res, err := bc.Exec(x.bounded("INSERT INTO " + temp + " " + sub.SQL))
+			x.conns.Running(nil)
 			if err != nil {
 				return fallbackErr(bc, err)
 			}

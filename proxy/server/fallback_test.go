@@ -140,3 +140,39 @@ func TestFallbackLimits(t *testing.T) {
 		t.Errorf("after the limits: %s", v)
 	}
 }
+
+// TestFallbackKill: KILL QUERY stops an exact fallback's statement; the
+// client gets 1317 and the next fallback works (no temporary table left).
+func TestFallbackKill(t *testing.T) {
+	e := newShardEnvWith(t, "fbkill", func(cfg *config.Config) {
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].MaxConnsLimit = 2
+		}
+	}, config.ShardRule{Table: "u", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	mustExec(t, e.app, "CREATE TABLE u (id INT PRIMARY KEY, k INT)", "INSERT INTO u (id, k) VALUES (1, 1), (2, 2), (3, 0), (4, 1)")
+	c := conn(t, e.app)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ExecContext(t.Context(), "SELECT COUNT(DISTINCT k), SLEEP(20) FROM u")
+		done <- err
+	}()
+	killer := openDB(t, e.p.dsn(e.db, ""))
+	eventually(t, 5*time.Second, "the fallback runs", func() bool {
+		for _, r := range queryStrings(t, killer, "SHOW FULL PROCESSLIST") {
+			if len(r) > 7 && strings.Contains(r[7], "SLEEP(20)") && r[5] >= "1" {
+				_, err := killer.Exec("KILL QUERY " + r[0])
+				return err == nil
+			}
+		}
+		return false
+	})
+	select {
+	case err := <-done:
+		wantSQLError(t, err, 1317, "70100")
+	case <-time.After(10 * time.Second):
+		t.Fatal("KILL QUERY did not stop the fallback")
+	}
+	if v := queryValue(t, c, "SELECT COUNT(DISTINCT k) FROM u"); v != "3" {
+		t.Errorf("after the KILL: %s", v)
+	}
+}
