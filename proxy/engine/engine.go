@@ -30,6 +30,9 @@ type Conns interface {
 	// Shutdown.
 	Running(bc *backend.Conn)
 	RunningAll(conns []*backend.Conn)
+	// Interrupted reports a KILL QUERY that came between two backend
+	// statements of the client's statement.
+	Interrupted() bool
 }
 
 // Writer sends what the engine builds to the client, framed for it. A

@@ -127,7 +127,16 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 	}()
 	var rows, bytes int64
 	x.fbStart = time.Now()
+	interrupted := func() error {
+		if x.conns.Interrupted() {
+			return mysql.NewError(mysql.ErQueryInterrupted, "Query execution was interrupted")
+		}
+		return nil
+	}
 	for i := range plan.Gathers {
+		if err := interrupted(); err != nil {
+			return err
+		}
 		g := &plan.Gathers[i]
 		temp := quoteIdent(g.DB) + "." + quoteIdent(g.Temp)
 		ddl, err := x.tempDefinition(g, temp, bc, plan.Targets[0].Node)
@@ -142,6 +151,9 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 			continue
 		}
 		for j := range g.Subtables {
+			if err := interrupted(); err != nil {
+				return err
+			}
 			sub := &g.Subtables[j]
 			if sub.Node != plan.Targets[0].Node {
 				if err := x.copyRows(bc, sub, temp, &rows, &bytes); err != nil {
@@ -163,6 +175,13 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 				return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, g.Table)
 			}
 		}
+	}
+	// Shown as running before the last check: a KILL from now on either
+	// finds the flag set below or the connection.
+	x.conns.Running(bc)
+	if err := interrupted(); err != nil {
+		x.conns.Running(nil)
+		return err
 	}
 	res, err = f(bc)
 	return err

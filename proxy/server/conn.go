@@ -72,6 +72,11 @@ type conn struct {
 	watchArmed atomic.Bool
 	// runningMany are the backends of a cross-shard merge under way.
 	runningMany atomic.Pointer[[]*backend.Conn]
+	// interrupted is set by a KILL QUERY that found the session busy
+	// between two backend statements of one client statement (an exact
+	// fallback's steps): the next step stops with 1317. Cleared at each
+	// command.
+	interrupted atomic.Bool
 	idle        atomic.Bool // waiting for the next command
 }
 

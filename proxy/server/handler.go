@@ -106,6 +106,7 @@ func (h *handler) readDefinition(err error) bool {
 // is sent to the client as an ERR packet.
 func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	c := h.c
+	c.interrupted.Store(false)
 	cmd := p[0]
 	switch cmd {
 	case mysql.ComQuit:

@@ -164,6 +164,9 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 		if err := killOn(bc, k.Query, func() bool { return target.running.Load() == bc }); err != nil {
 			return err
 		}
+	} else if _, _, cmd, _, _ := target.act.get(); k.Query && cmd != "Sleep" {
+		// Busy between two backend statements: the next one stops.
+		target.interrupted.Store(true)
 	}
 	if many := target.runningMany.Load(); many != nil {
 		for _, bc := range *many {

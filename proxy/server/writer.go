@@ -122,6 +122,10 @@ func (c *conn) Shared(node string) bool { return c.st.Shared(node) }
 
 func (c *conn) Running(bc *backend.Conn) { c.running.Store(bc) }
 
+// Interrupted reports a KILL QUERY that arrived between two backend
+// statements of the running client statement.
+func (c *conn) Interrupted() bool { return c.interrupted.Load() }
+
 func (c *conn) RunningAll(conns []*backend.Conn) {
 	if conns == nil {
 		c.runningMany.Store(nil)
