@@ -262,15 +262,21 @@ func (a *rowArena) copy(r [][]byte) [][]byte {
 	a.vals = append(a.vals, r...)
 	out := a.vals[start:len(a.vals):len(a.vals)]
 	for i, v := range r {
-		if v == nil {
-			continue
+		switch {
+		case v == nil:
+		case len(v) == 0:
+			out[i] = emptyValue // not nil, which is NULL
+		default:
+			b := len(a.bytes)
+			a.bytes = append(a.bytes, v...)
+			out[i] = a.bytes[b:len(a.bytes):len(a.bytes)]
 		}
-		b := len(a.bytes)
-		a.bytes = append(a.bytes, v...)
-		out[i] = a.bytes[b:len(a.bytes):len(a.bytes)]
 	}
 	return out
 }
+
+// emptyValue is the empty string, as a non-nil value.
+var emptyValue = []byte{}
 
 // distinctRows keeps the first of rows equal over the first ncols columns
 // (compared as cols say).

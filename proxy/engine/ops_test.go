@@ -319,3 +319,20 @@ func TestScaledSums(t *testing.T) {
 		}
 	}
 }
+
+// TestRowArenaKeepsEmptyStrings: an empty string stays an empty string,
+// not NULL, also in a row of nothing but empty strings and NULLs (which
+// needs no bytes).
+func TestRowArenaKeepsEmptyStrings(t *testing.T) {
+	var a rowArena
+	for range 3 {
+		r := a.copy([][]byte{{}, nil, []byte("x")})
+		if r[0] == nil || len(r[0]) != 0 || r[1] != nil || string(r[2]) != "x" {
+			t.Fatalf("copy = %q", r)
+		}
+		r = a.copy([][]byte{{}, nil})
+		if r[0] == nil || r[1] != nil {
+			t.Fatalf("copy of an empty row = %#v", r)
+		}
+	}
+}
