@@ -327,14 +327,7 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 		return nil, notSupported("SHOW TABLES ... WHERE on database %s, which has sharded tables, is not supported yet; use SHOW TABLES LIKE", db)
 	}
 	p := &Plan{Kind: ShowTables}
-	for _, r := range rules {
-		p.Tables = append(p.Tables, r.table)
-		if r.sharded() {
-			for _, sub := range r.subs {
-				p.Renames = append(p.Renames, Rename{Physical: sub.name, Logical: r.table})
-			}
-		}
-	}
+	p.Tables, p.Renames = logicalNames(rules)
 	match := func(*rule) bool { return true }
 	var pat string
 	if x.Pattern != nil {
@@ -345,14 +338,14 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 		pat = pv.GetDatumString()
 		match = func(r *rule) bool { return likeMatch(r.table, pat, x.Pattern.Escape) }
 	}
-	col := quoteName("Tables_in_" + db)
+	col := QuoteName("Tables_in_" + db)
 	show := func(where string) string {
 		var b strings.Builder
 		b.WriteString("SHOW ")
 		if x.Full {
 			b.WriteString("FULL ")
 		}
-		b.WriteString("TABLES FROM " + quoteName(db) + " WHERE " + where)
+		b.WriteString("TABLES FROM " + QuoteName(db) + " WHERE " + where)
 		return b.String()
 	}
 	// q is the default node's statement; "" sends the client's text.
@@ -395,20 +388,7 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: q})
 			continue
 		}
-		var names []string
-		for _, r := range rules {
-			switch {
-			case !match(r):
-			case r.sharded():
-				for _, sub := range r.subs {
-					if sub.node == n {
-						names = append(names, quoteString(sub.name))
-					}
-				}
-			case r.hasNode(n):
-				names = append(names, quoteString(r.table))
-			}
-		}
+		names := heldOn(rules, n, match)
 		if len(names) > 0 {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: show(col + " IN (" + strings.Join(names, ",") + ")")})
 		}
@@ -443,33 +423,16 @@ func (sc *schema) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) {
 		}
 		p.Pattern, p.Escape = pv.GetDatumString(), x.Pattern.Escape
 	}
-	for _, r := range rules {
-		p.Tables = append(p.Tables, r.table)
-		if r.sharded() {
-			for _, sub := range r.subs {
-				p.Renames = append(p.Renames, Rename{Physical: sub.name, Logical: r.table})
-			}
-		}
-	}
-	show := "SHOW TABLE STATUS FROM " + quoteName(db)
+	p.Tables, p.Renames = logicalNames(rules)
+	show := "SHOW TABLE STATUS FROM " + QuoteName(db)
 	for _, n := range sc.nodes {
 		if n == sc.def {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: show})
 			continue
 		}
-		var names []string
-		for _, r := range rules {
-			switch {
-			case r.sharded():
-				for _, sub := range r.subs {
-					if sub.node == n {
-						names = append(names, quoteString(sub.name))
-					}
-				}
-			case r.hasNode(n) && !r.hasNode(sc.def):
-				names = append(names, quoteString(r.table))
-			}
-		}
+		// Copies of global tables the default node has too are dropped by
+		// the executor, as duplicates.
+		names := heldOn(rules, n, func(*rule) bool { return true })
 		if len(names) > 0 {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: show + " WHERE `Name` IN (" + strings.Join(names, ",") + ")"})
 		}
@@ -477,12 +440,47 @@ func (sc *schema) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) {
 	return p, nil
 }
 
+// logicalNames returns the tables of rules and the renaming of their
+// subtables to them, for SHOW results.
+func logicalNames(rules []*rule) (tables []string, renames []Rename) {
+	for _, r := range rules {
+		tables = append(tables, r.table)
+		if r.sharded() {
+			for _, sub := range r.subs {
+				renames = append(renames, Rename{Physical: sub.name, Logical: r.table})
+			}
+		}
+	}
+	return tables, renames
+}
+
+// heldOn returns, quoted, the physical tables of the rules match accepts
+// that node holds: subtables, and copies of global tables.
+func heldOn(rules []*rule, node string, match func(*rule) bool) []string {
+	var names []string
+	for _, r := range rules {
+		switch {
+		case !match(r):
+		case r.sharded():
+			for _, sub := range r.subs {
+				if sub.node == node {
+					names = append(names, quoteString(sub.name))
+				}
+			}
+		case r.hasNode(node):
+			names = append(names, quoteString(r.table))
+		}
+	}
+	return names
+}
+
 // LikeMatch reports whether name matches a LIKE pattern with escape
 // character esc (byte-wise, as SHOW TABLES LIKE matches on case-sensitive
 // file systems).
 func LikeMatch(name, pattern string, esc byte) bool { return likeMatch(name, pattern, esc) }
 
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+// QuoteName writes a name in back quotes, a back quote in it doubled.
+func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 func quoteString(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)

@@ -60,17 +60,7 @@ func (st *stmt) template(n ast.Node, ts []tgt) (string, bool) {
 			continue
 		}
 		in.phys = subToken(i)
-		name := ast.NewCIStr(in.phys)
-		in.tn.Name = name
-		for _, q := range in.quals {
-			q.Table = name
-		}
-		for _, w := range in.wquals {
-			w.Table = name
-		}
-		for _, d := range in.dquals {
-			d.Name = name
-		}
+		in.rename(in.phys)
 	}
 	sql, err := restore(n, st.lockShare, st.sess.Mode)
 	if err != nil || strings.Count(sql, subTokenPrefix) != st.tokens() {

@@ -19,15 +19,6 @@ func UnwrapExecutable(sql string, version int) (inner string, ok bool) {
 	return body, body != ""
 }
 
-// SkippedExecutable reports whether sql is one executable comment that a
-// server of the given version skips, its version being above the server's
-// (mariadb-dump's first line, /*M!999999\- enable the sandbox mode */): to
-// the server it is a comment and nothing else, and to the proxy too.
-func SkippedExecutable(sql string, version int) bool {
-	_, v, ok := executableComment(sql)
-	return ok && v > version
-}
-
 // executableComment splits a text that is one executable comment into the
 // statement inside and the version it asks for (0: none).
 func executableComment(sql string) (body string, version int, ok bool) {

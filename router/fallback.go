@@ -78,11 +78,11 @@ func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
 		if r.sharded() {
 			for _, sub := range r.subs {
 				g.Subtables = append(g.Subtables, Target{Node: sub.node, Subtable: sub.name,
-					SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(sub.name) + where})
+					SQL: "SELECT * FROM " + QuoteName(r.db) + "." + QuoteName(sub.name) + where})
 			}
 		} else {
 			g.Subtables = []Target{{Node: r.readNode, Subtable: r.table,
-				SQL: "SELECT * FROM " + quoteName(r.db) + "." + quoteName(r.table) + where}}
+				SQL: "SELECT * FROM " + QuoteName(r.db) + "." + QuoteName(r.table) + where}}
 		}
 		p.Gathers = append(p.Gathers, g)
 		p.Tables = append(p.Tables, r.table)
@@ -197,7 +197,7 @@ func pushdown(n ast.StmtNode, f *fallbackFinder, mode Mode) string {
 	if alias == "" {
 		alias = f.orig[ts].O
 	}
-	return " AS " + quoteName(alias) + " WHERE " + strings.Join(terms, " AND ")
+	return " AS " + QuoteName(alias) + " WHERE " + strings.Join(terms, " AND ")
 }
 
 // andTerms splits e at its top-level ANDs.

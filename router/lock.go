@@ -23,7 +23,7 @@ func (sc *schema) planLock(x *ast.LockTablesStmt, s Session) (*Plan, error) {
 		if _, ok := per[node]; !ok {
 			order = append(order, node)
 		}
-		per[node] = append(per[node], quoteName(db)+"."+quoteName(name)+" "+typ)
+		per[node] = append(per[node], QuoteName(db)+"."+QuoteName(name)+" "+typ)
 	}
 	rules := false
 	for _, tl := range x.TableLocks {

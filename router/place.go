@@ -293,17 +293,7 @@ func (st *stmt) render(n ast.Node, t tgt) (string, error) {
 		if !in.skip {
 			in.phys = in.rule.subs[t.gidx[in.group]].name
 		}
-		name := ast.NewCIStr(in.phys)
-		in.tn.Name = name
-		for _, q := range in.quals {
-			q.Table = name
-		}
-		for _, w := range in.wquals {
-			w.Table = name
-		}
-		for _, d := range in.dquals {
-			d.Name = name
-		}
+		in.rename(in.phys)
 	}
 	for _, sp := range st.splits {
 		var keep []ast.ExprNode
@@ -320,6 +310,22 @@ func (st *stmt) render(n ast.Node, t tgt) (string, error) {
 		sp.in.List = keep
 	}
 	return restore(n, st.lockShare, st.sess.Mode)
+}
+
+// rename writes physical name phys where the statement names the instance:
+// its table name and the qualifiers that refer to it.
+func (in *inst) rename(phys string) {
+	name := ast.NewCIStr(phys)
+	in.tn.Name = name
+	for _, q := range in.quals {
+		q.Table = name
+	}
+	for _, w := range in.wquals {
+		w.Table = name
+	}
+	for _, d := range in.dquals {
+		d.Name = name
+	}
 }
 
 // restore turns n back into SQL. MariaDB does not know FOR SHARE, which

@@ -138,7 +138,7 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 			return err
 		}
 		g := &plan.Gathers[i]
-		temp := quoteIdent(g.DB) + "." + quoteIdent(g.Temp)
+		temp := router.QuoteName(g.DB) + "." + router.QuoteName(g.Temp)
 		ddl, err := x.tempDefinition(g, temp, bc, plan.Targets[0].Node)
 		if err != nil {
 			return err
@@ -223,7 +223,7 @@ var (
 // table would be; no constraints, no table options but the character set.
 func (x *Executor) tempDefinition(g *router.Gather, temp string, bc *backend.Conn, node string) (string, error) {
 	sub := g.Subtables[0]
-	show := "SHOW CREATE TABLE " + quoteIdent(g.DB) + "." + quoteIdent(sub.Subtable)
+	show := "SHOW CREATE TABLE " + router.QuoteName(g.DB) + "." + router.QuoteName(sub.Subtable)
 	var res *backend.Result
 	var err error
 	if sub.Node == node {
@@ -442,6 +442,3 @@ func isNumericType(t byte) bool {
 	}
 	return false
 }
-
-// quoteIdent writes a name in back quotes.
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

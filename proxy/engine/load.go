@@ -116,26 +116,7 @@ func (x *Executor) loadOne(t *router.Target, data []byte) (mysql.OK, error) {
 	if err := bc.Flush(); err != nil {
 		return fail(err)
 	}
-	p, err = bc.ReadPacket()
-	if err != nil {
-		return fail(err)
-	}
-	switch {
-	case len(p) > 0 && p[0] == mysql.ErrHeader:
-		e := mysql.ParseErr(p)
-		x.conns.Release(bc, false, backend.Outcome{})
-		return mysql.OK{}, e
-	case len(p) > 0 && p[0] == mysql.OKHeader:
-		ok, state, err := bc.ParseOK(p)
-		if err != nil {
-			return fail(err)
-		}
-		x.conns.Release(bc, false, backend.Outcome{OK: true, Status: ok.Status, Warnings: ok.Warnings,
-			StateChanged: ok.Status&mysql.StatusSessionStateChange != 0, State: state})
-		ok.Status &^= mysql.StatusSessionStateChange
-		return ok, nil
-	}
-	return fail(fmt.Errorf("unexpected packet %x after the file", p[:min(len(p), 1)]))
+	return x.endWrite(bc, t.Node, false, false)
 }
 
 // loadSplitter cuts a LOAD DATA file into lines as the server reads it and
@@ -160,18 +141,21 @@ func (s *loadSplitter) write(p []byte) {
 	if s.err != nil {
 		return // read the rest of the file, keep nothing
 	}
+	s.feed(p, s.take)
+}
+
+// feed appends p to the line not complete yet and hands every complete
+// line (and its terminator) to take, keeping the rest for the next piece.
+func (s *loadSplitter) feed(p []byte, take func(line, term []byte)) {
 	s.buf = append(s.buf, p...)
 	start := 0
-	for {
+	for s.err == nil {
 		end, next, ok := s.lineEnd(s.buf, start)
 		if !ok {
 			break
 		}
-		s.take(s.buf[start:end], s.buf[end:next])
+		take(s.buf[start:end], s.buf[end:next])
 		start = next
-		if s.err != nil {
-			return
-		}
 	}
 	s.buf = append(s.buf[:0], s.buf[start:]...)
 }

@@ -13,22 +13,11 @@ func splitKeys(t *testing.T, l *router.Load, file string, n int) []string {
 	t.Helper()
 	var keys []string
 	s := newLoadSplitter(l, 1, true, 0)
-	s.l = l
 	var lines []string
 	for len(file) > 0 {
 		k := min(n, len(file))
-		s.buf = append(s.buf, file[:k]...)
+		s.feed([]byte(file[:k]), func(line, _ []byte) { lines = append(lines, string(line)) })
 		file = file[k:]
-		start := 0
-		for {
-			end, next, ok := s.lineEnd(s.buf, start)
-			if !ok {
-				break
-			}
-			lines = append(lines, string(s.buf[start:end]))
-			start = next
-		}
-		s.buf = append(s.buf[:0], s.buf[start:]...)
 	}
 	if len(s.buf) > 0 {
 		lines = append(lines, string(s.buf))

@@ -86,6 +86,12 @@ func (x *Executor) writeOne(t *router.Target, sequenced, sticky bool) (mysql.OK,
 	}
 	x.conns.Running(bc)
 	defer x.conns.Running(nil)
+	return x.endWrite(bc, t.Node, sequenced, sticky)
+}
+
+// endWrite reads the OK or ERR that ends a write on bc and gives bc back
+// to the session; anything else breaks the connection.
+func (x *Executor) endWrite(bc *backend.Conn, node string, sequenced, sticky bool) (mysql.OK, error) {
 	p, err := bc.ReadPacket()
 	if err != nil {
 		bc.MarkBroken()
@@ -116,7 +122,7 @@ func (x *Executor) writeOne(t *router.Target, sequenced, sticky bool) (mysql.OK,
 	// A result set (e.g. DDL that returns rows) is not expected here.
 	bc.MarkBroken()
 	x.conns.Release(bc, false, backend.Outcome{})
-	return mysql.OK{}, mysql.NewError(mysql.ErNotSupported, "statement on %s returned a result set where an OK was expected", t.Node)
+	return mysql.OK{}, mysql.NewError(mysql.ErNotSupported, "statement on %s returned a result set where an OK was expected", node)
 }
 
 // infoSum adds up the info strings of OK packets ("Rows matched: 1

@@ -139,6 +139,12 @@ func TestFallbackLimits(t *testing.T) {
 	if v := queryValue(t, e.app, "SELECT COUNT(DISTINCT k) FROM u"); v != "3" {
 		t.Errorf("after the limits: %s", v)
 	}
+	// A table with a generated column cannot be copied: a clear refusal.
+	mustExec(t, e.app, "ALTER TABLE u ADD COLUMN k2 INT AS (k * 2) VIRTUAL")
+	_, err = e.app.Exec("SELECT COUNT(DISTINCT k2) FROM u")
+	if me := wantSQLError(t, err, 1235, "42000"); me != nil && !strings.Contains(me.Message, "generated columns") {
+		t.Errorf("generated column: %s", me.Message)
+	}
 }
 
 // TestFallbackKill: KILL QUERY stops an exact fallback whenever it lands
