@@ -124,12 +124,86 @@ func compareValues(k cmpKind, a, b []byte) int {
 	case cmpTime:
 		return compareTime(a, b)
 	case cmpGeneralCI:
-		return bytes.Compare(generalCIKey(a), generalCIKey(b))
+		return generalCompare(a, b)
 	case cmpUnicodeCI:
 		return unicodeCompare(a, b)
 	}
 	return bytes.Compare(a, b)
 }
+
+// generalCompare orders two values under *_general_ci without building
+// keys: weight by weight, ASCII without decoding, and PAD SPACE at the end
+// (the longer value's rest compares against spaces, as MariaDB's
+// my_strnncollsp does). Sorting calls it n log n times per merge.
+func generalCompare(a, b []byte) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		var wa, wb rune
+		if ca, cb := a[i], b[j]; ca < utf8.RuneSelf && cb < utf8.RuneSelf {
+			if ca == cb {
+				i++
+				j++
+				continue
+			}
+			wa, wb = asciiWeight(ca), asciiWeight(cb)
+			i++
+			j++
+		} else {
+			var n int
+			wa, n = generalWeightAt(a[i:])
+			i += n
+			wb, n = generalWeightAt(b[j:])
+			j += n
+		}
+		if wa != wb {
+			return cmp3(wa < wb, wa > wb)
+		}
+	}
+	for ; i < len(a); i++ {
+		if a[i] != ' ' {
+			w, _ := generalWeightAt(a[i:])
+			return cmp3(w < ' ', w > ' ')
+		}
+	}
+	for ; j < len(b); j++ {
+		if b[j] != ' ' {
+			w, _ := generalWeightAt(b[j:])
+			return cmp3(' ' < w, ' ' > w)
+		}
+	}
+	return 0
+}
+
+func asciiWeight(c byte) rune {
+	if c >= 'a' && c <= 'z' {
+		return rune(c - 'a' + 'A')
+	}
+	return rune(c)
+}
+
+// generalWeightAt returns the weight of the character s starts with and its
+// length in bytes.
+func generalWeightAt(s []byte) (rune, int) {
+	if s[0] < utf8.RuneSelf {
+		return asciiWeight(s[0]), 1
+	}
+	r, n := utf8.DecodeRune(s)
+	if r > 0xFFFF {
+		return 0xFFFD, n
+	}
+	return rune(generalWeights()[r]), n
+}
+
+// generalWeights holds generalWeight for the whole BMP, computed on first
+// use (about 130 KiB): the per-character normalization is too slow for
+// the sort loop.
+var generalWeights = sync.OnceValue(func() *[0x10000]uint16 {
+	t := new([0x10000]uint16)
+	for r := range rune(0x10000) {
+		t[r] = uint16(generalWeight(r))
+	}
+	return t
+})
 
 func cmp3(less, greater bool) int {
 	switch {
@@ -256,9 +330,13 @@ func generalCIKey(s []byte) []byte {
 	s = bytes.TrimRight(s, " ")
 	key := make([]byte, 0, len(s))
 	for len(s) > 0 {
-		r, n := utf8.DecodeRune(s)
+		w, n := generalWeightAt(s)
 		s = s[n:]
-		key = utf8.AppendRune(key, generalWeight(r))
+		if w < utf8.RuneSelf {
+			key = append(key, byte(w))
+		} else {
+			key = utf8.AppendRune(key, w)
+		}
 	}
 	return key
 }

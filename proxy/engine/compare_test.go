@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -37,6 +39,15 @@ func TestCompareValues(t *testing.T) {
 		{cmpGeneralCI, "😀", "😎", 0},
 		{cmpGeneralCI, "a😀", "A😎", 0},
 		{cmpGeneralCI, "😀", "日", 1},
+		// PAD SPACE: the longer value's rest compares against spaces, so a
+		// trailing tab sorts before the end (STRCMP on MariaDB 10.11).
+		{cmpGeneralCI, "a", "a\t", 1},
+		{cmpGeneralCI, "a\t", "a", -1},
+		{cmpGeneralCI, "a", "a\n  ", 1},
+		{cmpGeneralCI, "ab", "a", 1},
+		{cmpGeneralCI, "é", "E", 0},
+		{cmpGeneralCI, "ß", "s", 0},
+		{cmpGeneralCI, "Straße", "STRASE", 0},
 		{cmpUnicodeCI, "Ärger", "arger", 0},
 		{cmpUnicodeCI, "zebra", "Äpfel", 1},
 	}
@@ -166,6 +177,28 @@ func TestParseRatBounded(t *testing.T) {
 	for _, s := range []string{"1e308", "-2.5E-300", "12345678901234567890.123", "0.5"} {
 		if _, ok := parseRat(s); !ok {
 			t.Errorf("parseRat(%q) refused", s)
+		}
+	}
+}
+
+// TestGeneralCompareMatchesKeys checks the allocation-free comparison
+// against the sort key the grouping uses, on random mixed-script values
+// (no characters below the space, where only the comparison pads).
+func TestGeneralCompareMatchesKeys(t *testing.T) {
+	alphabet := []rune("aAbBzZ éÉèßsS日本😀😎_-09ÆæøØ")
+	rng := rand.New(rand.NewPCG(1, 2))
+	gen := func() []byte {
+		r := make([]rune, rng.IntN(6))
+		for i := range r {
+			r[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return []byte(string(r))
+	}
+	for range 20000 {
+		a, b := gen(), gen()
+		want := sign(bytes.Compare(generalCIKey(a), generalCIKey(b)))
+		if got := sign(generalCompare(a, b)); got != want {
+			t.Fatalf("generalCompare(%q, %q) = %d, keys say %d", a, b, got, want)
 		}
 	}
 }
