@@ -80,6 +80,16 @@ func (mg *merger) pipeline() (rowIter, error) {
 	}
 	var out rowIter
 	switch {
+	case m.Distinct && !m.Grouped && orderCovers(m.OrderBy, m.Columns):
+		// Each target returns its distinct rows sorted by every visible
+		// column, so after the ordered merge duplicates are neighbours:
+		// the rows stream with one row remembered.
+		keys := m.OrderBy
+		om := newOrderedMerge(in, func(a, b [][]byte) int { return mg.cols.compareRows(keys, a, b) })
+		if err := om.prime(); err != nil {
+			return nil, err
+		}
+		out = &distinctSorted{in: om, eq: func(a, b [][]byte) bool { return mg.cols.compareRows(keys, a, b) == 0 }}
 	case m.Grouped || m.Distinct:
 		var rows [][][]byte
 		var err error

@@ -301,6 +301,69 @@ func distinctRows(rows [][][]byte, ncols int, cols *columns, mem *budget) ([][][
 	return out, nil
 }
 
+// orderCovers reports whether keys name every one of the first n columns
+// and nothing else, so that rows equal in those columns are neighbours in
+// an order by keys.
+func orderCovers(keys []router.SortKey, n int) bool {
+	if n == 0 || n > 64 {
+		return false
+	}
+	var seen uint64
+	for _, k := range keys {
+		if k.Col >= n {
+			return false
+		}
+		seen |= 1 << k.Col
+	}
+	return seen == 1<<n-1
+}
+
+// distinctSorted drops rows equal to the row before them. Its input's rows
+// are only valid until the next call, so the last row served is copied
+// into buffers that are reused.
+type distinctSorted struct {
+	in   rowIter
+	eq   func(a, b [][]byte) bool
+	prev [][]byte
+	buf  []byte
+	have bool
+}
+
+func (d *distinctSorted) next() ([][]byte, []byte, error) {
+	for {
+		row, raw, err := d.in.next()
+		if err != nil || row == nil {
+			return row, raw, err
+		}
+		if d.have && d.eq(d.prev, row) {
+			continue
+		}
+		d.keep(row)
+		return row, raw, nil
+	}
+}
+
+func (d *distinctSorted) keep(row [][]byte) {
+	if d.buf == nil {
+		d.buf = make([]byte, 0, 256) // never nil: an empty value must not turn into NULL
+	}
+	d.buf = d.buf[:0]
+	for _, v := range row {
+		d.buf = append(d.buf, v...)
+	}
+	d.prev = d.prev[:0]
+	off := 0
+	for _, v := range row {
+		if v == nil {
+			d.prev = append(d.prev, nil)
+			continue
+		}
+		d.prev = append(d.prev, d.buf[off:off+len(v):off+len(v)])
+		off += len(v)
+	}
+	d.have = true
+}
+
 // sortRows sorts rows in memory by keys, stably.
 func sortRows(rows [][][]byte, cols *columns, keys []router.SortKey) {
 	sort.SliceStable(rows, func(i, j int) bool { return cols.compareRows(keys, rows[i], rows[j]) < 0 })
