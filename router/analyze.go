@@ -613,7 +613,7 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 			}
 		default:
 			op, ok := compareOf(x.Op)
-			if !ok {
+			if !ok || !r.ordered() {
 				break
 			}
 			var v value
@@ -655,7 +655,7 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 		}
 		return s, nil
 	case *ast.BetweenExpr:
-		if x.Not || !st.isKey(x.Expr, g) {
+		if x.Not || !r.ordered() || !st.isKey(x.Expr, g) {
 			break
 		}
 		lo, ok1 := r.rangeSet(opGE, valueOf(x.Left, st.bind), newKeySet(len(r.subs)))

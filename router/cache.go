@@ -50,6 +50,15 @@ type template struct {
 	tables []string // Plan.Tables
 	fixed  int      // bytes of text pieces
 	plans  []*Plan  // prepared statements: the plan of each subtable
+	// A scatter template runs on every target of a Concat plan whose
+	// targets and merge no literal decides; rule and key are then unused.
+	scatter *scatter
+}
+
+// scatter is the literal-independent part of a cached Concat plan.
+type scatter struct {
+	targets []Target // node and subtable of each; SQL unset
+	merge   *Merge
 }
 
 // piece is part of a template's statement: text, the subtable's name, or
@@ -203,6 +212,9 @@ func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
 	if t == nil || t.state != ready {
 		return nil, false
 	}
+	if t.scatter != nil {
+		return t.scatterPlan(func(order int) string { return sql[spans[order].off:spans[order].end] }), true
+	}
 	v, ok := literalValue(sql, spans[t.key])
 	if !ok {
 		return nil, false
@@ -237,7 +249,13 @@ func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
 	key := append(append(append(append(sb.key[:0], keyPrepared), s.DB...), 0), sql...)
 	sb.key = key
 	t := sc.cache.lookup(key, func() *template { return sc.buildTemplate(sql, sql, s, argsBinder(args), true) })
-	if t == nil || t.state != ready || t.key >= len(args) {
+	if t == nil || t.state != ready {
+		return nil, false
+	}
+	if t.scatter != nil {
+		return t.plans[0], true
+	}
+	if t.key >= len(args) {
 		return nil, false
 	}
 	v := args[t.key].value()
@@ -328,6 +346,9 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 		return bind(order)
 	}
 	plan, err := sc.planStmt(n, shape, s, rec)
+	if err == nil && plan.Kind == Concat {
+		return scatterTemplate(n, shape, plan, asked, sv.markers, s, prepared)
+	}
 	if err != nil || plan.Kind != Forward || len(plan.Targets) != 1 || plan.Targets[0].Subtable == "" ||
 		len(plan.Renames) > 0 || plan.Merge != nil || plan.Targets[0].SQL == "" {
 		return noTemplateEntry
@@ -373,6 +394,65 @@ func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, pr
 		}
 	}
 	return t
+}
+
+// scatterTemplate caches a Concat plan (a merge over several subtables)
+// when nothing in it depends on the literals: the planner asked for none
+// (a hash rule never looks at range bounds) and every literal is in the
+// WHERE, so the select list, grouping, HAVING, ORDER BY and LIMIT that the
+// merge is built from hold none. Each target's statement is then the
+// first target's with another subtable's name, which is checked here.
+func scatterTemplate(n ast.StmtNode, shape string, plan *Plan, asked []int, markers int, s Session, prepared bool) *template {
+	sel, ok := n.(*ast.SelectStmt)
+	if !ok || len(asked) > 0 || len(plan.Targets) < 2 || len(plan.Renames) > 0 || plan.Sticky || len(plan.Gathers) > 0 {
+		return noTemplateEntry
+	}
+	if sel.Where != nil {
+		var wv shapeVisitor
+		sel.Where.Accept(&wv)
+		if wv.markers != markers {
+			return noTemplateEntry
+		}
+	} else if markers > 0 {
+		return noTemplateEntry
+	}
+	lower := strings.ToLower(shape)
+	for _, tg := range plan.Targets {
+		if tg.Subtable == "" || tg.SQL == "" || strings.Contains(lower, strings.ToLower(tg.Subtable)) {
+			return noTemplateEntry
+		}
+	}
+	order, err := PlaceholderOrder(shape, s.Mode)
+	if err != nil {
+		return noTemplateEntry
+	}
+	first := plan.Targets[0]
+	t := &template{state: ready, tables: plan.Tables, scatter: &scatter{merge: plan.Merge}}
+	if !t.split(first.SQL, "`"+first.Subtable+"`", order, markers) {
+		return noTemplateEntry
+	}
+	for _, tg := range plan.Targets {
+		if t.render(tg.Subtable, func(int) string { return "?" }) != tg.SQL {
+			return noTemplateEntry
+		}
+		t.scatter.targets = append(t.scatter.targets, Target{Node: tg.Node, Subtable: tg.Subtable})
+	}
+	if prepared {
+		// Nothing in it depends on the arguments: the plan is the answer.
+		t.plans = []*Plan{plan}
+	}
+	return t
+}
+
+// scatterPlan is a scatter template's plan for the client's literals.
+func (t *template) scatterPlan(lit func(order int) string) *Plan {
+	sc := t.scatter
+	p := &Plan{Kind: Concat, Tables: t.tables, Merge: sc.merge, Targets: make([]Target, len(sc.targets))}
+	for i, tg := range sc.targets {
+		tg.SQL = t.render(tg.Subtable, lit)
+		p.Targets[i] = tg
+	}
+	return p
 }
 
 // split cuts a target statement the planner restored into pieces: the

@@ -166,7 +166,18 @@ func TestPlanCacheTemplates(t *testing.T) {
 		{"INSERT INTO sbtest1 SET k=1, id=%d", true},
 		{"SELECT c FROM sbtest.sbtest1 AS t WHERE t.id = %d AND c LIKE 'a%%'", true},
 		{"SELECT * FROM logd WHERE ctime = '2016-03-0%d'", true},
-		{"SELECT c FROM sbtest1 WHERE id BETWEEN %d AND 5", false},
+		// Merges whose targets and merge no literal decides: a hash rule
+		// never reads range bounds, and the literals are in the WHERE.
+		{"SELECT c FROM sbtest1 WHERE id BETWEEN %d AND 5", true},
+		{"SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %d AND 105 ORDER BY c", true},
+		{"SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %d AND 105", true},
+		{"SELECT c FROM sbtest1 WHERE k > %d ORDER BY c LIMIT 3", false}, // LIMIT 3 is a literal of the shape too
+		// A range rule prunes by the bounds; a literal outside the WHERE
+		// may shape the merge.
+		{"SELECT * FROM ranged WHERE id BETWEEN %d AND 5", false},
+		{"SELECT c FROM sbtest1 WHERE k > 1 ORDER BY c LIMIT %d", false},
+		{"SELECT c, %d FROM sbtest1", false},
+		{"SELECT k, COUNT(*) FROM sbtest1 GROUP BY k HAVING COUNT(*) > %d", false},
 		{"SELECT c FROM sbtest1 WHERE id=%d OR id=4", false},
 		{"SELECT c FROM sbtest1 WHERE id=%d AND id=5", false},
 		{"SELECT c FROM sbtest1 WHERE id IN (%d)", false},

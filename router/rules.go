@@ -397,6 +397,17 @@ const (
 
 // rangeSet returns the subtables that may hold keys satisfying key op v.
 // ok is false when the rule cannot prune (hash rules, unmappable values).
+// ordered reports whether the rule maps ranges of values to subtables
+// (rangeSet can cut them); a hash rule cannot, and the planner then does
+// not look at the bounds at all.
+func (r *rule) ordered() bool {
+	switch r.kind {
+	case ruleRange, ruleYear, ruleMonth, ruleDay:
+		return true
+	}
+	return false
+}
+
 func (r *rule) rangeSet(op compareOp, v value, s keySet) (keySet, bool) {
 	n := len(r.subs)
 	switch r.kind {

@@ -191,26 +191,53 @@ func Placeholders(sql string, mode Mode) int {
 // text path (cross-shard executions are merged from text results). The
 // literals must be valid SQL literals.
 func Inline(sql string, literals []string, mode Mode) (string, error) {
+	offs, err := MarkerOffsets(sql, mode)
+	if err != nil {
+		return "", err
+	}
+	return InlineAt(sql, offs, literals)
+}
+
+// MarkerOffsets returns the byte offset of each ? placeholder of sql, in
+// text order, for InlineAt; a prepared statement computes them once.
+func MarkerOffsets(sql string, mode Mode) ([]int, error) {
 	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil {
-		return "", mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
+		return nil, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: %s", strings.TrimSpace(err.Error()))
 	}
 	if len(stmts) != 1 {
-		return "", notSupported("a prepared statement must be one statement")
+		return nil, notSupported("a prepared statement must be one statement")
 	}
 	f := &markerFinder{}
 	stmts[0].Accept(f)
-	if len(f.markers) != len(literals) {
-		return "", mysql.NewError(mysql.ErWrongArguments, "the statement has %d placeholders, %d values were bound", len(f.markers), len(literals))
-	}
-	var b strings.Builder
+	offs := make([]int, len(f.markers))
 	last := 0
 	for i, m := range f.markers {
 		off := m.Offset
 		if off < last || off >= len(sql) || sql[off] != '?' {
-			return "", notSupported("cannot place the value of placeholder %d", i+1)
+			return nil, notSupported("cannot place the value of placeholder %d", i+1)
 		}
+		offs[i] = off
+		last = off + 1
+	}
+	return offs, nil
+}
+
+// InlineAt writes literals in place of the placeholders at offs
+// (MarkerOffsets of sql).
+func InlineAt(sql string, offs []int, literals []string) (string, error) {
+	if len(offs) != len(literals) {
+		return "", mysql.NewError(mysql.ErWrongArguments, "the statement has %d placeholders, %d values were bound", len(offs), len(literals))
+	}
+	n := len(sql) - len(offs)
+	for _, l := range literals {
+		n += len(l)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	last := 0
+	for i, off := range offs {
 		b.WriteString(sql[last:off])
 		b.WriteString(literals[i])
 		last = off + 1

@@ -371,7 +371,7 @@ func (r *reusing) next() ([][]byte, []byte, error) {
 
 // TestDistinctSorted: DISTINCT over streams sorted by every visible column
 // keeps the first of each run of equal rows (general_ci: 'a' = 'A'), keeps
-// '' apart from NULL, and survives inputs that reuse their buffers.
+// ” apart from NULL, and survives inputs that reuse their buffers.
 func TestDistinctSorted(t *testing.T) {
 	cols := newColumns([]*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}, {Type: mysql.TypeLong, Charset: 63}})
 	keys := []router.SortKey{{Col: 0}, {Col: 1}}

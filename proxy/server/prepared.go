@@ -517,7 +517,14 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 		lits[i] = lit
 	}
 	ps.ClearLong()
-	text, err := router.Inline(ps.SQL, lits, c.st.Mode())
+	if mode := c.st.Mode(); ps.Offsets == nil || ps.OffsetsMode != uint8(mode) {
+		offs, err := router.MarkerOffsets(ps.SQL, mode)
+		if err != nil {
+			return err
+		}
+		ps.Offsets, ps.OffsetsMode = offs, uint8(mode)
+	}
+	text, err := router.InlineAt(ps.SQL, ps.Offsets, lits)
 	if err != nil {
 		return err
 	}

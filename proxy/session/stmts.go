@@ -47,6 +47,11 @@ type Stmt struct {
 	// client's order; Ordered says it has been computed.
 	Order   []int
 	Ordered bool
+	// Offsets are the placeholders' byte offsets in SQL, for executions
+	// whose values are inlined (router.MarkerOffsets under OffsetsMode,
+	// the sql_mode reading that found them); nil until needed.
+	Offsets     []int
+	OffsetsMode uint8
 	// Cursor is the connection holding the statement's open cursor, and
 	// CursorID the statement's id there.
 	Cursor   *backend.Conn
