@@ -6,6 +6,10 @@
 # sharded proxy (B3), plus one path per extra proxy named in VARIANTS (the
 # same binary with another config, e.g. NODELAY_COMPARE=1's TCP_NODELAY off,
 # or another build of the proxy given as name=config@binary).
+# Two optional paths measure the sharding ceiling (SPLIT=1, or "split" and
+# "ranged" in PATHS): split runs bench/split.lua directly on node1 against a
+# 4-way hash split of the tables (database sbsplit), ranged runs a proxy with
+# the range rule of RANGE_CONFIG (database sbrange).
 # Paths run interleaved within each round (A B C A B C ...)
 # so drift on the shared two cores hits every path alike. Every run's raw
 # output goes to $OUT/raw/, one line per run to $OUT/results.csv, and
@@ -44,12 +48,18 @@ CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use serv
 PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
 SKIP_TRX=${SKIP_TRX:-off}            # on: no BEGIN/COMMIT around sysbench's statements (B4: cross-shard reads without transactions).
 STRICT=${STRICT:-0}                  # 1: exit 1 when any run failed or reported errors.
+SPLIT=${SPLIT:-0}                    # 1: add the paths split and ranged (the sharding ceiling), as if named in PATHS.
+SPLIT_PARTS=${SPLIT_PARTS:-4}        # split: parts per table (sbtestN_0000..), row id in part id % SPLIT_PARTS.
+RANGE_CONFIG=${RANGE_CONFIG-etc/ks-range.yaml} # ranged: proxy config with a range rule on sbtest1; "" skips the path.
 
 DB_HOST=127.0.0.1 # Never localhost: that is the unix socket.
 DB_PORT=${PORTS%% *}
 DB_USER=shardgate
 DB_PASS=shardgate
-DB_NAME=sbtest
+DB_NAME=sbtest     # Database of every path but split and ranged.
+SPLIT_DB=sbsplit   # split: the parts of each sbtestN, on node1.
+RANGE_DB=sbrange   # ranged: the range rule's database (renamed from sbtest in the generated config), on every node.
+RANGE_ADDR_PORT=9692 RANGE_WEB_PORT=9792 # ranged: the generated config's addr and web_addr ports.
 CLK_TCK=$(getconf CLK_TCK)
 
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -59,6 +69,8 @@ for v in DURATION ROUNDS TABLE_SIZE TABLES WARMUP; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
 done
 [[ $NODELAY_COMPARE == [01] ]] || die "NODELAY_COMPARE must be 0 or 1, got '$NODELAY_COMPARE'"
+[[ $SPLIT == [01] ]] || die "SPLIT must be 0 or 1, got '$SPLIT'"
+[[ $SPLIT_PARTS =~ ^[1-9][0-9]*$ ]] || die "SPLIT_PARTS must be a positive integer, got '$SPLIT_PARTS'"
 for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS must be positive integers, got '$t'"; done
 command -v sysbench >/dev/null || die "sysbench not found"
 command -v go >/dev/null || die "go not found"
@@ -193,9 +205,19 @@ done
 # ---------------------------------------------------------------------------
 # Paths: where each listens and which process to measure. FAIL holds why a
 # path cannot run; its cells are then written as failed without running.
-declare -A HOST PORT PID WEB FAIL
+# DBNAME is the database a path's sysbench uses when it is not $DB_NAME.
+declare -A HOST PORT PID WEB FAIL DBNAME
 ALL_PATHS=()
-for p in $PATHS; do [[ $p == sharded ]] || ALL_PATHS+=("$p"); done # sharded comes from SHARDED_CONFIG.
+want_path() { local p; for p in "${ALL_PATHS[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
+WANT_RANGED=$SPLIT
+for p in $PATHS; do
+	case $p in
+	sharded) ;;             # Comes from SHARDED_CONFIG, after the others.
+	ranged) WANT_RANGED=1 ;; # Comes from RANGE_CONFIG, after sharded.
+	*) want_path "$p" || ALL_PATHS+=("$p") ;;
+	esac
+done
+if [[ $SPLIT == 1 ]] && ! want_path split; then ALL_PATHS+=(split); fi
 SHARDED_NOTE="skipped (SHARDED_CONFIG unset)"
 if [[ -n $SHARDED_CONFIG ]]; then
 	if [[ -f $SHARDED_CONFIG ]]; then
@@ -206,11 +228,28 @@ if [[ -n $SHARDED_CONFIG ]]; then
 		log "SHARDED_CONFIG=$SHARDED_CONFIG not found; skipping the sharded row"
 	fi
 fi
-want_path() { local p; for p in "${ALL_PATHS[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
+RANGED_NOTE="not run (add ranged to PATHS, or SPLIT=1)"
+if [[ $WANT_RANGED == 1 ]]; then
+	if [[ -z $RANGE_CONFIG ]]; then
+		RANGED_NOTE="skipped (RANGE_CONFIG empty)"
+		log "RANGE_CONFIG is empty; skipping the ranged row"
+	elif [[ -f $RANGE_CONFIG ]]; then
+		ALL_PATHS+=(ranged)
+		RANGED_NOTE="$RANGE_CONFIG as $OUT/ks-ranged.yaml: addr port $RANGE_ADDR_PORT, web_addr port $RANGE_WEB_PORT, no metrics listener, rule database $DB_NAME renamed to $RANGE_DB"
+	else
+		RANGED_NOTE="skipped ($RANGE_CONFIG not found)"
+		log "RANGE_CONFIG=$RANGE_CONFIG not found; skipping the ranged row"
+	fi
+fi
 for p in "${ALL_PATHS[@]}"; do
-	case $p in direct | relay | proxy | sharded) ;; *) die "unknown path '$p' in PATHS (want some of: direct relay proxy; other proxy configs go in VARIANTS)" ;; esac
+	case $p in direct | relay | proxy | sharded | split | ranged) ;; *) die "unknown path '$p' in PATHS (want some of: direct split relay proxy sharded ranged; other proxy configs go in VARIANTS)" ;; esac
 done
 HOST[direct]=$DB_HOST PORT[direct]=$DB_PORT PID[direct]="" WEB[direct]=""
+# split: bench/split.lua directly on node1, against the parts in $SPLIT_DB.
+HOST[split]=$DB_HOST PORT[split]=$DB_PORT PID[split]="" WEB[split]="" DBNAME[split]=$SPLIT_DB
+DBNAME[ranged]=$RANGE_DB
+# split_supports TEST: bench/split.lua mirrors this sysbench test.
+split_supports() { case $1 in oltp_read_only | oltp_point_select) return 0 ;; *) return 1 ;; esac; }
 
 # Variants: more proxies, each with its own config, as paths after the others.
 # make_nodelay_off SRC DST: SRC with its own addr (port 9693), web_addr (port
@@ -245,6 +284,39 @@ if [[ $NODELAY_COMPARE == 1 ]]; then
 	log "NODELAY_COMPARE=1: variant proxy-nodelay-off uses $OUT/ks-nodelay-off.yaml"
 fi
 
+# make_ranged SRC DST: SRC with its own addr (port $RANGE_ADDR_PORT), web_addr
+# (port $RANGE_WEB_PORT), no metrics listener, and its shard rules on database
+# $DB_NAME moved to $RANGE_DB, so that it does not collide with the sharded
+# path's proxy or tables. Fails when SRC has no rule on $DB_NAME.
+make_ranged() {
+	local src=$1 dst=$2 addr web
+	addr=$(cfg_get "$src" addr)
+	addr=${addr:-127.0.0.1:9696}
+	web=$(cfg_get "$src" web_addr)
+	web=${web:-127.0.0.1:9796}
+	awk -v addr="${addr%:*}:$RANGE_ADDR_PORT" -v web="${web%:*}:$RANGE_WEB_PORT" -v from="$DB_NAME" -v to="$RANGE_DB" '
+	/^addr[[:space:]]*:/ { print "addr: \"" addr "\"  # run.sh: the ranged path"; a = 1; next }
+	/^web_addr[[:space:]]*:/ { print "web_addr: \"" web "\"  # run.sh: the ranged path"; w = 1; next }
+	/^prometheus_addr[[:space:]]*:/ { print "prometheus_addr: \"\"  # run.sh: would clash with the other proxies"; next }
+	match($0, /^[[:space:]]*(-[[:space:]]+)?db[[:space:]]*:[[:space:]]*/) {
+		v = substr($0, RLENGTH + 1)
+		sub(/[[:space:]]*(#.*)?$/, "", v)
+		gsub(/["\047]/, "", v)
+		if (v == from) { print substr($0, 1, RLENGTH) to "  # run.sh: was " from; n++; next }
+	}
+	{ print }
+	END {
+		if (!a) print "addr: \"" addr "\"  # run.sh: the ranged path"
+		if (!w) print "web_addr: \"" web "\"  # run.sh: the ranged path"
+		exit n == 0
+	}' "$src" >"$dst"
+}
+RANGED_CFG=$OUT/ks-ranged.yaml
+if want_path ranged && ! make_ranged "$RANGE_CONFIG" "$RANGED_CFG"; then
+	FAIL[ranged]="$RANGE_CONFIG has no shard rule on database $DB_NAME (db: $DB_NAME) to move to $RANGE_DB"
+	log "ranged: ${FAIL[ranged]}"
+fi
+
 # listen_port ADDR: the port of host:port, or nothing for an empty address.
 listen_port() { [[ -n $1 ]] && echo "${1##*:}" || true; }
 # proxy_ports CONFIG: "key port" for each listener a proxy config opens.
@@ -268,6 +340,12 @@ fi
 if want_path sharded; then
 	while read -r k port; do TAKEN[$port]=${TAKEN[$port]:-"the sharded proxy's $k ($SHARDED_CONFIG)"}; done < <(proxy_ports "$SHARDED_CONFIG")
 fi
+if want_path ranged && [[ -z ${FAIL[ranged]:-} ]]; then
+	while read -r k port; do
+		[[ -z ${TAKEN[$port]:-} ]] || die "ranged: the generated $k port $port is already taken by ${TAKEN[$port]}; move that one"
+		TAKEN[$port]="the ranged proxy's $k ($RANGED_CFG)"
+	done < <(proxy_ports "$RANGED_CFG")
+fi
 for v in $VARIANTS; do
 	[[ $v == ?*=?* ]] || die "VARIANTS: want name=config_path or name=config_path@binary_path, got '$v'"
 	name=${v%%=*} cfg=${v#*=} bin=""
@@ -276,7 +354,7 @@ for v in $VARIANTS; do
 		[[ -n $cfg && -n $bin ]] || die "VARIANTS: want name=config_path@binary_path, got '$v'"
 	fi
 	[[ $name =~ ^[A-Za-z0-9-]+$ ]] || die "VARIANTS: name '$name' may only hold letters, digits and dashes"
-	case ${name,,} in direct | relay | proxy | sharded) die "VARIANTS: '$name' is a built-in path name; pick another" ;; esac
+	case ${name,,} in direct | relay | proxy | sharded | split | ranged) die "VARIANTS: '$name' is a built-in path name; pick another" ;; esac
 	for n in "${VARIANT_NAMES[@]}"; do
 		[[ ${n,,} != "${name,,}" ]] || die "VARIANTS: name '$name' is used twice"
 	done
@@ -348,7 +426,9 @@ start_proxy() {
 	[[ -n $web ]] && WEB[$name]=$(connect_host "${web%:*}"):${web##*:} || WEB[$name]=""
 	start_bg "$name" "${PORT[$name]}" "$bin" -config "$cfg" -log-level "$LOG_LEVEL"
 }
-if want_path proxy || want_path sharded || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; then
+# mysql_node PORT SQL: one statement (or several) on a MariaDB node, no default database.
+mysql_node() { mariadb --no-defaults -h"$DB_HOST" -P"$1" -u"$DB_USER" -p"$DB_PASS" -N -B -e "$2"; }
+if want_path proxy || want_path sharded || want_path ranged || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; then
 	if go build -o bin/proxy ./cmd/proxy >"$OUT/build-proxy.log" 2>&1; then
 		want_path proxy && start_proxy proxy "$PROXY_CONFIG"
 		if want_path sharded; then
@@ -358,11 +438,20 @@ if want_path proxy || want_path sharded || [[ ${#VARIANT_NAMES[@]} -gt 0 ]]; the
 				start_proxy sharded "$SHARDED_CONFIG"
 			fi
 		fi
+		if want_path ranged && [[ -z ${FAIL[ranged]:-} ]]; then
+			# The range rule's database must exist on every node before the proxy routes to it.
+			for p in $PORTS; do
+				mysql_node "$p" "CREATE DATABASE IF NOT EXISTS $RANGE_DB" >>"$OUT/prepare-ranged.log" 2>&1 ||
+					FAIL[ranged]="cannot create database $RANGE_DB on port $p (see prepare-ranged.log)"
+			done
+			[[ -n ${FAIL[ranged]:-} ]] || start_proxy ranged "$RANGED_CFG"
+		fi
 		for v in "${VARIANT_NAMES[@]}"; do start_proxy "$v" "${VARIANT_CFG[$v]}" "${VARIANT_BIN[$v]}"; done
 	else
 		log "the proxy does not build (see $OUT/build-proxy.log); its cells will be marked failed"
 		FAIL[proxy]="build failed (see build-proxy.log)"
 		FAIL[sharded]="build failed (see build-proxy.log)"
+		FAIL[ranged]="build failed (see build-proxy.log)"
 		for v in "${VARIANT_NAMES[@]}"; do
 			if [[ ${VARIANT_BIN[$v]} == bin/proxy ]]; then
 				FAIL[$v]="build failed (see build-proxy.log)"
@@ -375,13 +464,14 @@ fi
 
 # ---------------------------------------------------------------------------
 # Data: drop and load sbtest on node1 directly, so reruns start clean.
-SB_COMMON=(--db-driver=mysql --mysql-user="$DB_USER" --mysql-password="$DB_PASS" --mysql-db="$DB_NAME"
+# SB_COMMON has no --mysql-db: each path names its own (DBNAME, default DB_NAME).
+SB_COMMON=(--db-driver=mysql --mysql-user="$DB_USER" --mysql-password="$DB_PASS"
 	--tables="$TABLES" --table-size="$TABLE_SIZE")
 if [[ $PREPARE == 1 ]]; then
 	log "loading $TABLES x $TABLE_SIZE rows into $DB_NAME on $DB_HOST:$DB_PORT"
 	{
-		sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" cleanup &&
-			sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" prepare
+		sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$DB_NAME" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" cleanup &&
+			sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$DB_NAME" --mysql-host="$DB_HOST" --mysql-port="$DB_PORT" prepare
 	} >"$OUT/prepare.log" 2>&1 || die "sysbench prepare failed, see $OUT/prepare.log"
 	if want_path sharded && [[ -z ${FAIL[sharded]:-} ]]; then
 		log "loading the sharded data through ${HOST[sharded]}:${PORT[sharded]}"
@@ -390,10 +480,70 @@ if [[ $PREPARE == 1 ]]; then
 		else
 			{
 				# The shard key must be in every INSERT: sysbench numbers the rows itself.
-				sysbench oltp_read_write "${SB_COMMON[@]}" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" cleanup &&
-					sysbench oltp_read_write "${SB_COMMON[@]}" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" prepare
+				sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$DB_NAME" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" cleanup &&
+					sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$DB_NAME" --auto-inc=off --mysql-host="${HOST[sharded]}" --mysql-port="${PORT[sharded]}" prepare
 			} >"$OUT/prepare-sharded.log" 2>&1
 		fi || FAIL[sharded]="sharded prepare failed (see prepare-sharded.log)"
+	fi
+fi
+
+# split: each sbtestN of node1 copied into $SPLIT_DB.sbtestN_0000.. (row id in
+# part id % SPLIT_PARTS, kingshard's hash rule), rebuilt after every load and
+# whenever the parts do not match sbtest (PREPARE=0 on a fresh node, or another
+# SPLIT_PARTS).
+split_ok() {
+	local n k sql parts="" bad="" want
+	want=$((TABLES * SPLIT_PARTS))
+	[[ $(mysql_node "$DB_PORT" "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '$SPLIT_DB'" 2>/dev/null) == "$want" ]] || return 1
+	for ((n = 1; n <= TABLES; n++)); do
+		parts="" bad=""
+		for ((k = 0; k < SPLIT_PARTS; k++)); do
+			parts+=" + (SELECT COUNT(*) FROM $SPLIT_DB.sbtest${n}_$(printf %04d "$k"))"
+			bad+=" + (SELECT COUNT(*) FROM $SPLIT_DB.sbtest${n}_$(printf %04d "$k") WHERE id % $SPLIT_PARTS <> $k)"
+		done
+		sql="SELECT (SELECT COUNT(*) FROM $DB_NAME.sbtest$n) = 0$parts AND 0$bad = 0"
+		[[ $(mysql_node "$DB_PORT" "$sql" 2>/dev/null) == 1 ]] || return 1
+	done
+}
+make_split() {
+	local n k part sql="DROP DATABASE IF EXISTS $SPLIT_DB; CREATE DATABASE $SPLIT_DB;"
+	for ((n = 1; n <= TABLES; n++)); do
+		for ((k = 0; k < SPLIT_PARTS; k++)); do
+			part=$SPLIT_DB.sbtest${n}_$(printf %04d "$k")
+			sql+=" CREATE TABLE $part LIKE $DB_NAME.sbtest$n;"
+			sql+=" INSERT INTO $part SELECT * FROM $DB_NAME.sbtest$n WHERE id % $SPLIT_PARTS = $k;"
+		done
+	done
+	echo "$sql" >"$OUT/prepare-split.log"
+	mysql_node "$DB_PORT" "$sql" >>"$OUT/prepare-split.log" 2>&1 && split_ok
+}
+if want_path split; then
+	if [[ $PREPARE == 1 ]] || ! split_ok; then
+		log "splitting $DB_NAME.sbtest1..$TABLES on $DB_HOST:$DB_PORT into $SPLIT_DB, $SPLIT_PARTS parts each"
+		make_split || FAIL[split]="building $SPLIT_DB failed (see prepare-split.log)"
+	else
+		log "split: $SPLIT_DB matches $DB_NAME (PREPARE=0), kept"
+	fi
+fi
+
+# ranged: loaded through its proxy, like sharded; with PREPARE=0 only when a
+# table does not hold TABLE_SIZE rows.
+ranged_ok() {
+	local n
+	for ((n = 1; n <= TABLES; n++)); do
+		[[ $(mariadb --no-defaults -h"${HOST[ranged]}" -P"${PORT[ranged]}" -u"$DB_USER" -p"$DB_PASS" "$RANGE_DB" -N -B \
+			-e "SELECT COUNT(*) FROM sbtest$n" 2>/dev/null) == "$TABLE_SIZE" ]] || return 1
+	done
+}
+if want_path ranged && [[ -z ${FAIL[ranged]:-} ]]; then
+	if [[ $PREPARE == 1 ]] || ! ranged_ok; then
+		log "loading the range-sharded data through ${HOST[ranged]}:${PORT[ranged]} (database $RANGE_DB)"
+		{
+			sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$RANGE_DB" --auto-inc=off --mysql-host="${HOST[ranged]}" --mysql-port="${PORT[ranged]}" cleanup &&
+				sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db="$RANGE_DB" --auto-inc=off --mysql-host="${HOST[ranged]}" --mysql-port="${PORT[ranged]}" prepare
+		} >>"$OUT/prepare-ranged.log" 2>&1 || FAIL[ranged]="ranged prepare failed (see prepare-ranged.log)"
+	else
+		log "ranged: $RANGE_DB holds $TABLES x $TABLE_SIZE rows (PREPARE=0), kept"
 	fi
 fi
 
@@ -472,6 +622,8 @@ variant_note() {
 	done
 	echo "relay=io.Copy both ways, nodelay=$RELAY_NODELAY"
 	echo "sharded=$SHARDED_NOTE"
+	want_path split && echo "split=bench/split.lua directly on node1 ($DB_HOST:$DB_PORT), database $SPLIT_DB: each sbtestN in $SPLIT_PARTS parts sbtestN_0000.., row id in part id % $SPLIT_PARTS; point selects go to one part, each range query runs on every part in turn"
+	echo "ranged=$RANGED_NOTE"
 	echo "tests=$TESTS"
 	echo "modes=$MODES"
 	echo "threads=$THREADS"
@@ -495,11 +647,17 @@ sb_args() {
 }
 
 # run_sysbench PATH TEST MODE THREADS DURATION OUTFILE: returns sysbench's exit code.
+# The split path runs bench/split.lua with --split-test=TEST (split_supports
+# must hold); it declares every option passed here.
 run_sysbench() {
-	local path=$1 test=$2 mode=$3 threads=$4 dur=$5 out=$6
+	local path=$1 test=$2 mode=$3 threads=$4 dur=$5 out=$6 script=$2 extra=()
+	if [[ $path == split ]]; then
+		script=bench/split.lua extra=(--split-test="$test" --parts="$SPLIT_PARTS")
+	fi
 	# --foreground keeps sysbench in our process group so that Ctrl-C reaches it.
 	timeout --foreground --signal=INT --kill-after=10 $((dur + 60)) \
-		sysbench "$test" "${SB_COMMON[@]}" --mysql-host="${HOST[$path]}" --mysql-port="${PORT[$path]}" \
+		sysbench "$script" "${SB_COMMON[@]}" --mysql-db="${DBNAME[$path]:-$DB_NAME}" "${extra[@]}" \
+		--mysql-host="${HOST[$path]}" --mysql-port="${PORT[$path]}" \
 		--time="$dur" --threads="$threads" --db-ps-mode="$mode" --report-interval=0 \
 		--percentile=95 --histogram=on --rand-type=uniform $(sb_args "$test") run >"$out" 2>&1 # $(sb_args) is split on purpose.
 }
@@ -512,8 +670,14 @@ if [[ $WARMUP -gt 0 ]]; then
 	wthreads=$(tr ' ' '\n' <<<"$THREADS" | sort -n | tail -n1)
 	for p in "${ALL_PATHS[@]}"; do
 		[[ -z ${FAIL[$p]:-} ]] || continue
-		log "warm-up: $p, $wtest $wmode $wthreads threads, ${WARMUP}s (not recorded)"
-		run_sysbench "$p" "$wtest" "$wmode" "$wthreads" "$WARMUP" "$OUT/raw/warmup-$p.txt" ||
+		ptest=$wtest
+		if [[ $p == split ]] && ! split_supports "$ptest"; then # Warm it with the first test it runs, if any.
+			ptest=""
+			for t in $TESTS; do split_supports "$t" && { ptest=$t; break; }; done
+			[[ -n $ptest ]] || continue
+		fi
+		log "warm-up: $p, $ptest $wmode $wthreads threads, ${WARMUP}s (not recorded)"
+		run_sysbench "$p" "$ptest" "$wmode" "$wthreads" "$WARMUP" "$OUT/raw/warmup-$p.txt" ||
 			log "warm-up on $p failed (see raw/warmup-$p.txt); its runs will show why"
 	done
 fi
@@ -525,7 +689,7 @@ n_tests=$(wc -w <<<"$TESTS") n_modes=$(wc -w <<<"$MODES") n_threads=$(wc -w <<<"
 total=$((n_tests * n_modes * n_threads * ROUNDS * ${#ALL_PATHS[@]}))
 log "$total runs of ${DURATION}s: about $(((total * (DURATION + 2) + 59) / 60)) minutes"
 
-i=0 failed=0 errored=0
+i=0 failed=0 errored=0 notapplicable=0
 for test in $TESTS; do
 	for mode in $MODES; do
 		for threads in $THREADS; do
@@ -535,7 +699,11 @@ for test in $TESTS; do
 					raw=raw/$test-$mode-t$threads-r$round-$path.txt
 					pid=${PID[$path]:-}
 					status=ok fragment=$EMPTY_FRAGMENT cpu="" rss="" dbcpu="" mallocs="" gcs=""
-					if [[ -n ${FAIL[$path]:-} ]]; then
+					if [[ $path == split ]] && ! split_supports "$test"; then
+						status="unavailable: bench/split.lua mirrors only oltp_read_only and oltp_point_select"
+						echo "$status" >"$OUT/$raw"
+						notapplicable=$((notapplicable + 1))
+					elif [[ -n ${FAIL[$path]:-} ]]; then
 						status="unavailable: ${FAIL[$path]}"
 						echo "$status" >"$OUT/$raw"
 					elif [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
@@ -578,13 +746,15 @@ for test in $TESTS; do
 					echo "$(date +%s),$test,$mode,$threads,$round,$path,$status,$DURATION,$fragment,$cpu,$rss,$dbcpu,$mallocs,$gcs,$raw" >>"$RESULTS"
 
 					if [[ $status == ok ]]; then
-						IFS=, read -r _ qps _ _ _ p95 _ errs reconn <<<"$fragment"
+						IFS=, read -r _ qps tps _ _ p95 _ errs reconn <<<"$fragment"
 						note=""
 						if [[ $errs != 0 || $reconn != 0 ]]; then
 							note="  <-- $errs errors, $reconn reconnects"
 							errored=$((errored + 1))
 						fi
-						log "[$i/$total] $test $mode t=$threads r=$round $path: $qps qps, p95 ${p95}ms${cpu:+, cpu ${cpu}s}$note"
+						log "[$i/$total] $test $mode t=$threads r=$round $path: $qps qps, $tps tps, p95 ${p95}ms${cpu:+, cpu ${cpu}s}$note"
+					elif [[ $path == split ]] && ! split_supports "$test"; then
+						log "[$i/$total] $test $mode t=$threads r=$round $path: not applicable"
 					else
 						failed=$((failed + 1))
 						log "[$i/$total] $test $mode t=$threads r=$round $path: FAILED: $status"
@@ -598,7 +768,9 @@ done
 # ---------------------------------------------------------------------------
 echo "load average at end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$ENVFILE"
 go run ./bench/report -in "$RESULTS" -out "$OUT"
-log "report: $OUT/report.md, chart: $OUT/qps.svg ($failed failed runs, $errored runs with errors)"
+na_note=""
+((notapplicable == 0)) || na_note=", $notapplicable split runs not applicable (tests bench/split.lua does not mirror)"
+log "report: $OUT/report.md, chart: $OUT/qps.svg ($failed failed runs, $errored runs with errors$na_note)"
 if [[ $STRICT == 1 && $((failed + errored)) -gt 0 ]]; then
 	exit 1
 fi

@@ -135,6 +135,37 @@ func (rp *Report) qps(test, mode string, threads int, path string) float64 {
 	return math.NaN()
 }
 
+// tps is the median tps of a cell, NaN if the cell is missing.
+func (rp *Report) tps(test, mode string, threads int, path string) float64 {
+	if c := rp.cell(test, mode, threads, path); c != nil {
+		return c.TPS
+	}
+	return math.NaN()
+}
+
+// ratioTo is cell c's median QPS over base's in the same test, mode and
+// threads, or by tps for a path whose queries do not compare (byTPS); the
+// string marks the latter " (tps)".
+func (rp *Report) ratioTo(c *Cell, base string) string {
+	if byTPS(c.Path) {
+		if r := ratio(c.TPS, rp.tps(c.Test, c.Mode, c.Threads, base)); !math.IsNaN(r) {
+			return fmtNum(r, 2) + " (tps)"
+		}
+		return "–"
+	}
+	return fmtNum(ratio(c.QPS, rp.qps(c.Test, c.Mode, c.Threads, base)), 2)
+}
+
+// hasPath reports whether any record ran on path.
+func (rp *Report) hasPath(path string) bool {
+	for _, r := range rp.Records {
+		if r.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
 // writeMarkdown renders the whole report.
 func (rp *Report) writeMarkdown(w io.Writer) error {
 	b := &strings.Builder{}
@@ -177,6 +208,21 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 	p("- `errors`: sysbench ignored errors + reconnects summed over rounds; must be 0. Failed rounds are listed at the end.\n")
 	p("- `DB CPU µs/query`: the same CPU measure for the MariaDB server(s), to show where the shared cores went.\n")
 	p("- Added latency at 1 thread: the row's latency minus `direct`'s (avg from the latency sum / events, p50 from the histogram).\n")
+	if rp.hasPath("split") {
+		p("- `split`: sysbench straight to MariaDB node1 (no proxy) running `bench/split.lua`, the same statements and random ids as the test, " +
+			"against a hash split of each table into parts (`sbsplit.sbtestN_0000`…, row id in part id mod parts, as the sharded proxy places it): " +
+			"a point select reads one part, each range query runs on every part in turn. Its queries count each range query once per part, " +
+			"so its ratios are by tps (marked `(tps)`), it has no line on a QPS chart other than point select's, and only " +
+			"`oltp_read_only` and `oltp_point_select` have a split script (other tests show it as unavailable).\n")
+	}
+	if rp.hasPath("ranged") {
+		p("- `ranged`: a proxy like `sharded` with a range rule instead of a hash rule (`RANGE_CONFIG`, database `sbrange`), " +
+			"so a range query goes only to the subtables it touches.\n")
+	}
+	if rp.hasPath("split") || rp.hasPath("ranged") {
+		p("- Sharding ceiling: split / direct is the most a hash-sharded path can keep when each range query runs on every part; " +
+			"the section compares sharded / proxy with it, and ranged with proxy, by tps.\n")
+	}
 	if vs := rp.variants(); len(vs) > 0 {
 		names := make([]string, len(vs))
 		for i, v := range vs {
@@ -192,6 +238,8 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 	if rp.Chart != "" {
 		p("![QPS vs threads](%s)\n\n", rp.Chart)
 	}
+
+	rp.writeCeiling(b)
 
 	paths := rp.paths()
 	threads := sortedThreads(rp.Records)
@@ -258,8 +306,6 @@ func (rp *Report) writeTable(b *strings.Builder, test, mode string, threads []in
 	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(hdr, " | "), strings.Repeat("---:|", len(hdr)))
 
 	for _, t := range threads {
-		direct := rp.qps(test, mode, t, "direct")
-		relay := rp.qps(test, mode, t, "relay")
 		for _, path := range paths {
 			c := rp.cell(test, mode, t, path)
 			if c == nil {
@@ -281,8 +327,7 @@ func (rp *Report) writeTable(b *strings.Builder, test, mode string, threads []in
 				if n := len(c.Failures); n > 0 {
 					errs += fmt.Sprintf(", **%d/%d rounds failed** ⚠", n, c.Rounds)
 				}
-				row = append(row, q, fmtNum(c.P95Ms, 3),
-					fmtNum(ratio(c.QPS, direct), 2), fmtNum(ratio(c.QPS, relay), 2),
+				row = append(row, q, fmtNum(c.P95Ms, 3), rp.ratioTo(c, "direct"), rp.ratioTo(c, "relay"),
 					fmtNum(c.CPUusPerQ, 1), fmtNum(c.RSSMB, 1), errs)
 			}
 			if dbCPU {
@@ -351,9 +396,9 @@ func (rp *Report) writeHeadline(b *strings.Builder) {
 			parts = append(parts, fmt.Sprintf("- **%s**: failed (%s)", path, mdEscape(truncate(failureReason(c), 90))))
 			continue
 		}
-		s := fmt.Sprintf("- **%s** keeps %s of direct", path, fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "direct")), 2))
+		s := fmt.Sprintf("- **%s** keeps %s of direct", path, rp.ratioTo(c, "direct"))
 		if path != "relay" {
-			s += fmt.Sprintf(" and %s of relay", fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "relay")), 2))
+			s += fmt.Sprintf(" and %s of relay", rp.ratioTo(c, "relay"))
 		}
 		if !isLadder(path) {
 			s += fmt.Sprintf(" (%s of proxy)", fmtNum(ratio(c.QPS, rp.qps(test, mode, t, "proxy")), 2))

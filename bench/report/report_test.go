@@ -382,3 +382,141 @@ func TestVariants(t *testing.T) {
 		t.Errorf("svg width %d, want at least %d for the legend", width, need)
 	}
 }
+
+// ceilingCSV has the sharding-ceiling paths. oltp_read_only, text protocol, 16
+// threads, 3 rounds, tps: direct 1000/1100/900, split 500/560/540 (26 queries
+// per event: each of the 4 range queries on 4 parts), proxy 600/620/580,
+// sharded 300/330/310, ranged 500/520/540 (one round with an error). 1 thread:
+// direct and split only, ranged failed. auto: one round missing both targets.
+// oltp_read_write: split unavailable, so no ceiling row.
+const ceilingCSV = `ts,test,mode,threads,round,path,status,duration_s,queries,qps,tps,avg_ms,p50_ms,p95_ms,max_ms,errors,reconnects,proc_cpu_s,proc_rss_kb,db_cpu_s,mallocs,gc_cycles,raw
+1,oltp_read_only,disable,16,1,direct,ok,10,140000,14000,1000,10,9,20,30,0,0,,,2.0,,,raw/x1.txt
+2,oltp_read_only,disable,16,1,split,ok,10,130000,13000,500,10,9,20,30,0,0,,,2.0,,,raw/x2.txt
+3,oltp_read_only,disable,16,1,proxy,ok,10,84000,8400,600,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x3.txt
+4,oltp_read_only,disable,16,1,sharded,ok,10,42000,4200,300,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x4.txt
+5,oltp_read_only,disable,16,1,ranged,ok,10,70000,7000,500,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x5.txt
+6,oltp_read_only,disable,16,2,direct,ok,10,154000,15400,1100,10,9,20,30,0,0,,,2.0,,,raw/x6.txt
+7,oltp_read_only,disable,16,2,split,ok,10,145600,14560,560,10,9,20,30,0,0,,,2.0,,,raw/x7.txt
+8,oltp_read_only,disable,16,2,proxy,ok,10,86800,8680,620,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x8.txt
+9,oltp_read_only,disable,16,2,sharded,ok,10,46200,4620,330,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x9.txt
+10,oltp_read_only,disable,16,2,ranged,ok,10,72800,7280,520,10,9,20,30,1,0,1.0,20480,2.0,,,raw/x10.txt
+11,oltp_read_only,disable,16,3,direct,ok,10,126000,12600,900,10,9,20,30,0,0,,,2.0,,,raw/x11.txt
+12,oltp_read_only,disable,16,3,split,ok,10,140400,14040,540,10,9,20,30,0,0,,,2.0,,,raw/x12.txt
+13,oltp_read_only,disable,16,3,proxy,ok,10,81200,8120,580,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x13.txt
+14,oltp_read_only,disable,16,3,sharded,ok,10,43400,4340,310,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x14.txt
+15,oltp_read_only,disable,16,3,ranged,ok,10,75600,7560,540,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x15.txt
+16,oltp_read_only,disable,1,1,direct,ok,10,14000,1400,100,10,9,20,30,0,0,,,2.0,,,raw/x16.txt
+17,oltp_read_only,disable,1,1,split,ok,10,13000,1300,50,10,9,20,30,0,0,,,2.0,,,raw/x17.txt
+18,oltp_read_only,disable,1,1,ranged,unavailable: ranged prepare failed (see prepare-ranged.log),10,,,,,,,,,,,,,,,raw/x18.txt
+19,oltp_read_only,auto,16,1,direct,ok,10,140000,14000,1000,10,9,20,30,0,0,,,2.0,,,raw/x19.txt
+20,oltp_read_only,auto,16,1,split,ok,10,156000,15600,600,10,9,20,30,0,0,,,2.0,,,raw/x20.txt
+21,oltp_read_only,auto,16,1,proxy,ok,10,70000,7000,500,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x21.txt
+22,oltp_read_only,auto,16,1,sharded,ok,10,28000,2800,200,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x22.txt
+23,oltp_read_only,auto,16,1,ranged,ok,10,42000,4200,300,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x23.txt
+24,oltp_read_write,disable,16,1,direct,ok,10,144000,14400,800,10,9,20,30,0,0,,,2.0,,,raw/x24.txt
+25,oltp_read_write,disable,16,1,split,unavailable: bench/split.lua mirrors only oltp_read_only and oltp_point_select,10,,,,,,,,,,,,,,,raw/x25.txt
+26,oltp_read_write,disable,16,1,proxy,ok,10,72000,7200,400,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x26.txt
+27,oltp_read_write,disable,16,1,sharded,ok,10,36000,3600,200,10,9,20,30,0,0,1.0,20480,2.0,,,raw/x27.txt
+`
+
+func TestSummarizeTPS(t *testing.T) {
+	recs, err := readResults(strings.NewReader(ceilingCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := summarize(recs)[Key{"oltp_read_only", "disable", 16, "split"}]
+	if c.TPS != 540 || c.TPSMin != 500 || c.TPSMax != 560 || c.QPS != 14040 {
+		t.Errorf("split cell tps %v (%v..%v), qps %v", c.TPS, c.TPSMin, c.TPSMax, c.QPS)
+	}
+	f := summarize(recs)[Key{"oltp_read_only", "disable", 1, "ranged"}]
+	if !math.IsNaN(f.TPS) || !math.IsNaN(f.TPSMin) || !math.IsNaN(f.TPSMax) {
+		t.Errorf("failed cell tps %v (%v..%v), want NaN", f.TPS, f.TPSMin, f.TPSMax)
+	}
+}
+
+func TestOrderedPathsCeiling(t *testing.T) {
+	recs, err := readResults(strings.NewReader(ceilingCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file runs them direct split proxy sharded ranged; a paths line in
+	// another order does not move the ladder.
+	got := strings.Join(orderedPaths(recs, strings.Fields("ranged sharded proxy split direct")), " ")
+	if want := "direct split proxy sharded ranged"; got != want {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	for _, p := range []string{"split", "ranged"} {
+		if !isLadder(p) {
+			t.Errorf("%s is taken for a variant", p)
+		}
+	}
+}
+
+func TestShardingCeiling(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "results.csv")
+	if err := os.WriteFile(in, []byte(ceilingCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte("rounds=3\nduration_s=10\npaths=direct split proxy sharded ranged\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(in, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{
+		"## Sharding ceiling",
+		"| test | mode | threads | direct tps | split tps | ceiling | proxy tps | sharded tps | proxy ratio | proxy ratio / ceiling (≥ 0.9) | ranged tps | ranged / proxy (≥ 0.8) |",
+		// ceiling 540/1000, bounds 500/1100 and 560/900; proxy ratio 310/600,
+		// bounds 300/620 and 330/580; quotient 0.517/0.54 = 0.96, bounds
+		// 0.484/0.622 and 0.569/0.455; ranged 520/600, bounds 500/620 and 540/580.
+		"| oltp_read_only | disable | 16 | 1000 ±10.0% | 540 ±5.6% | 0.54 (0.45–0.62) | 600 ±3.3% | 310 ±4.8% | 0.52 (0.48–0.57) | 0.96 (0.78–1.25) ✓ (spread crosses 0.9) | 520 ±3.8% | 0.87 (0.81–0.93) ✓ |",
+		// One round each, a failed ranged cell: what cannot be computed is "–".
+		"| oltp_read_only | disable | 1 | 100 | 50 | 0.50 | – | – | – | – | – | – |",
+		"| oltp_read_only | auto | 16 | 1000 | 600 | 0.60 | 500 | 200 | 0.40 | 0.67 ✗ | 300 | 0.60 ✗ |",
+		"⚠ oltp_read_only disable 16 threads: `ranged` had 1 errors or reconnects",
+		// The split row's ratios are by tps; its QPS (26 queries per event) is shown as measured.
+		"| 16 | split | 14040 ±5.6% | 20.000 | 0.54 (tps) | – | – | – | 0 | 14.2 |",
+		"| 16 | ranged | 7280 ±3.8% | 20.000 | 0.52 | – | 13.7 | 20.0 | **1** ⚠ | 27.5 |",
+		"| 16 | split | **FAILED**: unavailable: bench/split.lua mirrors only oltp_read_only and oltp_point_select |",
+		"- `split`: sysbench straight to MariaDB node1",
+		"- `ranged`: a proxy like `sharded` with a range rule",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q\n%s", want, md)
+		}
+	}
+	section := md[strings.Index(md, "## Sharding ceiling"):]
+	section = section[:strings.Index(section[1:], "\n## ")+1]
+	if strings.Contains(section, "oltp_read_write") {
+		t.Errorf("ceiling section has a row without split or ranged data:\n%s", section)
+	}
+	// The chart shows oltp_read_only (no point select was run): no split line,
+	// whose QPS counts range queries once per part.
+	svg, err := os.ReadFile(filepath.Join(dir, "qps.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(svg, []byte(">split")) || !bytes.Contains(svg, []byte(">ranged</text>")) {
+		t.Errorf("qps.svg: want ranged and no split series\n%s", svg)
+	}
+}
+
+func TestNoCeilingWithoutSplitOrRanged(t *testing.T) {
+	recs, err := readResults(strings.NewReader(variantCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := newReport(recs, nil).writeMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(md.Bytes(), []byte("Sharding ceiling")) {
+		t.Errorf("report without split or ranged has a ceiling section\n%s", md.String())
+	}
+}

@@ -177,6 +177,7 @@ type Cell struct {
 	Rounds, OKRounds         int
 	QPS, P50Ms, P95Ms, AvgMs float64
 	QPSMin, QPSMax           float64
+	TPS, TPSMin, TPSMax      float64 // Transactions (sysbench events) per second; the split path is compared by these.
 	CPUusPerQ, DBCPUusPerQ   float64
 	RSSMB                    float64
 	AllocsPerQ, GCPer10kQ    float64
@@ -187,7 +188,7 @@ type Cell struct {
 // summarize groups records by Key and takes medians over rounds.
 func summarize(recs []Record) map[Key]*Cell {
 	type acc struct {
-		qps, p50, p95, avg, cpu, dbcpu, rss, allocs, gcs []float64
+		qps, tps, p50, p95, avg, cpu, dbcpu, rss, allocs, gcs []float64
 	}
 	cells := map[Key]*Cell{}
 	accs := map[Key]*acc{}
@@ -212,6 +213,7 @@ func summarize(recs []Record) map[Key]*Cell {
 			}
 		}
 		a.qps = append(a.qps, r.QPS)
+		a.tps = append(a.tps, r.TPS)
 		a.p50 = append(a.p50, r.P50Ms)
 		a.p95 = append(a.p95, r.P95Ms)
 		a.avg = append(a.avg, r.AvgMs)
@@ -230,12 +232,34 @@ func summarize(recs []Record) map[Key]*Cell {
 		if len(a.qps) > 0 {
 			c.QPSMin, c.QPSMax = slices.Min(a.qps), slices.Max(a.qps)
 		}
+		c.TPS, c.TPSMin, c.TPSMax = median(a.tps), minMax(a.tps, slices.Min), minMax(a.tps, slices.Max)
 	}
 	return cells
 }
 
-// knownPaths orders the ladder; other paths (variants) follow.
-var knownPaths = []string{"direct", "relay", "proxy", "sharded"}
+// minMax applies slices.Min or slices.Max to the non-NaN values, NaN if none.
+func minMax(vs []float64, f func([]float64) float64) float64 {
+	xs := make([]float64, 0, len(vs))
+	for _, v := range vs {
+		if !math.IsNaN(v) {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return f(xs)
+}
+
+// knownPaths orders the ladder; other paths (variants) follow. split (MariaDB
+// directly, on a 4-way split of the table) sits next to direct, ranged (the
+// proxy with a range rule) next to sharded.
+var knownPaths = []string{"direct", "split", "relay", "proxy", "sharded", "ranged"}
+
+// byTPS reports whether a path's QPS is not comparable with the others' and
+// its ratios are taken by transactions per second: the split path runs each
+// range query once per part, and sysbench counts every one.
+func byTPS(path string) bool { return path == "split" }
 
 // isLadder reports whether path is one of the built-in rungs; any other path
 // is a variant, i.e. one more proxy with another config.

@@ -14,9 +14,11 @@ var pathColors = map[string]string{
 	"relay":   "#7f7f7f",
 	"proxy":   "#d62728",
 	"sharded": "#2ca02c",
+	"split":   "#17becf",
+	"ranged":  "#ff7f0e",
 }
 
-var extraColors = []string{"#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"}
+var extraColors = []string{"#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#aec7e8"}
 
 // chartSource picks what the chart shows: point select over the text
 // protocol when it was run, else the first test and mode in the results.
@@ -60,6 +62,9 @@ func (rp *Report) writeSVG(w io.Writer) error {
 	}
 	var paths []string
 	for _, p := range rp.paths() {
+		if byTPS(p) && test != "oltp_point_select" {
+			continue // Its QPS counts each range query once per part: not on a QPS chart.
+		}
 		for _, t := range threads {
 			if rp.cell(test, mode, t, p) != nil {
 				paths = append(paths, p)
