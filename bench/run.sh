@@ -48,7 +48,7 @@ CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use serv
 PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
 SKIP_TRX=${SKIP_TRX:-off}            # on: no BEGIN/COMMIT around sysbench's statements (B4: cross-shard reads without transactions).
 STRICT=${STRICT:-0}                  # 1: exit 1 when any run failed or reported errors.
-SPLIT=${SPLIT:-0}                    # 1: add the paths split and ranged (the sharding ceiling), as if named in PATHS.
+SPLIT=${SPLIT:-1}                    # 1 (default): add the paths split and ranged (the sharding ceiling), as if named in PATHS.
 SPLIT_PARTS=${SPLIT_PARTS:-4}        # split: parts per table (sbtestN_0000..), row id in part id % SPLIT_PARTS.
 RANGE_CONFIG=${RANGE_CONFIG-etc/ks-range.yaml} # ranged: proxy config with a range rule on sbtest1; "" skips the path.
 
