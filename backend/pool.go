@@ -93,6 +93,11 @@ type Node struct {
 	// ctx ends with Close: a health check in progress stops then.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// replicas are the node's read replicas (slave); replica is set on
+	// the pool of a replica itself.
+	replicas []*Replica
+	replica  *Replica
 }
 
 // NewNode builds a node; call Start to check it and begin health checks.
@@ -111,6 +116,9 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.TLS {
 		n.tls = nodeTLS(cfg)
+	}
+	for _, r := range cfg.Slaves() {
+		n.replicas = append(n.replicas, newReplica(n, r, onHealth))
 	}
 	return n
 }
@@ -141,6 +149,9 @@ var ErrNodeDown = errors.New("node is down")
 // it is marked down and checked again every health interval) and starts the
 // health checker.
 func (n *Node) Start() {
+	for _, r := range n.replicas {
+		go r.Start()
+	}
 	n.check(true)
 	go n.healthLoop()
 }
@@ -166,6 +177,9 @@ func (n *Node) Close() {
 	<-n.done
 	for _, c := range idle {
 		c.Close()
+	}
+	for _, r := range n.replicas {
+		r.Close()
 	}
 }
 
@@ -506,9 +520,17 @@ func (n *Node) check(initial bool) {
 		c.commandTimeout = to // a health check waits no longer than a dial
 		stop := context.AfterFunc(ctx, c.Abort)
 		err = c.Ping()
+		if err == nil && n.replica != nil {
+			n.replica.checkReplication(c)
+		}
 		stop()
 		n.storeVersion(c.ServerVersion)
 		c.Close()
+	}
+	if err != nil && n.replica != nil {
+		// A replica that does not answer gets no reads from now on, not
+		// after down_after_noalive.
+		n.replica.status.Store(&ReplicaStatus{Why: "unreachable: " + err.Error(), Lag: -1, At: time.Now()})
 	}
 	if err != nil {
 		if initial {

@@ -60,6 +60,8 @@ func Default() *Config {
 			PingAfterIdle:  30 * time.Second,
 			HealthInterval: 2 * time.Second,
 			CommandTimeout: 30 * time.Second,
+			MaxReplicaLag:  10 * time.Second,
+			ReplicaWait:    200 * time.Millisecond,
 		},
 	}
 }
@@ -265,6 +267,33 @@ type Schema struct {
 	Default string `yaml:"default"`
 	// Shard holds the shard rules, at most one per db.table.
 	Shard []ShardRule `yaml:"shard"`
+	// RWSplit sends reads outside transactions to the nodes' replicas
+	// (slave); nil (unset) means on, as in kingshard.
+	RWSplit *bool `yaml:"rw_split"`
+	// ReadConsistency is what a read from a replica must see: eventual
+	// (any replica within max_replica_lag), session (also the session's
+	// own writes; the default) or strong (no replica reads at all).
+	ReadConsistency string `yaml:"read_consistency"`
+}
+
+// Read consistency levels (read_consistency).
+const (
+	ConsistencyEventual = "eventual"
+	ConsistencySession  = "session"
+	ConsistencyStrong   = "strong"
+)
+
+// ReadSplit reports whether reads of this schema may go to replicas.
+func (s *Schema) ReadSplit() bool {
+	return (s.RWSplit == nil || *s.RWSplit) && s.Consistency() != ConsistencyStrong
+}
+
+// Consistency returns read_consistency with its default.
+func (s *Schema) Consistency() string {
+	if s.ReadConsistency == "" {
+		return ConsistencySession
+	}
+	return s.ReadConsistency
 }
 
 // ShardRule is one entry of a schema's shard list.
@@ -354,6 +383,13 @@ type BackendOptions struct {
 	// ROLLBACK of a transaction across nodes), so a server that stops
 	// answering cannot hold a session, KILL or shutdown. Default 30s.
 	CommandTimeout time.Duration `yaml:"command_timeout"`
+	// MaxReplicaLag is how far behind its master (Seconds_Behind_Master)
+	// a replica may be and still get reads. Default 10s.
+	MaxReplicaLag time.Duration `yaml:"max_replica_lag"`
+	// ReplicaWait is how long a read under read_consistency session waits
+	// on a replica for the session's last write (MASTER_GTID_WAIT) before
+	// it goes to the master instead. Default 200ms; 0 never waits.
+	ReplicaWait time.Duration `yaml:"replica_wait"`
 }
 
 // Load reads the file at path and parses it with Parse. A configuration error

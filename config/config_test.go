@@ -184,6 +184,8 @@ func TestDefaults(t *testing.T) {
 		PingAfterIdle:  30 * time.Second,
 		HealthInterval: 2 * time.Second,
 		CommandTimeout: 30 * time.Second,
+		MaxReplicaLag:  10 * time.Second,
+		ReplicaWait:    200 * time.Millisecond,
 	}
 	if c.Backend != wantBackend {
 		t.Errorf("Backend = %+v, want %+v", c.Backend, wantBackend)

@@ -223,6 +223,11 @@ func (c *Config) validateSchemas(v *validator) {
 			seen[s.User] = i
 		}
 
+		switch s.ReadConsistency {
+		case "", ConsistencyEventual, ConsistencySession, ConsistencyStrong:
+		default:
+			v.add(joinKey(p, "read_consistency"), "must be %q, %q or %q, got %q", ConsistencyEventual, ConsistencySession, ConsistencyStrong, s.ReadConsistency)
+		}
 		nodesPath := joinKey(p, "nodes")
 		inSchema := make(map[string]bool, len(s.Nodes))
 		if len(s.Nodes) == 0 {
@@ -509,6 +514,8 @@ func (c *Config) validateExtensions(v *validator) {
 		{"max_lifetime", b.MaxLifetime, false},
 		{"ping_after_idle", b.PingAfterIdle, false},
 		{"health_interval", b.HealthInterval, true},
+		{"max_replica_lag", b.MaxReplicaLag, false},
+		{"replica_wait", b.ReplicaWait, false},
 	} {
 		switch {
 		case d.val < 0:

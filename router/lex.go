@@ -52,11 +52,60 @@ func plainComment(s string, i int) (content string, end int, ok bool) {
 // keyword or right after it. It returns the first comment naming one of
 // nodes (the schema's hint plans), or nil.
 func hintIn(s string, nodes map[string]*Plan) *Plan {
+	var p *Plan
+	scanHints(s, func(c string) bool {
+		p = nodes[c]
+		return p != nil
+	})
+	return p
+}
+
+// RWHint returns kingshard's read/write split hint of a statement,
+// "master" or "slave" (a /*master*/ or /*slave*/ comment where node hints
+// go), or "".
+func RWHint(s string) string {
+	var h string
+	scanHints(s, func(c string) bool {
+		for _, w := range [...]string{"master", "slave"} {
+			if equalFoldTrim(c, w) {
+				h = w
+				return true
+			}
+		}
+		return false
+	})
+	return h
+}
+
+// equalFoldTrim reports whether c, without surrounding blanks, is w in
+// any case (w is lower-case ASCII).
+func equalFoldTrim(c, w string) bool {
+	i, j := 0, len(c)
+	for i < j && isSpace(c[i]) {
+		i++
+	}
+	for j > i && isSpace(c[j-1]) {
+		j--
+	}
+	if j-i != len(w) {
+		return false
+	}
+	for k := 0; k < len(w); k++ {
+		if b := c[i+k] | 0x20; b != w[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// scanHints calls found with the text of each plain comment before the
+// first keyword and right after it, until found returns true.
+func scanHints(s string, found func(c string) bool) {
 	i := 0
 	for {
 		i = skipSpace(s, i)
 		if i >= len(s) {
-			return nil
+			return
 		}
 		if lineComment(s, i) {
 			for i < len(s) && s[i] != '\n' {
@@ -66,15 +115,13 @@ func hintIn(s string, nodes map[string]*Plan) *Plan {
 		}
 		c, end, ok := plainComment(s, i)
 		if end < 0 {
-			return nil
+			return
 		}
 		if end == 0 {
 			break // not a comment: the first keyword
 		}
-		if ok {
-			if p := nodes[c]; p != nil {
-				return p
-			}
+		if ok && found(c) {
+			return
 		}
 		i = end
 	}
@@ -86,12 +133,10 @@ func hintIn(s string, nodes map[string]*Plan) *Plan {
 		i = skipSpace(s, i)
 		c, end, ok := plainComment(s, i)
 		if end <= 0 {
-			return nil
+			return
 		}
-		if ok {
-			if p := nodes[c]; p != nil {
-				return p
-			}
+		if ok && found(c) {
+			return
 		}
 		i = end
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
@@ -91,6 +92,10 @@ type Server struct {
 	// tmpdir when it starts, which breaks the temporary tables of any other server using the same directory.
 	TmpDir string
 
+	// ServerID is the server's --server_id (its index in the Cluster plus
+	// one): unique within a Cluster, as replication needs.
+	ServerID int
+
 	mariadbd string // path of the mariadbd binary
 	tlsCert  string // the server certificate and key files
 	tlsKey   string
@@ -166,6 +171,7 @@ func (c *Cluster) start(bins binaries, n int) error {
 			return fmt.Errorf("mariadbtest: server directory: %w", err)
 		}
 		s := &Server{
+			ServerID: i + 1,
 			User:     testUser,
 			Password: password,
 			Dir:      sdir,
@@ -222,6 +228,78 @@ func (c *Cluster) each(fn func(s *Server) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Replicate makes replica a replica of primary (MariaDB GTID replication
+// from primary's first event: both start from the same bootstrapped data)
+// and waits until both replication threads run.
+func Replicate(primary, replica *Server) error {
+	db, err := sql.Open("mysql", replica.DSN(""))
+	if err != nil {
+		return fmt.Errorf("mariadbtest: %w", err)
+	}
+	defer db.Close()
+	stmts := []string{
+		"STOP SLAVE",
+		"RESET SLAVE ALL",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+			primary.Port, primary.User, primary.Password),
+		"START SLAVE",
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			return fmt.Errorf("mariadbtest: %s on %s: %w", strings.Fields(q)[0]+" "+strings.Fields(q)[1], replica.Addr, err)
+		}
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		io, sqlThread, lastErr, err := SlaveThreads(db)
+		if err == nil && io == "Yes" && sqlThread == "Yes" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mariadbtest: replica %s of %s did not start replicating (io %q, sql %q, %q, %v)", replica.Addr, primary.Addr, io, sqlThread, lastErr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SlaveThreads reads SHOW SLAVE STATUS: whether the IO and SQL threads run
+// ("Yes", "No", "Connecting") and the last error either reported.
+func SlaveThreads(db *sql.DB) (io, sqlThread, lastErr string, err error) {
+	rows, err := db.Query("SHOW SLAVE STATUS")
+	if err != nil {
+		return "", "", "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", "", "", err
+	}
+	if !rows.Next() {
+		return "", "", "", errors.New("not a replica")
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", "", "", err
+	}
+	for i, c := range cols {
+		switch c {
+		case "Slave_IO_Running":
+			io = vals[i].String
+		case "Slave_SQL_Running":
+			sqlThread = vals[i].String
+		case "Last_IO_Error", "Last_SQL_Error":
+			if vals[i].String != "" {
+				lastErr = vals[i].String
+			}
+		}
+	}
+	return io, sqlThread, lastErr, rows.Err()
 }
 
 // Stop shuts every server down cleanly (killing any that does not stop within 30 s) and removes the directory
@@ -359,7 +437,14 @@ func (s *Server) spawn(freshPort bool) error {
 		"--innodb-buffer-pool-size=64M",
 		"--innodb-log-file-size=16M",
 		"--innodb-flush-log-at-trx-commit=2",
-		"--skip-log-bin",
+		// Binary logs as change streams and replicas need them: row
+		// events with full images, GTIDs, written by replicas too.
+		"--log-bin=mysql-bin",
+		"--server-id=" + strconv.Itoa(s.ServerID),
+		"--binlog-format=ROW",
+		"--binlog-row-image=FULL",
+		"--log-slave-updates",
+		"--sync-binlog=0",
 		"--max-connections=1000",
 		"--skip-name-resolve",
 		"--character-set-server=utf8mb4",

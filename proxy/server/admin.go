@@ -54,6 +54,25 @@ type NodeStats struct {
 	DialFailures    uint64 `json:"dial_failures_total"`
 	AcquireTimeouts uint64 `json:"acquire_timeouts_total"`
 	StmtEvictions   uint64 `json:"stmt_evictions_total"`
+	// Replicas are the node's read replicas (slave) and what their last
+	// check found.
+	Replicas []ReplicaStats `json:"replicas,omitempty"`
+}
+
+// ReplicaStats is one read replica of a node.
+type ReplicaStats struct {
+	Addr   string `json:"addr"`
+	Weight int    `json:"weight"`
+	Up     bool   `json:"up"`
+	// Usable: replication runs and lags no more than max_replica_lag;
+	// Why says otherwise.
+	Usable  bool    `json:"usable"`
+	Why     string  `json:"why,omitempty"`
+	LagSec  float64 `json:"lag_seconds"` // -1: unknown
+	GTIDPos string  `json:"gtid_slave_pos"`
+	Reads   uint64  `json:"reads_total"` // connections handed out for reads
+	InUse   int     `json:"in_use"`
+	Idle    int     `json:"idle"`
 }
 
 // Stats returns a snapshot of sessions, counters and pools.
@@ -69,8 +88,18 @@ func (s *Server) Stats() Stats {
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	for _, nd := range s.order {
 		x := nd.Stats()
-		st.Nodes = append(st.Nodes, NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
-			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions})
+		ns := NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
+			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions}
+		for _, r := range nd.Replicas() {
+			rs, ps := r.Status(), r.Stats()
+			lag := -1.0
+			if rs.Lag >= 0 {
+				lag = rs.Lag.Seconds()
+			}
+			ns.Replicas = append(ns.Replicas, ReplicaStats{Addr: r.Addr, Weight: r.Weight, Up: ps.Up, Usable: rs.Usable, Why: rs.Why,
+				LagSec: lag, GTIDPos: rs.GTIDPos, Reads: r.Reads(), InUse: ps.InUse, Idle: ps.Idle})
+		}
+		st.Nodes = append(st.Nodes, ns)
 	}
 	return st
 }

@@ -42,6 +42,9 @@ type conn struct {
 	user string
 	caps uint32         // capabilities both sides agreed on
 	st   *session.State // set once the client's capabilities are known
+	// rwSplit caches whether the schema sends reads to replicas: 0 not
+	// known yet, 1 yes, -1 no.
+	rwSplit int8
 
 	// more is SERVER_MORE_RESULTS_EXISTS while the statements of a split
 	// multi-statement text other than the last run.

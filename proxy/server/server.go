@@ -45,15 +45,17 @@ type Server struct {
 	log    *zap.Logger
 	sqlLog *zap.Logger // nil when log_sql is off
 	slow   time.Duration
-	router *router.Router
-	policy *router.Policy // statements clients may not run
-	engine *engine.Engine
-	tables *tables // definitions of the tables with rules, and their sequences
-	nodes  map[string]*backend.Node
-	order  []*backend.Node // nodes in config order
-	users  map[string]string
-	allow  []netip.Prefix
-	coll   byte // collation announced in the handshake
+	// hasReplicas is set when any node has read replicas (slave).
+	hasReplicas bool
+	router      *router.Router
+	policy      *router.Policy // statements clients may not run
+	engine      *engine.Engine
+	tables      *tables // definitions of the tables with rules, and their sequences
+	nodes       map[string]*backend.Node
+	order       []*backend.Node // nodes in config order
+	users       map[string]string
+	allow       []netip.Prefix
+	coll        byte // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
@@ -153,6 +155,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
 		s.nodes[nc.Name] = n
 		s.order = append(s.order, n)
+		s.hasReplicas = s.hasReplicas || len(n.Replicas()) > 0
 	}
 	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit, cfg.MergeMemoryTotal)
 	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)

@@ -19,6 +19,13 @@ import (
 // transaction. usesLastID asks for LAST_INSERT_ID() to be the session's.
 func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	n := s.nodes[node]
+	if rc := s.replicaPinnedOn(n); rc != nil {
+		if s.Read != ReadMaster && s.replicaAllowed() {
+			return rc, nil // the read before ran there: SHOW WARNINGS sees its warnings
+		}
+		s.unpin(rc)
+		rc.Node().Put(rc)
+	}
 	bc := s.pinnedOn(n)
 	if s.dedicated != nil && bc != s.dedicated {
 		// Never another connection: it would run as the proxy's account.
@@ -28,10 +35,15 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		if err := s.canUseAnotherNode(n); err != nil {
 			return nil, err
 		}
-		var err error
-		bc, err = n.Get(context.Background(), s.Variant, s.DB, s.Coll)
-		if err != nil {
-			return nil, err
+		if s.Read == ReadReplica {
+			bc = s.replicaConn(n)
+		}
+		if bc == nil {
+			var err error
+			bc, err = n.Get(context.Background(), s.Variant, s.DB, s.Coll)
+			if err != nil {
+				return nil, err
+			}
 		}
 		if s.sticky {
 			for _, q := range s.replay {
@@ -90,6 +102,13 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	if o.StateChanged {
 		s.absorb(bc, o.State, sticky)
 	}
+	if o.OK && o.Status&mysql.StatusAutocommit != 0 && o.Status&mysql.StatusInTrans == 0 && s.txn == "" {
+		// SET autocommit = 1 ended, there, the transaction autocommit
+		// = 0 had begun: the connection is no longer the transaction's.
+		if i := slices.Index(s.joined, bc); i >= 0 {
+			s.joined = slices.Delete(s.joined, i, i+1)
+		}
+	}
 	// A connection the open transaction reached stays whatever the last
 	// response said: an ERR carries no status, and the transaction is
 	// still open there.
@@ -137,6 +156,12 @@ func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
 	for _, c := range changes {
 		if name, value, ok := c.SystemVariable(); ok {
 			switch name = strings.ToLower(name); name {
+			case "last_gtid":
+				// A commit's GTID (binary logs on): where replicas must
+				// have got to before this session reads from them. It is
+				// not state of the connection.
+				s.noteGTID(bc, value)
+				continue
 			case "sql_mode":
 				s.mode = router.ParseMode(value)
 			case "wait_timeout":

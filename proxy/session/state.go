@@ -21,6 +21,14 @@ type State struct {
 	// the node it began on.
 	singleNodeTxn bool
 
+	// Read says whether the statement under way may read from a replica
+	// (set by the caller for each statement); Consistency is the schema's
+	// read_consistency. gtids holds, per node, the GTID of the session's
+	// last commit there.
+	Read        ReadMode
+	Consistency string
+	gtids       map[string]string
+
 	Variant uint32 // the client capabilities that select a backend pool partition
 	DB      string
 	Coll    byte // collation of the connection (SET NAMES)

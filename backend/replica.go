@@ -1,0 +1,213 @@
+package backend
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+// Replica is one of a node's read replicas (kingshard's `slave` entries):
+// a pool of its own with its own health checks, and what the last check
+// saw of its replication. The proxy never writes through it.
+type Replica struct {
+	*Node
+	// Weight is the replica's share of the node's reads.
+	Weight int
+	// Primary is the node whose master it replicates.
+	Primary *Node
+
+	status atomic.Pointer[ReplicaStatus]
+	reads  atomic.Uint64
+}
+
+// ReplicaStatus is what a replica's last check found.
+type ReplicaStatus struct {
+	// Usable is set when both replication threads run and the lag is
+	// within max_replica_lag; Why says otherwise.
+	Usable bool
+	Why    string
+	// Lag is Seconds_Behind_Master; -1 when the server reports none.
+	Lag time.Duration
+	// GTIDPos is the replica's gtid_slave_pos: every transaction up to it
+	// has been applied.
+	GTIDPos string
+	At      time.Time
+}
+
+// newReplica builds the pool of one replica of n.
+func newReplica(n *Node, r config.Replica, onHealth HealthFunc) *Replica {
+	cfg := n.cfg
+	cfg.Master, cfg.Slave = r.Addr, ""
+	rn := NewNode(cfg, n.opts, onHealth)
+	rn.Name = n.Name + "/" + r.Addr
+	rep := &Replica{Node: rn, Weight: r.Weight, Primary: n}
+	rep.status.Store(&ReplicaStatus{Why: "not checked yet", Lag: -1})
+	rn.replica = rep
+	return rep
+}
+
+// Primary returns, for the pool of a replica, the node it replicates; nil
+// for a node's master.
+func (n *Node) Primary() *Node {
+	if n.replica == nil {
+		return nil
+	}
+	return n.replica.Primary
+}
+
+// ReplicaWait is how long a read waits on a replica for a session's last
+// write (replica_wait).
+func (n *Node) ReplicaWait() time.Duration { return n.opts.ReplicaWait }
+
+// Replicas returns the node's replicas in configuration order.
+func (n *Node) Replicas() []*Replica { return n.replicas }
+
+// Status returns what the replica's last check found.
+func (r *Replica) Status() ReplicaStatus {
+	st := *r.status.Load()
+	if !r.Up() {
+		st.Usable, st.Why = false, "down"
+	}
+	return st
+}
+
+// Reads counts the connections handed out for reads.
+func (r *Replica) Reads() uint64 { return r.reads.Load() }
+
+// PickReplica chooses a replica for a read by weight among those that are
+// up and usable. With gtid set (the session's last write on this node),
+// replicas that have applied it are preferred; covered reports whether
+// the chosen one has (as of its last check). nil when none qualifies.
+func (n *Node) PickReplica(gtid string) (r *Replica, covered bool) {
+	var (
+		cands  [8]*Replica
+		list   = cands[:0]
+		total  int
+		anyCov bool
+	)
+	for _, rep := range n.replicas {
+		st := rep.status.Load()
+		if !st.Usable || !rep.Up() {
+			continue
+		}
+		cov := gtid == "" || GTIDCovers(st.GTIDPos, gtid)
+		if cov && !anyCov {
+			// The first replica that has the write: start over with
+			// only such replicas.
+			list, total, anyCov = list[:0], 0, true
+		}
+		if anyCov && !cov {
+			continue
+		}
+		list = append(list, rep)
+		total += rep.Weight
+	}
+	if len(list) == 0 {
+		return nil, false
+	}
+	pick := rand.IntN(total)
+	for _, rep := range list {
+		if pick < rep.Weight {
+			rep.reads.Add(1)
+			return rep, anyCov
+		}
+		pick -= rep.Weight
+	}
+	return nil, false // not reached
+}
+
+// GTIDCovers reports whether a replica at position pos (a MariaDB GTID
+// list, "domain-server-seq,...") has applied the transaction gtid
+// ("domain-server-seq"): pos holds the same domain with a sequence number
+// at least gtid's.
+func GTIDCovers(pos, gtid string) bool {
+	dom, seq, ok := splitGTID(gtid)
+	if !ok {
+		return false
+	}
+	for _, g := range strings.Split(pos, ",") {
+		d, s, ok := splitGTID(strings.TrimSpace(g))
+		if ok && d == dom {
+			return s >= seq
+		}
+	}
+	return false
+}
+
+// splitGTID parses "domain-server-seq" into its domain and sequence number.
+func splitGTID(g string) (domain uint32, seq uint64, ok bool) {
+	parts := strings.Split(g, "-")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	d, err1 := strconv.ParseUint(parts[0], 10, 32)
+	s, err2 := strconv.ParseUint(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return uint32(d), s, true
+}
+
+// checkReplication reads the replica's replication state on c (a fresh
+// connection of its health check) and records it.
+func (r *Replica) checkReplication(c *Conn) {
+	st := &ReplicaStatus{Lag: -1, At: time.Now()}
+	defer func() { r.status.Store(st) }()
+	res, err := c.Exec("SHOW SLAVE STATUS")
+	if err != nil {
+		st.Why = "SHOW SLAVE STATUS failed: " + err.Error()
+		return
+	}
+	if len(res.Rows) == 0 {
+		st.Why = "not replicating (SHOW SLAVE STATUS is empty)"
+		return
+	}
+	col := func(name string) (string, bool) {
+		for i, d := range res.Columns {
+			if d.Name == name && i < len(res.Rows[0]) {
+				v := res.Rows[0][i]
+				return string(v), v != nil
+			}
+		}
+		return "", false
+	}
+	io, _ := col("Slave_IO_Running")
+	sqlRunning, _ := col("Slave_SQL_Running")
+	if pos, err := c.Exec("SELECT @@gtid_slave_pos"); err == nil && len(pos.Rows) == 1 && len(pos.Rows[0]) == 1 {
+		st.GTIDPos = string(pos.Rows[0][0])
+	}
+	if lag, ok := col("Seconds_Behind_Master"); ok {
+		if s, err := strconv.Atoi(lag); err == nil {
+			st.Lag = time.Duration(s) * time.Second
+		}
+	}
+	max := r.opts.MaxReplicaLag
+	switch {
+	case io != "Yes":
+		st.Why = fmt.Sprintf("replication IO thread is %q", io)
+	case sqlRunning != "Yes":
+		st.Why = fmt.Sprintf("replication SQL thread is %q", sqlRunning)
+	case st.Lag < 0:
+		st.Why = "Seconds_Behind_Master is NULL"
+	case st.Lag > max:
+		st.Why = fmt.Sprintf("lags %v behind its master (max_replica_lag %v)", st.Lag, max)
+	default:
+		st.Usable = true
+	}
+}
+
+// WaitGTID waits on c, a connection to a replica, until the replica has
+// applied gtid or the timeout passes (MASTER_GTID_WAIT); it reports
+// whether it has.
+func WaitGTID(c *Conn, gtid string, timeout time.Duration) bool {
+	if _, _, ok := splitGTID(gtid); !ok {
+		return false // also keeps anything but digits and dashes out of the SQL
+	}
+	res, err := c.Exec(fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", gtid, timeout.Seconds()))
+	return err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "0"
+}

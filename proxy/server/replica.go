@@ -1,0 +1,59 @@
+package server
+
+import (
+	"strings"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/proxy/session"
+	"github.com/shardgate/shardgate/router"
+)
+
+// replicaWords mark a SELECT that must see or change the master: locking
+// reads, files written on the server, sequences, replication waits.
+var replicaWords = []string{"FOR UPDATE", "LOCK IN SHARE MODE", "FOR SHARE", " INTO ", "NEXTVAL", "NEXT VALUE",
+	"MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP(", "BENCHMARK("}
+
+// readMode says where a statement's reads may go (session.ReadMode): a
+// plain SELECT outside a transaction may go to a replica when its schema
+// splits reads (rw_split, read_consistency), /*master*/ keeps it on the
+// master; other reads may follow a replica connection the session kept.
+func (h *handler) readMode(sql string, stmt router.Stmt, plan *router.Plan, multi bool) session.ReadMode {
+	c := h.c
+	if !c.readSplit() || stmt.Kind != router.KindRead || stmt.Sticky || stmt.UsesLastInsertID || multi {
+		return session.ReadMaster
+	}
+	if plan.Kind != router.Forward && plan.Kind != router.Concat {
+		return session.ReadMaster
+	}
+	hint := router.RWHint(sql)
+	if hint == "master" {
+		return session.ReadMaster
+	}
+	if stmt.Keyword != "SELECT" && stmt.Keyword != "WITH" {
+		return session.ReadFollow
+	}
+	up := strings.ToUpper(sql)
+	for _, w := range replicaWords {
+		if strings.Contains(up, w) {
+			return session.ReadMaster
+		}
+	}
+	return session.ReadReplica
+}
+
+// readSplit reports whether the session's schema sends reads to replicas;
+// it also sets the session's read_consistency the first time.
+func (c *conn) readSplit() bool {
+	if c.rwSplit == 0 {
+		c.rwSplit = -1
+		if sc := c.srv.cfg.SchemaFor(c.user); sc != nil {
+			c.st.Consistency = sc.Consistency()
+			if sc.ReadSplit() && c.srv.hasReplicas {
+				c.rwSplit = 1
+			}
+		} else {
+			c.st.Consistency = config.ConsistencyStrong
+		}
+	}
+	return c.rwSplit > 0
+}

@@ -1,0 +1,232 @@
+package server_test
+
+import (
+	"database/sql"
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/internal/mariadbtest"
+	"github.com/shardgate/shardgate/proxy/server"
+)
+
+// replicaSet starts a master with two replicas (GTID replication) of its
+// own: the package's shared servers stay plain.
+func replicaSet(t *testing.T) (master *mariadbtest.Server, replicas []*mariadbtest.Server) {
+	t.Helper()
+	backends(t) // skips under -short
+	c, err := mariadbtest.Start("", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	for _, r := range c.Servers[1:] {
+		if err := mariadbtest.Replicate(c.Servers[0], r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c.Servers[0], c.Servers[1:]
+}
+
+// replicaConfig is one node over master with the replicas at the given
+// weights.
+func replicaConfig(t *testing.T, master *mariadbtest.Server, replicas []*mariadbtest.Server, weights ...int) *config.Config {
+	cfg := newConfig(t, master)
+	slave := ""
+	for i, r := range replicas {
+		if i > 0 {
+			slave += ","
+		}
+		slave += fmt.Sprintf("%s@%d", r.Addr, weights[i])
+	}
+	cfg.Nodes[0].Slave = slave
+	cfg.Nodes[0].MaxConnsLimit = 16
+	cfg.Backend.HealthInterval = 100 * time.Millisecond
+	cfg.Backend.MaxReplicaLag = 2 * time.Second
+	return cfg
+}
+
+// comSelect reads a server's Com_select counter directly.
+func comSelect(t *testing.T, s *mariadbtest.Server) int {
+	t.Helper()
+	db := openDB(t, directDSN(s, "", ""))
+	defer db.Close()
+	var name string
+	var n int
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Com_select'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// replicaState returns the proxy's view of a replica of node1.
+func replicaState(p *proxy, addr string) server.ReplicaStats {
+	for _, n := range p.srv.Stats().Nodes {
+		for _, r := range n.Replicas {
+			if r.Addr == addr {
+				return r
+			}
+		}
+	}
+	return server.ReplicaStats{}
+}
+
+func waitUsable(t *testing.T, p *proxy, addr string, usable bool) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("replica %s usable=%v", addr, usable), func() bool {
+		return replicaState(p, addr).Usable == usable
+	})
+}
+
+// TestReplicaReads: reads outside transactions spread over the replicas by
+// weight; writes, transactions, locking reads and /*master*/ stay on the
+// master; a replica whose SQL thread is stopped, or that lags past
+// max_replica_lag, gets no reads until it is back; and a session reads its
+// own writes (read_consistency session) in every one of 10 000
+// write-then-read pairs.
+func TestReplicaReads(t *testing.T) {
+	master, replicas := replicaSet(t)
+	cfg := replicaConfig(t, master, replicas, 1, 3)
+	p := startProxy(t, cfg)
+	for _, r := range replicas {
+		waitUsable(t, p, r.Addr, true)
+	}
+	db := openDB(t, p.dsn("", ""))
+	mustExec(t, db, "CREATE DATABASE rr", "CREATE TABLE rr.t (id INT PRIMARY KEY, v INT)", "INSERT INTO rr.t VALUES (0, 0)")
+	rdb := openDB(t, p.dsn("rr", ""))
+	rdb.SetMaxOpenConns(4)
+
+	t.Run("weights", func(t *testing.T) {
+		before := []int{comSelect(t, master), comSelect(t, replicas[0]), comSelect(t, replicas[1])}
+		const reads = 10000
+		for i := 0; i < reads; i++ {
+			var v int
+			if err := rdb.QueryRow("SELECT v FROM t WHERE id = 0").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := []int{comSelect(t, master) - before[0], comSelect(t, replicas[0]) - before[1], comSelect(t, replicas[1]) - before[2]}
+		t.Logf("%d reads: master %d, replica weight 1 %d, replica weight 3 %d", reads, got[0], got[1], got[2])
+		share := float64(got[2]) / float64(got[1]+got[2])
+		if got[1]+got[2] < reads || math.Abs(share-0.75)/0.75 > 0.10 {
+			t.Errorf("replica reads %d + %d of %d, share of weight 3 %.3f, want 0.75 within 10%%", got[1], got[2], reads, share)
+		}
+		if got[0] > 10 {
+			t.Errorf("the master served %d of the reads", got[0])
+		}
+	})
+
+	t.Run("master only", func(t *testing.T) {
+		c := conn(t, rdb)
+		mdb := openDB(t, directDSN(master, "", ""))
+		mustExec(t, mdb, "TRUNCATE mysql.general_log", "SET GLOBAL log_output='TABLE'", "SET GLOBAL general_log=1")
+		mustExec(t, c, "BEGIN")
+		queryValue(t, c, "SELECT v FROM t WHERE id = 0")
+		mustExec(t, c, "COMMIT")
+		queryValue(t, c, "SELECT v FROM t WHERE id = 0 FOR UPDATE")
+		queryValue(t, c, "/*master*/ SELECT v FROM t WHERE id = 0")
+		queryValue(t, c, "SELECT /*master*/ v FROM t WHERE id = 0")
+		mustExec(t, c, "SET autocommit = 0")
+		queryValue(t, c, "SELECT v FROM t WHERE id = 0")
+		mustExec(t, c, "ROLLBACK", "SET autocommit = 1")
+		mustExec(t, mdb, "SET GLOBAL general_log=0")
+		got := queryValue(t, mdb, "SELECT COUNT(*) FROM mysql.general_log WHERE argument LIKE '%FROM t WHERE id = 0%'")
+		if got != "5" {
+			t.Errorf("the master ran %s of the 5 reads that must stay there", got)
+		}
+		// Back to autocommit, the session reads from replicas again.
+		before := comSelect(t, replicas[0]) + comSelect(t, replicas[1])
+		queryValue(t, c, "SELECT v FROM t WHERE id = 0")
+		if got := comSelect(t, replicas[0]) + comSelect(t, replicas[1]) - before; got != 1 {
+			t.Errorf("after SET autocommit = 1 the replicas ran %d of 1 read", got)
+		}
+	})
+
+	t.Run("read your writes", func(t *testing.T) {
+		c := conn(t, rdb)
+		before := []int{comSelect(t, replicas[0]), comSelect(t, replicas[1]), comSelect(t, master)}
+		const pairs = 10000
+		stale := 0
+		for i := 1; i <= pairs; i++ {
+			if _, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO t VALUES (%d, %d)", i, i)); err != nil {
+				t.Fatal(err)
+			}
+			var v sql.NullInt64
+			err := c.QueryRowContext(t.Context(), "SELECT v FROM t WHERE id = "+strconv.Itoa(i)).Scan(&v)
+			if err == sql.ErrNoRows || err == nil && v.Int64 != int64(i) {
+				stale++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		onReplicas := comSelect(t, replicas[0]) - before[0] + comSelect(t, replicas[1]) - before[1]
+		t.Logf("%d write-then-read pairs: %d stale; replicas ran %d SELECTs (reads and MASTER_GTID_WAITs), the master %d",
+			pairs, stale, onReplicas, comSelect(t, master)-before[2])
+		if stale != 0 {
+			t.Errorf("%d of %d reads did not see the session's own write", stale, pairs)
+		}
+		if onReplicas < pairs/2 {
+			t.Errorf("only %d SELECTs on the replicas for %d reads: the reads went to the master", onReplicas, pairs)
+		}
+	})
+
+	t.Run("stopped and lagging replicas are shunned", func(t *testing.T) {
+		r0 := openDB(t, directDSN(replicas[0], "", ""))
+		mustExec(t, r0, "STOP SLAVE SQL_THREAD")
+		waitUsable(t, p, replicas[0].Addr, false)
+		t.Logf("stopped: %+v", replicaState(p, replicas[0].Addr))
+		before := comSelect(t, replicas[0])
+		for i := 0; i < 200; i++ {
+			queryValue(t, rdb, "SELECT v FROM t WHERE id = 0")
+		}
+		if got := comSelect(t, replicas[0]) - before; got != 0 {
+			t.Errorf("the stopped replica served %d reads", got)
+		}
+		mustExec(t, r0, "START SLAVE SQL_THREAD")
+		waitUsable(t, p, replicas[0].Addr, true)
+
+		// A replica held back by MASTER_DELAY lags behind the writes.
+		mustExec(t, r0, "STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 5", "START SLAVE")
+		deadline := time.Now().Add(20 * time.Second)
+		for replicaState(p, replicas[0].Addr).Usable && time.Now().Before(deadline) {
+			mustExec(t, db, "UPDATE rr.t SET v = v + 1 WHERE id = 0")
+			time.Sleep(200 * time.Millisecond)
+		}
+		st := replicaState(p, replicas[0].Addr)
+		t.Logf("delayed: %+v", st)
+		if st.Usable {
+			t.Fatal("a replica 5 s behind stayed usable with max_replica_lag 2s")
+		}
+		before = comSelect(t, replicas[0])
+		for i := 0; i < 200; i++ {
+			queryValue(t, rdb, "SELECT v FROM t WHERE id = 0")
+		}
+		if got := comSelect(t, replicas[0]) - before; got != 0 {
+			t.Errorf("the lagging replica served %d reads", got)
+		}
+		mustExec(t, r0, "STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 0", "START SLAVE")
+		waitUsable(t, p, replicas[0].Addr, true)
+	})
+
+	t.Run("no usable replica", func(t *testing.T) {
+		for _, r := range replicas {
+			mustExec(t, openDB(t, directDSN(r, "", "")), "STOP SLAVE")
+		}
+		for _, r := range replicas {
+			waitUsable(t, p, r.Addr, false)
+		}
+		before := comSelect(t, master)
+		for i := 0; i < 50; i++ {
+			queryValue(t, rdb, "SELECT v FROM t WHERE id = 0")
+		}
+		if got := comSelect(t, master) - before; got != 50 {
+			t.Errorf("with both replicas stopped the master served %d of 50 reads", got)
+		}
+		for _, r := range replicas {
+			mustExec(t, openDB(t, directDSN(r, "", "")), "START SLAVE")
+		}
+	})
+}

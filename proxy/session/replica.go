@@ -1,0 +1,89 @@
+package session
+
+import (
+	"context"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// ReadMode says whether the next statement may read from a replica.
+type ReadMode uint8
+
+const (
+	// ReadMaster: the statement goes to the master (writes, state
+	// changes, anything not known to be a plain read).
+	ReadMaster ReadMode = iota
+	// ReadFollow: a read that may use a replica connection the session
+	// still holds from the statement before (SHOW WARNINGS after a read
+	// there), but does not pick a replica itself.
+	ReadFollow
+	// ReadReplica: a plain read that may go to a replica.
+	ReadReplica
+)
+
+// replicaAllowed reports whether the session may read from a replica
+// now: outside transactions, with nothing the session keeps on a
+// connection of its own.
+func (s *State) replicaAllowed() bool {
+	return s.Consistency != config.ConsistencyStrong && s.dedicated == nil && !s.sticky && !s.InTxn() &&
+		s.Status&mysql.StatusAutocommit != 0 && len(s.locked) == 0
+}
+
+// replicaConn returns a connection to a replica of n for the next read,
+// or nil when the read goes to the master: no replica is usable, or under
+// read_consistency session none has applied the session's last write on
+// n, even after waiting replica_wait for one.
+func (s *State) replicaConn(n *backend.Node) *backend.Conn {
+	if len(n.Replicas()) == 0 || !s.replicaAllowed() {
+		return nil
+	}
+	var gtid string
+	if s.Consistency != config.ConsistencyEventual {
+		gtid = s.gtids[n.Name]
+	}
+	r, covered := n.PickReplica(gtid)
+	if r == nil {
+		return nil
+	}
+	bc, err := r.Get(context.Background(), s.Variant, s.DB, s.Coll)
+	if err != nil {
+		return nil
+	}
+	if gtid != "" && !covered {
+		if wait := n.ReplicaWait(); wait <= 0 || !backend.WaitGTID(bc, gtid, wait) {
+			r.Put(bc)
+			return nil
+		}
+	}
+	return bc
+}
+
+// replicaPinnedOn returns the connection to a replica of n the session
+// keeps (a read there left warnings), if any.
+func (s *State) replicaPinnedOn(n *backend.Node) *backend.Conn {
+	for _, bc := range s.pinned {
+		if bc.Node().Primary() == n {
+			return bc
+		}
+	}
+	return nil
+}
+
+// noteGTID records the GTID of a commit on bc's node (last_gtid): reads
+// under read_consistency session wait for replicas to have applied it.
+func (s *State) noteGTID(bc *backend.Conn, gtid string) {
+	n := bc.Node()
+	if n.Primary() != nil || gtid == "" {
+		return // a replica's own GTIDs are not the session's writes
+	}
+	if s.gtids == nil {
+		s.gtids = make(map[string]string, 2)
+	}
+	s.gtids[n.Name] = gtid
+}
+
+// LastGTID returns the GTID of the session's last commit on node, "" when
+// none was seen.
+func (s *State) LastGTID(node string) string { return s.gtids[node] }
