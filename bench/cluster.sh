@@ -2,6 +2,10 @@
 # Local MariaDB servers for `make run`, `make bench`, bench/smoke.sh and people.
 #
 #   bench/cluster.sh start    start every server (idempotent), wait until each accepts TCP connections
+#   bench/cluster.sh start --replicas
+#                             also start REPLICA_PORTS as GTID replicas of the first of PORTS (for rw_split;
+#                             they replicate from the master's first binary log, so start from fresh data
+#                             directories: rows the master held before binary logs were on never arrive)
 #   bench/cluster.sh stop     shut them down cleanly (SIGTERM, wait; SIGKILL after 60 s)
 #   bench/cluster.sh status   one line per server; exits 1 if any is down
 #
@@ -11,16 +15,19 @@
 #                             data/, tmp/, error.log, console.log, install.log, mysqld.pid, mysqld.sock
 #                             (tmp/ is private on purpose: a starting mariadbd deletes every "#sql*" file in its
 #                             --tmpdir, which would break other servers' temporary tables in a shared /tmp)
+#   REPLICA_PORTS="3317 3318" the replicas' ports (stop and status include those with a data directory)
 #   SG_USER=shardgate SG_PASSWORD=shardgate
 #                             account with ALL PRIVILEGES on '%' (mysql_native_password); database sbtest.
 #
 # Servers are detached (own session, stdio to console.log) and keep running after this script exits.
 # root@localhost has no password and is reachable through the socket only. The data directory is bootstrapped
 # on first start; delete $VARDIR/<port> to start from scratch. The system MariaDB service is never used.
+# Every server writes binary logs (ROW, full images, GTIDs; server_id = port) for replicas and change streams.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PORTS=${PORTS:-"3307 3308"}
+REPLICA_PORTS=${REPLICA_PORTS:-"3317 3318"} # start --replicas: replicas of the first of PORTS
 VARDIR=${VARDIR:-var/mariadb}
 [[ $VARDIR == /* ]] || VARDIR="$ROOT/$VARDIR"
 SG_USER=${SG_USER:-shardgate}
@@ -34,7 +41,11 @@ SERVER_FLAGS=(
 	--innodb-buffer-pool-size=256M
 	--innodb-log-file-size=128M
 	--innodb-flush-log-at-trx-commit=2
-	--skip-log-bin
+	--log-bin=mysql-bin
+	--binlog-format=ROW
+	--binlog-row-image=FULL
+	--log-slave-updates
+	--sync-binlog=0
 	--max-connections=2000
 	--max-prepared-stmt-count=1048576
 	--performance-schema=OFF
@@ -159,7 +170,7 @@ launch() {
 	# have to fork, it waits for mariadbd, so $! lives exactly as long as the server.
 	setsid -w "$MARIADBD" --no-defaults --datadir="$dir/data" --port="$port" --socket="$(socket_of "$port")" \
 		--pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" --tmpdir="$dir/tmp" \
-		"${SERVER_FLAGS[@]}" "${ROOT_FLAG[@]}" \
+		--server-id="$port" "${SERVER_FLAGS[@]}" "${ROOT_FLAG[@]}" \
 		</dev/null >>"$dir/console.log" 2>&1 &
 	echo "$!" >"$dir/launch.pid"
 	STARTED+=("$port")
@@ -203,22 +214,53 @@ start() {
 	need_mariadb
 	STARTED=()
 	local port
-	for port in $PORTS; do
+	for port in $PORTS $(wanted_replicas); do
 		launch "$port"
 	done
 	for port in "${STARTED[@]}"; do
 		await "$port"
 	done
+	for port in $(wanted_replicas); do
+		replicate "$port"
+	done
+}
+
+# wanted_replicas: the replica ports to start (start --replicas) or to
+# stop and report (those that have a data directory).
+wanted_replicas() {
+	local port
+	for port in $REPLICA_PORTS; do
+		if [[ $WITH_REPLICAS == 1 || -d $(dir_of "$port")/data ]]; then
+			echo "$port"
+		fi
+	done
+}
+
+# replicate PORT: make the server on PORT a replica of the first of PORTS
+# (GTID replication from the master's first binary log), unless it is one.
+replicate() {
+	local port=$1 master=${PORTS%% *} user pass
+	if [[ -n $("$CLIENT" --no-defaults --socket="$(socket_of "$port")" -uroot -N -e "SHOW SLAVE STATUS") ]]; then
+		echo "cluster.sh: 127.0.0.1:$port already replicates"
+		return 0
+	fi
+	user=$(sql_quote "$SG_USER")
+	pass=$(sql_quote "$SG_PASSWORD")
+	"$CLIENT" --no-defaults --socket="$(socket_of "$port")" -uroot -e "
+		CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$master, MASTER_USER=$user, MASTER_PASSWORD=$pass,
+			MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1;
+		START SLAVE;" || die "cannot make 127.0.0.1:$port a replica of 127.0.0.1:$master"
+	echo "cluster.sh: 127.0.0.1:$port replicates 127.0.0.1:$master"
 }
 
 stop() {
 	local port pid deadline failed=0
-	for port in $PORTS; do
+	for port in $PORTS $(wanted_replicas); do
 		if pid=$(pid_of "$port"); then
 			kill -TERM "$pid"
 		fi
 	done
-	for port in $PORTS; do
+	for port in $PORTS $(wanted_replicas); do
 		pid=$(pid_of "$port") || {
 			echo "cluster.sh: 127.0.0.1:$port stopped"
 			continue
@@ -241,7 +283,7 @@ stop() {
 status() {
 	need_mariadb
 	local port pid down=0
-	for port in $PORTS; do
+	for port in $PORTS $(wanted_replicas); do
 		if pid=$(pid_of "$port") && ping "$port"; then
 			echo "127.0.0.1:$port pid $pid up"
 		else
@@ -253,12 +295,18 @@ status() {
 	return "$down"
 }
 
+WITH_REPLICAS=0
+if [[ ${2:-} == --replicas ]]; then
+	WITH_REPLICAS=1
+elif [[ -n ${2:-} ]]; then
+	die "unknown option ${2}; the only one is --replicas (with start)"
+fi
 case ${1:-} in
 start) start ;;
 stop) stop ;;
 status) status ;;
 *)
-	echo "usage: $0 start|stop|status   (env PORTS, VARDIR, SG_USER, SG_PASSWORD)" >&2
+	echo "usage: $0 start [--replicas]|stop|status   (env PORTS, REPLICA_PORTS, VARDIR, SG_USER, SG_PASSWORD)" >&2
 	exit 2
 	;;
 esac

@@ -325,7 +325,7 @@ func (h *handler) query(p []byte) error {
 	if plan.Kind == router.LoadSplit && c.caps&mysql.ClientLocalFiles == 0 {
 		return mysql.NewError(mysql.ErNotAllowedCommand, "The used command is not allowed with this MariaDB version")
 	}
-	st.Read = h.readMode(sql, stmt, plan, multi)
+	st.Read = h.readMode(sql, stmt, plan.Kind, multi)
 	if plan.Kind != router.Forward {
 		err = h.settle(h.x.Execute(plan, sql))
 		switch {

@@ -410,6 +410,13 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		// Every statement runs unchanged on the default node.
 		node, _ := c.srv.router.DefaultNode(c.user)
 		c.act.set("Execute", ps.SQL)
+		if e.Flags == 0 { // a cursor stays on the master's connection
+			if !ps.Classified {
+				ps.Class, ps.Classified = router.Classify(ps.SQL), true
+			}
+			c.st.Read = h.readMode(ps.SQL, ps.Class, router.Forward, false)
+			defer func() { c.st.Read = session.ReadMaster }()
+		}
 		return s.executeOn(ps, e, node, ps.SQL, nil, e.Flags != 0)
 	}
 	if e.Flags != 0 {
@@ -475,7 +482,12 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	if t.Subtable != "" {
 		s.execTables = plan.Tables
 	}
+	if !ps.Classified {
+		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+	}
+	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
 	err = s.executeOn(ps, e, t.Node, q, order, false)
+	c.st.Read = session.ReadMaster
 	s.execTables = nil
 	if err == nil && plan.Advance != nil {
 		h.advance(plan.Advance)
@@ -539,7 +551,12 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	c.srv.queries.Add(1)
 	c.binary = true
+	if !ps.Classified {
+		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+	}
+	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
 	err = h.settle(h.x.Execute(plan, text))
+	c.st.Read = session.ReadMaster
 	c.binary = false
 	if err == nil && plan.Advance != nil {
 		h.advance(plan.Advance)

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"strings"
-
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
@@ -17,12 +15,12 @@ var replicaWords = []string{"FOR UPDATE", "LOCK IN SHARE MODE", "FOR SHARE", " I
 // plain SELECT outside a transaction may go to a replica when its schema
 // splits reads (rw_split, read_consistency), /*master*/ keeps it on the
 // master; other reads may follow a replica connection the session kept.
-func (h *handler) readMode(sql string, stmt router.Stmt, plan *router.Plan, multi bool) session.ReadMode {
+func (h *handler) readMode(sql string, stmt router.Stmt, kind router.PlanKind, multi bool) session.ReadMode {
 	c := h.c
 	if !c.readSplit() || stmt.Kind != router.KindRead || stmt.Sticky || stmt.UsesLastInsertID || multi {
 		return session.ReadMaster
 	}
-	if plan.Kind != router.Forward && plan.Kind != router.Concat {
+	if kind != router.Forward && kind != router.Concat {
 		return session.ReadMaster
 	}
 	hint := router.RWHint(sql)
@@ -32,13 +30,33 @@ func (h *handler) readMode(sql string, stmt router.Stmt, plan *router.Plan, mult
 	if stmt.Keyword != "SELECT" && stmt.Keyword != "WITH" {
 		return session.ReadFollow
 	}
-	up := strings.ToUpper(sql)
 	for _, w := range replicaWords {
-		if strings.Contains(up, w) {
+		if containsUpper(sql, w) {
 			return session.ReadMaster
 		}
 	}
 	return session.ReadReplica
+}
+
+// containsUpper reports whether s contains w (upper case ASCII) in any
+// case, without allocating.
+func containsUpper(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		j := 0
+		for ; j < len(w); j++ {
+			c := s[i+j]
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			if c != w[j] {
+				break
+			}
+		}
+		if j == len(w) {
+			return true
+		}
+	}
+	return false
 }
 
 // readSplit reports whether the session's schema sends reads to replicas;

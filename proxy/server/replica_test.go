@@ -119,6 +119,20 @@ func TestReplicaReads(t *testing.T) {
 		}
 	})
 
+	t.Run("prepared", func(t *testing.T) {
+		before := []int{comSelect(t, master), comSelect(t, replicas[0]) + comSelect(t, replicas[1])}
+		for i := 0; i < 100; i++ {
+			var v int
+			if err := rdb.QueryRow("SELECT v FROM t WHERE id = ?", 0).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, r := comSelect(t, master)-before[0], comSelect(t, replicas[0])+comSelect(t, replicas[1])-before[1]
+		if m != 0 || r < 100 {
+			t.Errorf("100 binary prepared reads: master ran %d, replicas %d", m, r)
+		}
+	})
+
 	t.Run("master only", func(t *testing.T) {
 		c := conn(t, rdb)
 		mdb := openDB(t, directDSN(master, "", ""))

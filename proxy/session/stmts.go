@@ -3,6 +3,7 @@ package session
 import (
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 )
 
 // Stmts are the prepared statements of a session: binary ones
@@ -52,6 +53,10 @@ type Stmt struct {
 	// the sql_mode reading that found them); nil until needed.
 	Offsets     []int
 	OffsetsMode uint8
+	// Class is router.Classify(SQL), computed at the first execution
+	// that asks (Classified), for the read/write split.
+	Class      router.Stmt
+	Classified bool
 	// Cursor is the connection holding the statement's open cursor, and
 	// CursorID the statement's id there.
 	Cursor   *backend.Conn
