@@ -76,6 +76,16 @@ func (r *Replica) Status() ReplicaStatus {
 	return st
 }
 
+// Replica returns the replica whose pool n is, nil for a master.
+func (n *Node) Replica() *Replica { return n.replica }
+
+// Suspect takes the replica out of the reads until its next check finds
+// it healthy: a connection to it failed.
+func (r *Replica) Suspect(err error) {
+	r.status.Store(&ReplicaStatus{Why: "a connection failed: " + err.Error(), Lag: -1, At: time.Now()})
+	r.gen.Add(1) // idle connections are pinged before reuse
+}
+
 // Reads counts the connections handed out for reads.
 func (r *Replica) Reads() uint64 { return r.reads.Load() }
 

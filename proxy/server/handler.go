@@ -355,6 +355,12 @@ func (h *handler) query(p []byte) error {
 		}
 		var res backend.Outcome
 		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
+		if err != nil && st.Read == session.ReadReplica && !res.Sent && replicaLost(err) {
+			// The replica died under a read the client has seen nothing
+			// of: the master answers it.
+			st.Read = session.ReadMaster
+			res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
+		}
 		err = h.settle(err)
 		if err == nil && res.OK && !multi && router.SetsGlobal(sql, stmt.Keyword) {
 			// New sessions start with the new value: so do the

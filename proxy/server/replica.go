@@ -1,6 +1,9 @@
 package server
 
 import (
+	"errors"
+
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
@@ -74,4 +77,19 @@ func (c *conn) readSplit() bool {
 		}
 	}
 	return c.rwSplit > 0
+}
+
+// replicaLost reports whether err is a replica connection that failed (it
+// is marked unusable until its next check says otherwise).
+func replicaLost(err error) bool {
+	var lost *backend.LostError
+	if !errors.As(err, &lost) {
+		return false
+	}
+	r := lost.Conn.Node().Replica()
+	if r == nil {
+		return false
+	}
+	r.Suspect(lost)
+	return true
 }

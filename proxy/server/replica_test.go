@@ -243,4 +243,46 @@ func TestReplicaReads(t *testing.T) {
 			mustExec(t, openDB(t, directDSN(r, "", "")), "START SLAVE")
 		}
 	})
+
+	t.Run("replica killed mid-read", func(t *testing.T) {
+		for _, r := range replicas {
+			waitUsable(t, p, r.Addr, true)
+		}
+		stop := time.Now().Add(3 * time.Second)
+		type result struct{ ok, failed int }
+		results := make(chan result, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				var res result
+				for time.Now().Before(stop) {
+					var v int
+					if err := rdb.QueryRow("SELECT v FROM t WHERE id = 0").Scan(&v); err != nil {
+						res.failed++
+					} else {
+						res.ok++
+					}
+				}
+				results <- res
+			}()
+		}
+		time.Sleep(time.Second)
+		if err := replicas[1].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		var total result
+		for g := 0; g < 4; g++ {
+			r := <-results
+			total.ok += r.ok
+			total.failed += r.failed
+		}
+		t.Logf("reads while the weight-3 replica was killed: %d answered, %d failed", total.ok, total.failed)
+		if total.failed > 0 {
+			t.Errorf("%d reads failed: a read the replica dropped before answering must be retried on the master", total.failed)
+		}
+		waitUsable(t, p, replicas[1].Addr, false)
+		for i := 0; i < 200; i++ {
+			queryValue(t, rdb, "SELECT v FROM t WHERE id = 0")
+		}
+		mustExec(t, db, "UPDATE rr.t SET v = v + 1 WHERE id = 0")
+	})
 }
