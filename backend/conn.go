@@ -141,6 +141,7 @@ type Conn struct {
 	node  *Node
 	gen   uint64 // the node's generation when the connection was last known good
 	epoch uint64 // the node's epoch when the connection was made (Node.Renew)
+	moved uint64 // the node's master switches when it was made (Node.SwitchMaster)
 	tls   bool   // the connection runs over TLS
 	// private marks a connection logged in with a client's own backend
 	// account (Node.DialAs): it belongs to that session and is closed,
@@ -170,6 +171,10 @@ func (c *Conn) MarkBroken() { c.broken = true }
 
 // Broken reports whether MarkBroken was called.
 func (c *Conn) Broken() bool { return c.broken }
+
+// Stale reports whether the connection leads to a server that is no
+// longer its node's master (the master moved since it was made).
+func (c *Conn) Stale() bool { return c.node != nil && c.moved != c.node.moved.Load() }
 
 // Node returns the node the connection belongs to (nil for Dial'd conns).
 func (c *Conn) Node() *Node { return c.node }

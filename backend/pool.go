@@ -45,7 +45,14 @@ type HealthFunc func(node string, up bool, err error)
 // and health. Safe for concurrent use.
 type Node struct {
 	Name string
-	Addr string
+	// addr is where the node's master is now: the configured one until
+	// a replica is promoted (SwitchMaster). Read it through Addr.
+	addr atomic.Pointer[string]
+	// moved counts master switches; a connection remembers the count it
+	// was dialled under (Stale).
+	moved atomic.Uint64
+	// readOnly is @@read_only as the last health check read it.
+	readOnly atomic.Bool
 
 	cfg  config.Node
 	opts config.BackendOptions
@@ -94,6 +101,9 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// kick asks the health loop for a check now (AwaitMove).
+	kick chan struct{}
+
 	// replicas are the node's read replicas (slave); replica is set on
 	// the pool of a replica itself.
 	replicas []*Replica
@@ -104,15 +114,17 @@ type Node struct {
 func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *Node {
 	n := &Node{
 		Name:     cfg.Name,
-		Addr:     cfg.Master,
 		cfg:      cfg,
 		opts:     opts,
 		sem:      make(chan struct{}, max(cfg.MaxConnsLimit, 1)),
 		onHealth: onHealth,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
 	}
 	n.up.Store(true)
+	addr := cfg.Master
+	n.addr.Store(&addr)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.TLS {
 		n.tls = nodeTLS(cfg)
@@ -183,6 +195,9 @@ func (n *Node) Close() {
 	}
 }
 
+// Addr is the address of the node's master now.
+func (n *Node) Addr() string { return *n.addr.Load() }
+
 // Up reports whether the node is considered alive.
 func (n *Node) Up() bool { return n.up.Load() }
 
@@ -211,7 +226,7 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	idle := n.nidle
 	n.mu.Unlock()
-	return Stats{Name: n.Name, Addr: n.Addr, Up: n.up.Load(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
+	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.up.Load(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
 		StmtEvictions: n.stmtEvictions.Load()}
 }
@@ -228,7 +243,7 @@ func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
 
 // Dial opens a connection outside the pool (for KILL and health checks).
 func (n *Node) Dial(ctx context.Context) (*Conn, error) {
-	c, err := Dial(ctx, n.Addr, n.dialOptions("", 0, 0))
+	c, err := Dial(ctx, n.Addr(), n.dialOptions("", 0, 0))
 	if err != nil {
 		return nil, n.connectError(err)
 	}
@@ -243,7 +258,7 @@ func (n *Node) DialAs(ctx context.Context, user, db string, coll byte, variant u
 	o := n.dialOptions(db, coll, variant)
 	o.User, o.Password, o.Scramble = user, "", scramble
 	n.dials.Add(1)
-	c, err := Dial(ctx, n.Addr, o)
+	c, err := Dial(ctx, n.Addr(), o)
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) {
@@ -253,16 +268,16 @@ func (n *Node) DialAs(ctx context.Context, user, db string, coll byte, variant u
 		return nil, n.connectError(err)
 	}
 	c.node, c.private = n, true
-	c.gen, c.epoch = n.gen.Load(), n.epoch.Load()
+	c.gen, c.epoch, c.moved = n.gen.Load(), n.epoch.Load(), n.moved.Load()
 	return c, nil
 }
 
 func (n *Node) connectError(err error) error {
 	var se *mysql.SQLError
 	if errors.As(err, &se) {
-		return fmt.Errorf("node %s (%s): %w", n.Name, n.Addr, err)
+		return fmt.Errorf("node %s (%s): %w", n.Name, n.Addr(), err)
 	}
-	return fmt.Errorf("%w", mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is unreachable: %v", n.Name, n.Addr, err))
+	return fmt.Errorf("%w", mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is unreachable: %v", n.Name, n.Addr(), err))
 }
 
 // Get checks out a connection of the given capability variant, waiting at
@@ -275,7 +290,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		if e := n.downErr.Load(); e != nil {
 			msg = (*e).Error()
 		}
-		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: %s", n.Name, n.Addr, msg)
+		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: %s", n.Name, n.Addr(), msg)
 	}
 	select {
 	case n.sem <- struct{}{}:
@@ -343,7 +358,8 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	}
 	n.mu.Unlock()
 	n.dials.Add(1)
-	c, err := Dial(ctx, n.Addr, n.dialOptions(db, coll, variant))
+	moved := n.moved.Load() // before the address: a switch during the dial makes the connection stale
+	c, err := Dial(ctx, n.Addr(), n.dialOptions(db, coll, variant))
 	if err != nil {
 		n.dialFails.Add(1)
 		<-n.sem
@@ -358,6 +374,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	c.node = n
 	c.gen = n.gen.Load()
 	c.epoch = n.epoch.Load()
+	c.moved = moved
 	n.storeVersion(c.ServerVersion)
 	n.checkout(c)
 	return c, nil
@@ -420,7 +437,7 @@ func (n *Node) Renew() {
 }
 
 func (n *Node) expired(c *Conn, now time.Time) bool {
-	return c.epoch != n.epoch.Load() ||
+	return c.epoch != n.epoch.Load() || c.moved != n.moved.Load() ||
 		(n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
 		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout) ||
 		c.waitTimedOut(now)
@@ -502,6 +519,8 @@ func (n *Node) healthLoop() {
 		case <-t.C:
 			n.check(false)
 			n.reapIdle()
+		case <-n.kick:
+			n.check(false)
 		}
 	}
 }
@@ -509,17 +528,25 @@ func (n *Node) healthLoop() {
 // check dials the node and pings it. A fresh connection is used so that a
 // healthy pool does not hide a server that stopped accepting connections.
 func (n *Node) check(initial bool) {
+	if len(n.replicas) > 0 {
+		defer n.followPromotion()
+	}
 	to := n.opts.DialTimeout
 	if to <= 0 {
 		to = 3 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, to)
 	defer cancel()
-	c, err := Dial(ctx, n.Addr, n.dialOptions("", 0, 0))
+	c, err := Dial(ctx, n.Addr(), n.dialOptions("", 0, 0))
 	if err == nil {
 		c.commandTimeout = to // a health check waits no longer than a dial
 		stop := context.AfterFunc(ctx, c.Abort)
 		err = c.Ping()
+		if err == nil {
+			if res, qerr := c.Exec("SELECT @@read_only"); qerr == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+				n.readOnly.Store(string(res.Rows[0][0]) == "1")
+			}
+		}
 		if err == nil && n.replica != nil {
 			n.replica.checkReplication(c)
 		}

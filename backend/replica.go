@@ -36,7 +36,11 @@ type ReplicaStatus struct {
 	// GTIDPos is the replica's gtid_slave_pos: every transaction up to it
 	// has been applied.
 	GTIDPos string
-	At      time.Time
+	// Replicating is set while SHOW SLAVE STATUS shows a replication
+	// thread running; a writable replica that is not replicating has been
+	// promoted (followPromotion).
+	Replicating bool
+	At          time.Time
 }
 
 // newReplica builds the pool of one replica of n.
@@ -175,6 +179,9 @@ func (r *Replica) checkReplication(c *Conn) {
 	}
 	if len(res.Rows) == 0 {
 		st.Why = "not replicating (SHOW SLAVE STATUS is empty)"
+		if r.readOnly.Load() {
+			st.Replicating = true // read-only: not a promoted master either
+		}
 		return
 	}
 	col := func(name string) (string, bool) {
@@ -196,6 +203,7 @@ func (r *Replica) checkReplication(c *Conn) {
 			st.Lag = time.Duration(s) * time.Second
 		}
 	}
+	st.Replicating = io == "Yes" || io == "Connecting" || sqlRunning == "Yes" || r.readOnly.Load()
 	max := r.opts.MaxReplicaLag
 	switch {
 	case io != "Yes":
@@ -220,4 +228,88 @@ func WaitGTID(c *Conn, gtid string, timeout time.Duration) bool {
 	}
 	res, err := c.Exec(fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", gtid, timeout.Seconds()))
 	return err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "0"
+}
+
+// followPromotion moves the node's writes to a replica that was promoted:
+// when the master is read-only or down, and exactly one replica is up,
+// writable (read_only off) and no longer replicating, that replica is the
+// master now, as the servers say (the check ProxySQL's monitor makes).
+// Called after each health check of a node with replicas.
+func (n *Node) followPromotion() {
+	if !n.readOnly.Load() && n.up.Load() {
+		return
+	}
+	var cand *Replica
+	for _, r := range n.replicas {
+		st := r.status.Load()
+		if !r.Up() || r.readOnly.Load() || st.Replicating || st.At.IsZero() || r.Addr() == n.Addr() {
+			continue
+		}
+		if strings.HasPrefix(st.Why, "unreachable") || strings.HasPrefix(st.Why, "SHOW SLAVE STATUS failed") {
+			continue
+		}
+		if cand != nil {
+			return // two writable candidates: the servers do not say which
+		}
+		cand = r
+	}
+	if cand != nil {
+		n.SwitchMaster(cand.Addr())
+	}
+}
+
+// SwitchMaster makes addr the node's master: new statements go there,
+// idle connections to the old master are closed, and connections in use
+// are closed when they come back; a session that holds one (a transaction,
+// session state) learns it at its next statement (Conn.Stale).
+func (n *Node) SwitchMaster(addr string) {
+	old := n.Addr()
+	if addr == old {
+		return
+	}
+	n.addr.Store(&addr)
+	n.moved.Add(1)
+	n.gen.Add(1)
+	n.readOnly.Store(false)
+	n.closeIdle()
+	n.up.Store(true)
+	if n.onHealth != nil {
+		n.onHealth(n.Name, true, fmt.Errorf("master moved from %s to %s", old, addr))
+	}
+}
+
+// CheckSoon asks for a health check of the node and its replicas now,
+// without waiting for it.
+func (n *Node) CheckSoon() {
+	for _, r := range n.replicas {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// AwaitMove waits up to master_switch_wait for the node's master to move
+// away from from (a write met a read-only master: a switchover may be under
+// way), checking the servers every 50 ms; it reports whether it moved.
+func (n *Node) AwaitMove(from string) bool {
+	deadline := time.Now().Add(n.opts.MasterSwitchWait)
+	for {
+		if n.Addr() != from {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		n.CheckSoon()
+		select {
+		case <-n.ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -52,16 +52,17 @@ func Default() *Config {
 		DenyStatements:           append([]string(nil), DenyKinds...),
 		Frontend:                 tcp,
 		Backend: BackendOptions{
-			TCPOptions:     tcp,
-			DialTimeout:    3 * time.Second,
-			AcquireTimeout: 5 * time.Second,
-			IdleTimeout:    5 * time.Minute,
-			MaxLifetime:    time.Hour,
-			PingAfterIdle:  30 * time.Second,
-			HealthInterval: 2 * time.Second,
-			CommandTimeout: 30 * time.Second,
-			MaxReplicaLag:  10 * time.Second,
-			ReplicaWait:    200 * time.Millisecond,
+			TCPOptions:       tcp,
+			DialTimeout:      3 * time.Second,
+			AcquireTimeout:   5 * time.Second,
+			IdleTimeout:      5 * time.Minute,
+			MaxLifetime:      time.Hour,
+			PingAfterIdle:    30 * time.Second,
+			HealthInterval:   2 * time.Second,
+			CommandTimeout:   30 * time.Second,
+			MaxReplicaLag:    10 * time.Second,
+			ReplicaWait:      200 * time.Millisecond,
+			MasterSwitchWait: 5 * time.Second,
 		},
 	}
 }
@@ -390,6 +391,12 @@ type BackendOptions struct {
 	// on a replica for the session's last write (MASTER_GTID_WAIT) before
 	// it goes to the master instead. Default 200ms; 0 never waits.
 	ReplicaWait time.Duration `yaml:"replica_wait"`
+	// MasterSwitchWait is how long a write that a read-only master refused
+	// waits for the node's master to move (a switchover under way) before
+	// the client gets the server's error; only for nodes with replicas and
+	// statements that can be run again (see README). Default 5s; 0 never
+	// waits.
+	MasterSwitchWait time.Duration `yaml:"master_switch_wait"`
 }
 
 // Load reads the file at path and parses it with Parse. A configuration error

@@ -516,6 +516,7 @@ func (c *Config) validateExtensions(v *validator) {
 		{"health_interval", b.HealthInterval, true},
 		{"max_replica_lag", b.MaxReplicaLag, false},
 		{"replica_wait", b.ReplicaWait, false},
+		{"master_switch_wait", b.MasterSwitchWait, false},
 	} {
 		switch {
 		case d.val < 0:

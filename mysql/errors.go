@@ -45,6 +45,7 @@ const (
 	ErWrongArguments            uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
 	ErOperandColumns            uint16 = 1241 // ER_OPERAND_COLUMNS
 	ErConnectionKilled          uint16 = 1927 // ER_CONNECTION_KILLED
+	ErOptionPreventsStatement   uint16 = 1290 // ER_OPTION_PREVENTS_STATEMENT: "The MariaDB server is running with the %s option so it cannot execute this statement"
 	ErSubqueryNotSupportedUsing uint16 = 1970 // ER_SUBQUERIES_NOT_SUPPORTED: "%s does not support subqueries or stored functions"
 )
 
@@ -73,6 +74,7 @@ var sqlStates = map[uint16]string{
 	ErSPDoesNotExist:            "42000",
 	ErOperandColumns:            "21000",
 	ErConnectionKilled:          "70100",
+	ErOptionPreventsStatement:   "HY000",
 	ErSubqueryNotSupportedUsing: "42000",
 }
 

@@ -448,6 +448,21 @@ func (c *Conn) PeekPacket() (first byte, length int, err error) {
 	return h[4], length, nil
 }
 
+// PeekErrCode returns the error code of the next packet when it is an ERR
+// packet, without consuming it; ok is false for any other packet.
+func (c *Conn) PeekErrCode() (code uint16, ok bool, err error) {
+	first, length, err := c.PeekPacket()
+	if err != nil || first != ErrHeader || length < 3 {
+		return 0, false, err
+	}
+	c.arm(7)
+	h, err := c.br.Peek(7)
+	if err != nil {
+		return 0, false, unexpectedEOF(err)
+	}
+	return uint16(h[5]) | uint16(h[6])<<8, true, nil
+}
+
 // ErrForwardCut is wrapped by ForwardPacket's error when the source failed
 // after part of a large packet was written to the destination: the
 // destination's stream now ends inside a packet, so nothing more can be

@@ -80,7 +80,7 @@ func (x *Executor) explain(plan *router.Plan) error {
 	for _, t := range plan.Targets {
 		addr := ""
 		if n := x.eng.nodes[t.Node]; n != nil {
-			addr = n.Addr
+			addr = n.Addr()
 		}
 		rows = append(rows, [][]byte{[]byte(t.Node), []byte(addr), Nullable(t.Subtable), []byte(t.SQL)})
 	}

@@ -96,7 +96,7 @@ func (s *Server) Stats() Stats {
 			if rs.Lag >= 0 {
 				lag = rs.Lag.Seconds()
 			}
-			ns.Replicas = append(ns.Replicas, ReplicaStats{Addr: r.Addr, Weight: r.Weight, Up: ps.Up, Usable: rs.Usable, Why: rs.Why,
+			ns.Replicas = append(ns.Replicas, ReplicaStats{Addr: r.Addr(), Weight: r.Weight, Up: ps.Up, Usable: rs.Usable, Why: rs.Why,
 				LagSec: lag, GTIDPos: rs.GTIDPos, Reads: r.Reads(), InUse: ps.InUse, Idle: ps.Idle})
 		}
 		st.Nodes = append(st.Nodes, ns)
@@ -112,6 +112,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("/healthz", s.serveHealth)
 	mux.Handle("/stats", s.auth(http.HandlerFunc(s.serveStats)))
 	mux.Handle("/metrics", s.auth(http.HandlerFunc(s.serveMetrics)))
+	mux.Handle("/admin/switch_master", s.auth(http.HandlerFunc(s.serveSwitchMaster)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -157,7 +158,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}{Status: "ok"}
 	code := http.StatusOK
 	for _, n := range s.order {
-		body.Nodes = append(body.Nodes, node{n.Name, n.Addr, n.Up()})
+		body.Nodes = append(body.Nodes, node{n.Name, n.Addr(), n.Up()})
 		if !n.Up() {
 			body.Status, code = "degraded", http.StatusServiceUnavailable
 		}
@@ -168,6 +169,36 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(body)
+}
+
+// serveSwitchMaster moves a node's writes to another of its servers: POST
+// /admin/switch_master?node=NAME&addr=HOST:PORT, where addr is the node's
+// configured master or one of its replicas. For a switchover the operator
+// has made (the new master writable and no longer replicating); the proxy
+// also follows such a promotion by itself when the old master turns
+// read-only or goes down.
+func (s *Server) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	name, addr := r.URL.Query().Get("node"), r.URL.Query().Get("addr")
+	n := s.nodes[name]
+	if n == nil {
+		http.Error(w, fmt.Sprintf("no node %q", name), http.StatusNotFound)
+		return
+	}
+	known := addr == s.cfg.Node(name).Master
+	for _, rep := range n.Replicas() {
+		known = known || rep.Addr() == addr
+	}
+	if !known {
+		http.Error(w, fmt.Sprintf("%q is neither node %s's configured master nor one of its replicas", addr, name), http.StatusBadRequest)
+		return
+	}
+	from := n.Addr()
+	n.SwitchMaster(addr)
+	fmt.Fprintf(w, "node %s: master %s -> %s\n", name, from, addr)
 }
 
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {

@@ -354,7 +354,20 @@ func (h *handler) query(p []byte) error {
 			relay = h.logicalRelay(plan.Tables)
 		}
 		var res backend.Outcome
+		guarded := st.Read != session.ReadReplica && !multi && h.guardsReadOnly(t.Node)
+		var from string
+		base := relay
+		if guarded {
+			relay, from = readOnlyGuard(base), c.srv.nodes[t.Node].Addr()
+		}
 		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
+		if guarded && errors.Is(err, errReadOnlyMaster) {
+			// A switchover is under way: once the node's master moves,
+			// the statement runs there.
+			res, err = h.afterReadOnly(t.Node, from, func() (backend.Outcome, error) {
+				return h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, base)
+			})
+		}
 		if err != nil && st.Read == session.ReadReplica && !res.Sent && replicaLost(err) {
 			// The replica died under a read the client has seen nothing
 			// of: the master answers it.

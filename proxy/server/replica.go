@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
@@ -92,4 +94,51 @@ func replicaLost(err error) bool {
 	}
 	r.Suspect(lost)
 	return true
+}
+
+// errReadOnlyMaster is readOnlyGuard's answer: the master refused the
+// statement with 1290 (read-only), before the client saw anything.
+var errReadOnlyMaster = errors.New("the master is read-only")
+
+// readOnlyGuard relays like inner, except that an ERR 1290 (read-only)
+// from a node's master is kept from the client and returned as
+// errReadOnlyMaster: the statement did not run, and may run again on the
+// master the node moves to.
+func readOnlyGuard(inner engine.Relay) engine.Relay {
+	return func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+		code, isErr, err := bc.PeekErrCode()
+		if err == nil && isErr && code == mysql.ErOptionPreventsStatement && bc.Node().Primary() == nil {
+			if _, err := bc.ReadPacket(); err != nil {
+				return backend.Outcome{}, err
+			}
+			return backend.Outcome{}, errReadOnlyMaster
+		}
+		return inner(x, bc)
+	}
+}
+
+// guardsReadOnly reports whether a statement for node runs under
+// readOnlyGuard: the node has replicas (a switchover can happen) and the
+// session holds no connection there, so the statement is the first thing
+// the session (and its transaction) does on that master and can run again
+// elsewhere.
+func (h *handler) guardsReadOnly(node string) bool {
+	c := h.c
+	if !c.srv.hasReplicas || c.srv.cfg.Backend.MasterSwitchWait <= 0 {
+		return false
+	}
+	n := c.srv.nodes[node]
+	return n != nil && len(n.Replicas()) > 0 && !c.st.HoldsNode(node)
+}
+
+// afterReadOnly waits for node's master to move away from the read-only
+// one at from and runs the statement again there (run); without a move
+// in master_switch_wait the client gets the server's 1290.
+func (h *handler) afterReadOnly(node, from string, run func() (backend.Outcome, error)) (backend.Outcome, error) {
+	n := h.c.srv.nodes[node]
+	if n.AwaitMove(from) {
+		return run()
+	}
+	return backend.Outcome{}, mysql.NewError(mysql.ErOptionPreventsStatement,
+		"The MariaDB server is running with the --read-only option so it cannot execute this statement")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,4 +287,126 @@ func TestReplicaReads(t *testing.T) {
 		}
 		mustExec(t, db, "UPDATE rr.t SET v = v + 1 WHERE id = 0")
 	})
+}
+
+// TestMasterSwitch: while four clients run write transactions through the
+// proxy, the operator promotes a replica (the old master turns read-only,
+// the replica catches up, stops replicating and is writable). The proxy
+// follows within its health checks: only transactions in flight fail,
+// every transaction the proxy reported committed is on the new master,
+// and the writes go on there.
+func TestMasterSwitch(t *testing.T) {
+	master, replicas := replicaSet(t)
+	mdb := openDB(t, directDSN(master, "", ""))
+	// read_only stops writers only without READ_ONLY ADMIN (ALL PRIVILEGES
+	// has it): the proxy's account here is an ordinary one.
+	mustExec(t, mdb, "CREATE USER px@'%' IDENTIFIED BY 'pxpw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, SLAVE MONITOR ON *.* TO px@'%'",
+		"CREATE DATABASE sw", "CREATE TABLE sw.t (id INT PRIMARY KEY, w INT)", "CREATE TABLE sw.c (w INT PRIMARY KEY, n INT)",
+		"INSERT INTO sw.c VALUES (0, 0), (1, 0), (2, 0), (3, 0)")
+	pos := queryValue(t, mdb, "SELECT @@gtid_binlog_pos")
+	for _, r := range replicas {
+		if got := queryValue(t, openDB(t, directDSN(r, "", "")), "SELECT MASTER_GTID_WAIT(?, 10)", pos); got != "0" {
+			t.Fatalf("replica %s did not catch up: %s", r.Addr, got)
+		}
+	}
+	cfg := replicaConfig(t, master, replicas, 1, 1)
+	cfg.Nodes[0].User, cfg.Nodes[0].Password = "px", "pxpw"
+	p := startProxy(t, cfg)
+	for _, r := range replicas {
+		waitUsable(t, p, r.Addr, true)
+	}
+	db := openDB(t, p.dsn("sw", ""))
+
+	var (
+		mu        sync.Mutex
+		committed []int
+		failures  []string
+		switched  atomic.Bool
+		after     atomic.Int64 // commits after the proxy moved
+	)
+	stop := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			c, err := db.Conn(t.Context())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for i := 0; time.Now().Before(stop); i++ {
+				id := w*1_000_000 + i
+				err := func() error {
+					if _, err := c.ExecContext(t.Context(), "BEGIN"); err != nil {
+						return err
+					}
+					if _, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO t VALUES (%d, %d)", id, w)); err != nil {
+						return err
+					}
+					if _, err := c.ExecContext(t.Context(), fmt.Sprintf("UPDATE c SET n = n + 1 WHERE w = %d", w)); err != nil {
+						return err
+					}
+					_, err := c.ExecContext(t.Context(), "COMMIT")
+					return err
+				}()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err.Error())
+					mu.Unlock()
+					c.ExecContext(t.Context(), "ROLLBACK")
+					continue
+				}
+				committed = append(committed, id)
+				mu.Unlock()
+				if switched.Load() {
+					after.Add(1)
+				}
+			}
+		})
+	}
+
+	time.Sleep(time.Second)
+	// The switchover, as an operator (or a failover tool) does it.
+	newMaster := replicas[0]
+	ndb := openDB(t, directDSN(newMaster, "", ""))
+	mustExec(t, mdb, "SET GLOBAL read_only = 1")
+	pos = queryValue(t, mdb, "SELECT @@gtid_binlog_pos")
+	if got := queryValue(t, ndb, "SELECT MASTER_GTID_WAIT(?, 10)", pos); got != "0" {
+		t.Fatalf("the new master did not catch up: %s", got)
+	}
+	mustExec(t, ndb, "STOP SLAVE", "RESET SLAVE ALL")
+	other := openDB(t, directDSN(replicas[1], "", ""))
+	mustExec(t, other, "STOP SLAVE",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USE_GTID=slave_pos", newMaster.Port),
+		"START SLAVE")
+	eventually(t, 10*time.Second, "the proxy follows the promotion", func() bool {
+		return p.srv.Stats().Nodes[0].Addr == newMaster.Addr
+	})
+	switched.Store(true)
+	wg.Wait()
+
+	t.Logf("%d transactions committed (%d after the proxy moved), %d failed", len(committed), after.Load(), len(failures))
+	for i, f := range failures {
+		if i < 5 {
+			t.Logf("failure: %s", f)
+		}
+	}
+	if after.Load() == 0 {
+		t.Error("no transaction committed after the switch")
+	}
+	if len(failures) > 12 {
+		t.Errorf("%d transactions failed: more than those in flight at the switch", len(failures))
+	}
+	var rows int
+	if err := ndb.QueryRow("SELECT COUNT(*) FROM sw.t").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	if err := ndb.QueryRow("SELECT SUM(n) FROM sw.c").Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(committed) || sum != len(committed) {
+		t.Errorf("the new master holds %d rows and counters summing to %d; the proxy reported %d commits", rows, sum, len(committed))
+	}
 }

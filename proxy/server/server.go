@@ -166,7 +166,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 			defer wg.Done()
 			n.Start()
 			if !n.Up() {
-				s.log.Warn("backend node is down at start-up", zap.String("node", n.Name), zap.String("addr", n.Addr))
+				s.log.Warn("backend node is down at start-up", zap.String("node", n.Name), zap.String("addr", n.Addr()))
 			}
 		}()
 	}
@@ -179,6 +179,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 }
 
 func (s *Server) healthChanged(node string, up bool, err error) {
+	if up && err != nil {
+		s.log.Warn("backend master moved", zap.String("node", node), zap.Error(err))
+		return
+	}
 	if up {
 		s.log.Info("backend node is up", zap.String("node", node))
 		return

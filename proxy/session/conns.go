@@ -27,6 +27,12 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		rc.Node().Put(rc)
 	}
 	bc := s.pinnedOn(n)
+	if bc != nil && bc.Stale() {
+		var err error
+		if bc, err = s.masterMoved(bc); err != nil {
+			return nil, err
+		}
+	}
 	if s.dedicated != nil && bc != s.dedicated {
 		// Never another connection: it would run as the proxy's account.
 		return nil, mysql.NewError(mysql.ErServerLost, "the session's own backend connection is gone (or the statement is for another node than %s)", s.dedicated.Node().Name)

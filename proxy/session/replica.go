@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
@@ -87,3 +88,28 @@ func (s *State) noteGTID(bc *backend.Conn, gtid string) {
 // LastGTID returns the GTID of the session's last commit on node, "" when
 // none was seen.
 func (s *State) LastGTID(node string) string { return s.gtids[node] }
+
+// masterMoved deals with a connection the session holds to a server that
+// is no longer its node's master. An open transaction is rolled back
+// everywhere and the statement gets 1927 (the client retries it, as after
+// a deadlock); session state that lived only there is lost as in a crash
+// (the caller closes the client's connection); a connection kept for
+// nothing but warnings is simply dropped.
+func (s *State) masterMoved(bc *backend.Conn) (*backend.Conn, error) {
+	n := bc.Node()
+	s.unpin(bc)
+	bc.MarkBroken()
+	n.Put(bc)
+	switch {
+	case s.InTxn():
+		_ = s.End(false) // the other nodes' part of it, if any
+		return nil, mysql.NewError(mysql.ErConnectionKilled, "Connection was killed: the master of node %s moved to %s during this transaction, which was rolled back; run it again", n.Name, n.Addr())
+	case s.sticky:
+		return nil, &backend.LostError{Conn: bc, Cause: fmt.Errorf("the master of node %s moved to %s", n.Name, n.Addr())}
+	}
+	return nil, nil
+}
+
+// HoldsNode reports whether the session keeps a connection to node's
+// master (a transaction or session state there).
+func (s *State) HoldsNode(node string) bool { return s.pinnedOn(s.nodes[node]) != nil }
