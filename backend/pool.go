@@ -542,13 +542,25 @@ func (n *Node) check(initial bool) {
 		c.commandTimeout = to // a health check waits no longer than a dial
 		stop := context.AfterFunc(ctx, c.Abort)
 		err = c.Ping()
+		var gtidPos string
 		if err == nil {
-			if res, qerr := c.Exec("SELECT @@read_only"); qerr == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
-				n.readOnly.Store(string(res.Rows[0][0]) == "1")
+			// SHOW, not SELECT: the checks stay out of the servers'
+			// Com_select.
+			if res, qerr := c.Exec("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'gtid_slave_pos')"); qerr == nil {
+				for _, row := range res.Rows {
+					if len(row) == 2 {
+						switch string(row[0]) {
+						case "read_only":
+							n.readOnly.Store(string(row[1]) == "ON")
+						case "gtid_slave_pos":
+							gtidPos = string(row[1])
+						}
+					}
+				}
 			}
 		}
 		if err == nil && n.replica != nil {
-			n.replica.checkReplication(c)
+			n.replica.checkReplication(c, gtidPos)
 		}
 		stop()
 		n.storeVersion(c.ServerVersion)

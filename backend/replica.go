@@ -168,9 +168,10 @@ func splitGTID(g string) (domain uint32, seq uint64, ok bool) {
 }
 
 // checkReplication reads the replica's replication state on c (a fresh
-// connection of its health check) and records it.
-func (r *Replica) checkReplication(c *Conn) {
-	st := &ReplicaStatus{Lag: -1, At: time.Now()}
+// connection of its health check) and records it with gtidPos, its
+// gtid_slave_pos read with the rest of its variables.
+func (r *Replica) checkReplication(c *Conn, gtidPos string) {
+	st := &ReplicaStatus{Lag: -1, At: time.Now(), GTIDPos: gtidPos}
 	defer func() { r.status.Store(st) }()
 	res, err := c.Exec("SHOW SLAVE STATUS")
 	if err != nil {
@@ -195,9 +196,6 @@ func (r *Replica) checkReplication(c *Conn) {
 	}
 	io, _ := col("Slave_IO_Running")
 	sqlRunning, _ := col("Slave_SQL_Running")
-	if pos, err := c.Exec("SELECT @@gtid_slave_pos"); err == nil && len(pos.Rows) == 1 && len(pos.Rows[0]) == 1 {
-		st.GTIDPos = string(pos.Rows[0][0])
-	}
 	if lag, ok := col("Seconds_Behind_Master"); ok {
 		if s, err := strconv.Atoi(lag); err == nil {
 			st.Lag = time.Duration(s) * time.Second
