@@ -106,8 +106,9 @@ type Node struct {
 
 	// replicas are the node's read replicas (slave); replica is set on
 	// the pool of a replica itself.
-	replicas []*Replica
-	replica  *Replica
+	replicas  atomic.Pointer[[]*Replica]
+	replicaMu sync.Mutex // serialises SetReplicas
+	replica   *Replica
 }
 
 // NewNode builds a node; call Start to check it and begin health checks.
@@ -129,9 +130,11 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 	if cfg.TLS {
 		n.tls = nodeTLS(cfg)
 	}
+	var reps []*Replica
 	for _, r := range cfg.Slaves() {
-		n.replicas = append(n.replicas, newReplica(n, r, onHealth))
+		reps = append(reps, newReplica(n, r, onHealth))
 	}
+	n.replicas.Store(&reps)
 	return n
 }
 
@@ -161,7 +164,7 @@ var ErrNodeDown = errors.New("node is down")
 // it is marked down and checked again every health interval) and starts the
 // health checker.
 func (n *Node) Start() {
-	for _, r := range n.replicas {
+	for _, r := range n.Replicas() {
 		go r.Start()
 	}
 	n.check(true)
@@ -190,7 +193,7 @@ func (n *Node) Close() {
 	for _, c := range idle {
 		c.Close()
 	}
-	for _, r := range n.replicas {
+	for _, r := range n.Replicas() {
 		r.Close()
 	}
 }
@@ -528,7 +531,7 @@ func (n *Node) healthLoop() {
 // check dials the node and pings it. A fresh connection is used so that a
 // healthy pool does not hide a server that stopped accepting connections.
 func (n *Node) check(initial bool) {
-	if len(n.replicas) > 0 {
+	if len(n.Replicas()) > 0 {
 		defer n.followPromotion()
 	}
 	to := n.opts.DialTimeout

@@ -16,8 +16,8 @@ import (
 // saw of its replication. The proxy never writes through it.
 type Replica struct {
 	*Node
-	// Weight is the replica's share of the node's reads.
-	Weight int
+	// weight is the replica's share of the node's reads (Weight).
+	weight atomic.Int64
 	// Primary is the node whose master it replicates.
 	Primary *Node
 
@@ -49,7 +49,8 @@ func newReplica(n *Node, r config.Replica, onHealth HealthFunc) *Replica {
 	cfg.Master, cfg.Slave = r.Addr, ""
 	rn := NewNode(cfg, n.opts, onHealth)
 	rn.Name = n.Name + "/" + r.Addr
-	rep := &Replica{Node: rn, Weight: r.Weight, Primary: n}
+	rep := &Replica{Node: rn, Primary: n}
+	rep.weight.Store(int64(r.Weight))
 	rep.status.Store(&ReplicaStatus{Why: "not checked yet", Lag: -1})
 	rn.replica = rep
 	return rep
@@ -69,7 +70,50 @@ func (n *Node) Primary() *Node {
 func (n *Node) ReplicaWait() time.Duration { return n.opts.ReplicaWait }
 
 // Replicas returns the node's replicas in configuration order.
-func (n *Node) Replicas() []*Replica { return n.replicas }
+func (n *Node) Replicas() []*Replica {
+	if p := n.replicas.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetReplicas makes list the node's replicas (a reload): replicas kept
+// keep their pools, counters and weights from list; new ones start; the
+// pools of removed ones close (connections in use close when they come
+// back).
+func (n *Node) SetReplicas(list []config.Replica) (added, removed int) {
+	n.replicaMu.Lock()
+	defer n.replicaMu.Unlock()
+	old := n.Replicas()
+	byAddr := make(map[string]*Replica, len(old))
+	for _, r := range old {
+		byAddr[r.Addr()] = r
+	}
+	var next []*Replica
+	var fresh []*Replica
+	for _, c := range list {
+		if r := byAddr[c.Addr]; r != nil {
+			delete(byAddr, c.Addr)
+			r.weight.Store(int64(c.Weight))
+			next = append(next, r)
+			continue
+		}
+		r := newReplica(n, c, n.onHealth)
+		next = append(next, r)
+		fresh = append(fresh, r)
+	}
+	n.replicas.Store(&next)
+	for _, r := range fresh {
+		r.Start()
+	}
+	for _, r := range byAddr {
+		r.Close()
+	}
+	return len(fresh), len(byAddr)
+}
+
+// Weight is the replica's share of the node's reads.
+func (r *Replica) Weight() int { return int(r.weight.Load()) }
 
 // Status returns what the replica's last check found.
 func (r *Replica) Status() ReplicaStatus {
@@ -104,7 +148,7 @@ func (n *Node) PickReplica(gtid string) (r *Replica, covered bool) {
 		total  int
 		anyCov bool
 	)
-	for _, rep := range n.replicas {
+	for _, rep := range n.Replicas() {
 		st := rep.status.Load()
 		if !st.Usable || !rep.Up() {
 			continue
@@ -119,18 +163,19 @@ func (n *Node) PickReplica(gtid string) (r *Replica, covered bool) {
 			continue
 		}
 		list = append(list, rep)
-		total += rep.Weight
+		total += rep.Weight()
 	}
 	if len(list) == 0 {
 		return nil, false
 	}
 	pick := rand.IntN(total)
 	for _, rep := range list {
-		if pick < rep.Weight {
+		if w := rep.Weight(); pick < w {
 			rep.reads.Add(1)
 			return rep, anyCov
+		} else {
+			pick -= w
 		}
-		pick -= rep.Weight
 	}
 	return nil, false // not reached
 }
@@ -238,7 +283,7 @@ func (n *Node) followPromotion() {
 		return
 	}
 	var cand *Replica
-	for _, r := range n.replicas {
+	for _, r := range n.Replicas() {
 		st := r.status.Load()
 		if !r.Up() || r.readOnly.Load() || st.Replicating || st.At.IsZero() || r.Addr() == n.Addr() {
 			continue
@@ -279,7 +324,7 @@ func (n *Node) SwitchMaster(addr string) {
 // CheckSoon asks for a health check of the node and its replicas now,
 // without waiting for it.
 func (n *Node) CheckSoon() {
-	for _, r := range n.replicas {
+	for _, r := range n.Replicas() {
 		select {
 		case r.kick <- struct{}{}:
 		default:

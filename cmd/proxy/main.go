@@ -56,7 +56,7 @@ func run(cfgPath, logLevel string) error {
 		defer sqlLog.Sync()
 	}
 
-	srv, err := server.New(cfg, server.Options{Log: log, SQLLog: sqlLog})
+	srv, err := server.New(cfg, server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath})
 	if err != nil {
 		return err
 	}
@@ -107,12 +107,24 @@ func run(cfgPath, logLevel string) error {
 		go func() { errc <- srv.Serve(sock) }()
 	}
 	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case sig := <-sigc:
-		log.Info("shutting down", zap.String("signal", sig.String()), zap.Duration("timeout", cfg.ShutdownTimeout))
-	case err := <-errc:
-		log.Error("listener failed", zap.Error(err))
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+wait:
+	for {
+		select {
+		case sig := <-sigc:
+			if sig == syscall.SIGHUP {
+				// Reload: a file that does not validate changes nothing.
+				if err := srv.ReloadFile(cfgPath); err != nil {
+					log.Error("SIGHUP: reload refused", zap.Error(err))
+				}
+				continue
+			}
+			log.Info("shutting down", zap.String("signal", sig.String()), zap.Duration("timeout", cfg.ShutdownTimeout))
+			break wait
+		case err := <-errc:
+			log.Error("listener failed", zap.Error(err))
+			break wait
+		}
 	}
 	signal.Stop(sigc)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

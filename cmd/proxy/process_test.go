@@ -125,6 +125,7 @@ type proc struct {
 	addr    string // client listener
 	metrics string // prometheus_addr
 	logPath string // its stdout and stderr
+	cfgPath string // its ks.yaml
 
 	shutdownTimeout time.Duration // as written in its ks.yaml
 
@@ -155,6 +156,7 @@ func startProxy(t *testing.T, s settings) *proc {
 	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	p.cfgPath = cfgPath
 	p.logPath = filepath.Join(dir, "proxy.log")
 	logf, err := os.Create(p.logPath)
 	if err != nil {

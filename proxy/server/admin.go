@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"go.uber.org/zap"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
@@ -84,7 +85,7 @@ func (s *Server) Stats() Stats {
 		Unauthenticated: s.unauth.Load(), UnauthenticatedRejected: s.unauthRejected.Load(),
 		PacketsTooLarge: s.packetsTooLarge.Load(), LongDataTooLarge: s.longDataTooLarge.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
-	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.router.CacheStats()
+	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.rt().CacheStats()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	for _, nd := range s.order {
 		x := nd.Stats()
@@ -96,7 +97,7 @@ func (s *Server) Stats() Stats {
 			if rs.Lag >= 0 {
 				lag = rs.Lag.Seconds()
 			}
-			ns.Replicas = append(ns.Replicas, ReplicaStats{Addr: r.Addr(), Weight: r.Weight, Up: ps.Up, Usable: rs.Usable, Why: rs.Why,
+			ns.Replicas = append(ns.Replicas, ReplicaStats{Addr: r.Addr(), Weight: r.Weight(), Up: ps.Up, Usable: rs.Usable, Why: rs.Why,
 				LagSec: lag, GTIDPos: rs.GTIDPos, Reads: r.Reads(), InUse: ps.InUse, Idle: ps.Idle})
 		}
 		st.Nodes = append(st.Nodes, ns)
@@ -113,6 +114,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("/stats", s.auth(http.HandlerFunc(s.serveStats)))
 	mux.Handle("/metrics", s.auth(http.HandlerFunc(s.serveMetrics)))
 	mux.Handle("/admin/switch_master", s.auth(http.HandlerFunc(s.serveSwitchMaster)))
+	mux.Handle("/admin/reload", s.auth(http.HandlerFunc(s.serveReload)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -129,13 +131,13 @@ func (s *Server) MetricsHandler() http.Handler {
 }
 
 func (s *Server) auth(h http.Handler) http.Handler {
-	if s.cfg.WebUser == "" {
+	if s.cfg().WebUser == "" {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(s.cfg.WebUser)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg.WebPassword)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(s.cfg().WebUser)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg().WebPassword)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="shardgate"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -188,7 +190,7 @@ func (s *Server) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no node %q", name), http.StatusNotFound)
 		return
 	}
-	known := addr == s.cfg.Node(name).Master
+	known := addr == s.cfg().Node(name).Master
 	for _, rep := range n.Replicas() {
 		known = known || rep.Addr() == addr
 	}
@@ -199,6 +201,26 @@ func (s *Server) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
 	from := n.Addr()
 	n.SwitchMaster(addr)
 	fmt.Fprintf(w, "node %s: master %s -> %s\n", name, from, addr)
+}
+
+// serveReload reads the configuration file again and applies it (POST
+// /admin/reload): 200 with the new version, or 409 with why nothing
+// changed.
+func (s *Server) serveReload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	if s.cfgPath == "" {
+		http.Error(w, "this proxy was not started from a configuration file", http.StatusConflict)
+		return
+	}
+	if err := s.ReloadFile(s.cfgPath); err != nil {
+		s.log.Warn("reload refused", zap.Error(err))
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	fmt.Fprintf(w, "reloaded %s: configuration version %d\n", s.cfgPath, s.lv().version)
 }
 
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {

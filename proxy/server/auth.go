@@ -29,7 +29,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.salt = salt
-	plugin := srv.cfg.DefaultAuthPlugin
+	plugin := srv.cfg().DefaultAuthPlugin
 	greeting := mysql.AppendHandshake(c.buf[:0], &mysql.Handshake{
 		ServerVersion: srv.version(),
 		ConnectionID:  c.id,
@@ -60,7 +60,7 @@ func (c *conn) handshake() error {
 			return err
 		}
 	}
-	if srv.cfg.RequireSecureTransport && !c.tls && !c.local() {
+	if srv.cfg().RequireSecureTransport && !c.tls && !c.local() {
 		e := mysql.NewError(mysql.ErAccessDenied, "Access denied: connections without TLS are refused (require_secure_transport)")
 		c.writeErr(e)
 		return e
@@ -75,17 +75,17 @@ func (c *conn) handshake() error {
 	if _, ok := mysql.CollationByID(coll); !ok {
 		coll = srv.coll
 	}
-	c.st = session.New(srv.nodes, srv.cfg.TransactionMode == config.TransactionSingle, coll,
+	c.st = session.New(srv.nodes, srv.cfg().TransactionMode == config.TransactionSingle, coll,
 		c.caps&backend.VariantCaps, c.caps&mysql.ClientMultiStatements != 0)
 	clientPlugin := hr.AuthPlugin
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword
 	}
-	if _, listed := srv.users[hr.User]; !listed && srv.cfg.BackendLogins != "" {
+	if _, listed := srv.lv().users[hr.User]; !listed && srv.cfg().BackendLogins != "" {
 		if err := c.backendLogin(hr.User, hr.Database, coll); err != nil {
 			return err
 		}
-		c.user = srv.cfg.BackendLogins // its schema routes the session
+		c.user = srv.cfg().BackendLogins // its schema routes the session
 		c.act.setUser(hr.User)
 	} else {
 		if err := c.authenticate(hr.User, clientPlugin, hr.AuthResponse); err != nil {
@@ -94,7 +94,7 @@ func (c *conn) handshake() error {
 		c.user = hr.User
 		c.act.setUser(c.user)
 	}
-	if _, ok := srv.router.DefaultNode(c.user); !ok {
+	if _, ok := srv.rt().DefaultNode(c.user); !ok {
 		e := mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host())
 		c.writeErr(e)
 		return e
@@ -121,7 +121,7 @@ func (c *conn) handshake() error {
 // the proxy never learns it. A failure is written to the client.
 func (c *conn) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
 	srv := c.srv
-	node, _ := srv.router.DefaultNode(srv.cfg.BackendLogins)
+	node, _ := srv.rt().DefaultNode(srv.cfg().BackendLogins)
 	n := srv.nodes[node]
 	answer := func(plugin string, salt []byte) ([]byte, error) {
 		// Plugins that answer the server's challenge in one packet are
@@ -167,10 +167,10 @@ func (c *conn) backendLogin(user, db string, coll byte) error {
 // packet on failure but not the final OK.
 func (c *conn) authenticate(user, plugin string, resp []byte) error {
 	srv := c.srv
-	password, known := srv.users[user]
+	password, known := srv.lv().users[user]
 	if plugin != mysql.AuthNativePassword && plugin != mysql.AuthCachingSha2Password {
 		// Ask the client to use the configured plugin instead.
-		plugin = srv.cfg.DefaultAuthPlugin
+		plugin = srv.cfg().DefaultAuthPlugin
 		if err := c.writeFlush(mysql.AppendAuthSwitch(c.buf[:0], plugin, c.salt)); err != nil {
 			return err
 		}

@@ -36,11 +36,11 @@ type tables struct {
 
 func newTables(s *Server) *tables {
 	t := &tables{srv: s, catalog: schema.NewCatalog(), infos: map[schema.Key]router.TableInfo{}, drift: map[schema.Key][]string{}}
-	for _, ti := range s.router.Tables() {
+	for _, ti := range s.rt().Tables() {
 		t.infos[schema.KeyOf(ti.DB, ti.Table)] = ti
 	}
-	if s.cfg.Sequences() {
-		t.sidecar = sequence.NewSidecar(s.nodes[s.cfg.Sidecar.Node], s.cfg.Sidecar.DB)
+	if s.cfg().Sequences() {
+		t.sidecar = sequence.NewSidecar(s.nodes[s.cfg().Sidecar.Node], s.cfg().Sidecar.DB)
 		t.seqs = sequence.NewSet(t.sidecar)
 		for _, ti := range t.infos {
 			if ti.Sequence != "" {
@@ -263,7 +263,7 @@ func (s *Server) onNode(node string, f func(c *backend.Conn) error) error {
 	if n == nil {
 		return fmt.Errorf("no node %s", node)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Backend.CommandTimeout+s.cfg.Backend.DialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg().Backend.CommandTimeout+s.cfg().Backend.DialTimeout)
 	defer cancel()
 	c, err := n.Dial(ctx)
 	if err != nil {

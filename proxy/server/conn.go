@@ -42,9 +42,10 @@ type conn struct {
 	user string
 	caps uint32         // capabilities both sides agreed on
 	st   *session.State // set once the client's capabilities are known
-	// rwSplit caches whether the schema sends reads to replicas: 0 not
-	// known yet, 1 yes, -1 no.
-	rwSplit int8
+	// rwSplit caches whether the schema sends reads to replicas, as of
+	// configuration version rwVersion (0: not known yet).
+	rwSplit   bool
+	rwVersion uint64
 
 	// more is SERVER_MORE_RESULTS_EXISTS while the statements of a split
 	// multi-statement text other than the last run.
@@ -94,18 +95,18 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.connsTotal.Add(1)
 	id := s.nextID.Add(1)
 	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(s.cfg.Frontend.NoDelay)
-		if s.cfg.Frontend.SocketReadBuffer > 0 {
-			tc.SetReadBuffer(s.cfg.Frontend.SocketReadBuffer)
+		tc.SetNoDelay(s.cfg().Frontend.NoDelay)
+		if s.cfg().Frontend.SocketReadBuffer > 0 {
+			tc.SetReadBuffer(s.cfg().Frontend.SocketReadBuffer)
 		}
-		if s.cfg.Frontend.SocketWriteBuffer > 0 {
-			tc.SetWriteBuffer(s.cfg.Frontend.SocketWriteBuffer)
+		if s.cfg().Frontend.SocketWriteBuffer > 0 {
+			tc.SetWriteBuffer(s.cfg().Frontend.SocketWriteBuffer)
 		}
 	}
 	c := &conn{
 		srv: s,
 		nc:  nc,
-		c:   mysql.NewConn(s.writeBounded(nc), s.cfg.Frontend.ReadBuffer, s.cfg.Frontend.WriteBuffer),
+		c:   mysql.NewConn(s.writeBounded(nc), s.cfg().Frontend.ReadBuffer, s.cfg().Frontend.WriteBuffer),
 		id:  id,
 		log: s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
 		buf: make([]byte, 0, 256),
@@ -125,7 +126,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	if !s.register(c) {
 		s.rejected.Add(1)
-		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_connections %d)", s.cfg.MaxConnections))
+		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_connections %d)", s.cfg().MaxConnections))
 		return
 	}
 	defer s.unregister(c)
@@ -141,10 +142,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
 		}
 	}()
-	if s.unauth.Add(1) > int64(s.cfg.MaxUnauthenticated) {
+	if s.unauth.Add(1) > int64(s.cfg().MaxUnauthenticated) {
 		s.unauth.Add(-1)
 		s.unauthRejected.Add(1)
-		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_unauthenticated_connections %d are logging in)", s.cfg.MaxUnauthenticated))
+		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_unauthenticated_connections %d are logging in)", s.cfg().MaxUnauthenticated))
 		c.c.Flush()
 		return
 	}
@@ -157,7 +158,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		c.log.Debug("handshake failed", zap.Error(err))
 		return
 	}
-	c.c.MaxPacket, c.c.DiscardOversized = s.cfg.MaxAllowedPacket, true
+	c.c.MaxPacket, c.c.DiscardOversized = s.cfg().MaxAllowedPacket, true
 	c.log = c.log.With(zap.String("user", c.user))
 	c.log.Debug("client connected")
 	c.loop()
@@ -175,10 +176,10 @@ func (c *conn) loop() {
 		// The wait for the next command is bounded by the session's
 		// wait_timeout (as on the server, which closes the connection),
 		// and inside a transaction by idle_in_transaction_timeout.
-		idleTxn := c.srv.cfg.IdleInTransactionTimeout > 0 && c.st.InTxn()
+		idleTxn := c.srv.cfg().IdleInTransactionTimeout > 0 && c.st.InTxn()
 		wait := c.st.WaitTimeout
-		if idleTxn && (wait == 0 || c.srv.cfg.IdleInTransactionTimeout < wait) {
-			wait = c.srv.cfg.IdleInTransactionTimeout
+		if idleTxn && (wait == 0 || c.srv.cfg().IdleInTransactionTimeout < wait) {
+			wait = c.srv.cfg().IdleInTransactionTimeout
 		} else {
 			idleTxn = false
 		}
@@ -198,7 +199,7 @@ func (c *conn) loop() {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if idleTxn {
 					c.srv.idleTxnClosed.Add(1)
-					c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg.IdleInTransactionTimeout))
+					c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg().IdleInTransactionTimeout))
 				} else {
 					c.log.Debug("closing a client idle for its wait_timeout", zap.Duration("wait_timeout", wait))
 				}
@@ -349,7 +350,7 @@ func (c *conn) writeFlush(p []byte) error {
 // writeBounded wraps a client connection (plain, or TLS over it) in
 // client_write_timeout, when set.
 func (s *Server) writeBounded(nc net.Conn) net.Conn {
-	if d := s.cfg.ClientWriteTimeout; d > 0 {
+	if d := s.cfg().ClientWriteTimeout; d > 0 {
 		return &writeDeadlineConn{Conn: nc, d: d}
 	}
 	return nc

@@ -76,18 +76,18 @@ func (h *handler) probeSession() router.Session {
 // route plans a text statement; a plan that needs the definition of a
 // table not read yet reads it and plans again.
 func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
-	p, err := h.c.srv.router.Route(sql, s)
+	p, err := h.c.srv.rt().Route(sql, s)
 	if h.readDefinition(err) {
-		p, err = h.c.srv.router.Route(sql, s)
+		p, err = h.c.srv.rt().Route(sql, s)
 	}
 	return p, err
 }
 
 // routeArgs is route for a binary prepared statement's execution.
 func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*router.Plan, error) {
-	p, err := h.c.srv.router.RouteArgs(sql, s, args)
+	p, err := h.c.srv.rt().RouteArgs(sql, s, args)
 	if h.readDefinition(err) {
-		p, err = h.c.srv.router.RouteArgs(sql, s, args)
+		p, err = h.c.srv.rt().RouteArgs(sql, s, args)
 	}
 	return p, err
 }
@@ -163,7 +163,7 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 func (h *handler) unlockTables(p []byte) error {
 	st := h.c.st
 	if !st.Locked() {
-		node, _ := h.c.srv.router.DefaultNode(h.c.user)
+		node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 		_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
 		return h.settle(err)
 	}
@@ -177,7 +177,7 @@ func (h *handler) unlockTables(p []byte) error {
 // default node, unchanged, and relays its answer (OK, or 1065): nothing
 // runs, so no state is left, and nothing is routed.
 func (h *handler) forwardComment(p []byte) error {
-	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 	_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
 	return h.settle(err)
 }
@@ -242,7 +242,7 @@ func (h *handler) query(p []byte) error {
 		// is inside, so the proxy reads, checks and sends just that.
 		// Comments before it that the server skips (mariadb-dump's
 		// sandbox line, for a later version) are dropped first.
-		node, _ := c.srv.router.DefaultNode(c.user)
+		node, _ := c.srv.rt().DefaultNode(c.user)
 		version := router.VersionID(c.srv.nodes[node].Version())
 		rest := router.SkipIgnored(sql, version)
 		if inner, ok := router.UnwrapExecutable(rest, version); ok {
@@ -311,14 +311,14 @@ func (h *handler) query(p []byte) error {
 	plan, err := h.route(sql, h.routerSession())
 	if err != nil {
 		if multi {
-			if texts, ok := c.srv.router.SplitSharded(sql, h.routerSession()); ok {
+			if texts, ok := c.srv.rt().SplitSharded(sql, h.routerSession()); ok {
 				return h.queryMulti(texts)
 			}
 		}
 		return err
 	}
 	var start time.Time
-	if c.srv.sqlLog != nil || c.srv.slow > 0 {
+	if c.srv.sqlLog != nil || c.srv.lv().slow > 0 {
 		start = time.Now()
 	}
 	c.srv.queries.Add(1)
@@ -422,7 +422,7 @@ func (h *handler) advance(a *router.Advance) {
 // the session uses one node anyway, and the text is not parsed.
 func (h *handler) multiSticky(sql string) bool {
 	c := h.c
-	if !c.srv.router.Sharded(c.user) {
+	if !c.srv.rt().Sharded(c.user) {
 		return true
 	}
 	texts, ok := router.SplitStatements(sql, c.st.Mode())
@@ -457,7 +457,7 @@ func (h *handler) trackedSet(sql string) bool {
 // allowed applies the statement policy (deny_statements,
 // blacklist_sql_file) to a text a client wants to run, or prepare.
 func (h *handler) allowed(sql, keyword string) error {
-	switch why := h.c.srv.policy.Check(sql, keyword); why {
+	switch why := h.c.srv.lv().policy.Check(sql, keyword); why {
 	case "":
 		return nil
 	case "blacklist":
@@ -535,7 +535,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 	var warnings uint16
 	if router.HasExecutableComment(sql) {
 		// mysqldump's START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */
-		node, _ := h.c.srv.router.DefaultNode(h.c.user)
+		node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 		sql = router.InlineExecutable(sql, router.VersionID(h.c.srv.nodes[node].Version()))
 	}
 	txn := session.ParseTxn(sql)
@@ -550,7 +550,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 		if err == nil && strings.Contains(txn.SQL, "CONSISTENT SNAPSHOT") {
 			// The snapshot is taken now, as on the server (on the default
 			// node; others take theirs when the transaction reaches them).
-			node, _ := h.c.srv.router.DefaultNode(h.c.user)
+			node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 			var bc *backend.Conn
 			if bc, err = st.Acquire(node, false); err == nil {
 				st.Release(bc, false, backend.Outcome{})
@@ -591,7 +591,7 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 // on a pooled connection, then the values are read back.
 func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	c, st := h.c, h.c.st
-	node, _ := c.srv.router.DefaultNode(c.user)
+	node, _ := c.srv.rt().DefaultNode(c.user)
 	bc, err := st.Acquire(node, false)
 	if err != nil {
 		return err
@@ -684,7 +684,7 @@ func (h *handler) logSQL(sql, node string, d time.Duration, err error) {
 		c.srv.sqlLog.Info("sql", zap.Uint32("conn", c.id), zap.String("user", c.user), zap.String("db", c.st.DB),
 			zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql), zap.Error(err))
 	}
-	if c.srv.slow > 0 && d >= c.srv.slow {
+	if c.srv.lv().slow > 0 && d >= c.srv.lv().slow {
 		c.log.Warn("slow query", zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql))
 	}
 }
@@ -692,7 +692,7 @@ func (h *handler) logSQL(sql, node string, d time.Duration, err error) {
 // passthrough sends COM_FIELD_LIST or COM_STATISTICS to the default node
 // and relays its response.
 func (h *handler) passthrough(p []byte) error {
-	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 	relay := engine.RelayOne
 	if p[0] == mysql.ComFieldList {
 		relay = engine.RelayFieldList
@@ -704,7 +704,7 @@ func (h *handler) passthrough(p []byte) error {
 // useDB switches the session's database after checking it on the backend.
 func (h *handler) useDB(db string) error {
 	st := h.c.st
-	node, _ := h.c.srv.router.DefaultNode(h.c.user)
+	node, _ := h.c.srv.rt().DefaultNode(h.c.user)
 	bc, err := st.Acquire(node, false)
 	if err != nil {
 		return err
@@ -738,12 +738,12 @@ func (h *handler) changeUser(p []byte) error {
 		// MariaDB's limit on guessing passwords this way (MDEV-3915).
 		return mysql.NewError(mysql.ErUnknownComError, "Unknown command")
 	}
-	_, listed := c.srv.users[cu.User]
-	if bc := c.st.Dedicated(); bc != nil && !listed && c.srv.cfg.BackendLogins != "" {
+	_, listed := c.srv.lv().users[cu.User]
+	if bc := c.st.Dedicated(); bc != nil && !listed && c.srv.cfg().BackendLogins != "" {
 		return h.changeUserRelayed(bc, cu, coll)
 	}
 	var bc *backend.Conn
-	if !listed && c.srv.cfg.BackendLogins != "" {
+	if !listed && c.srv.cfg().BackendLogins != "" {
 		bc, err = c.dialLogin(cu.User, "", coll)
 	} else {
 		err = c.authenticate(cu.User, plugin, cu.AuthResponse)
@@ -764,7 +764,7 @@ func (h *handler) changeUser(p []byte) error {
 	c.st.Reset()
 	if bc != nil {
 		c.st.Dedicate(bc)
-		c.user = c.srv.cfg.BackendLogins
+		c.user = c.srv.cfg().BackendLogins
 	} else {
 		c.user = cu.User
 	}
@@ -776,7 +776,7 @@ func (h *handler) changeUser(p []byte) error {
 			c.st.Coll, c.st.HandshakeColl = byte(cu.Charset), byte(cu.Charset)
 		}
 	}
-	if _, ok := c.srv.router.DefaultNode(c.user); !ok {
+	if _, ok := c.srv.rt().DefaultNode(c.user); !ok {
 		c.writeErr(mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host()))
 		return errCloseSession
 	}

@@ -42,7 +42,7 @@ func (h *handler) executeImmediate(sql string) error {
 		if stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" && isExecuteImmediate(text) {
 			return mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE of %s is not supported by shardgate: send it on its own", stmt.Keyword)
 		}
-		if c.srv.router.Sharded(c.user) && c.srv.router.Prepared(text, h.routerSession()) != nil {
+		if c.srv.rt().Sharded(c.user) && c.srv.rt().Prepared(text, h.routerSession()) != nil {
 			return mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE of a statement on sharded tables is not supported by shardgate: send the statement itself, or PREPARE it and EXECUTE it")
 		}
 	}
@@ -68,7 +68,7 @@ func (h *handler) executeImmediate(sql string) error {
 // and any character_set_results leave it unchanged.
 func (h *handler) evalString(expr, stmtName string) (text, lit string, err error) {
 	c := h.c
-	node, _ := c.srv.router.DefaultNode(c.user)
+	node, _ := c.srv.rt().DefaultNode(c.user)
 	bc, err := c.st.Acquire(node, false)
 	if err != nil {
 		return "", "", err
@@ -122,7 +122,7 @@ func (h *handler) prepareFromExpr(name, expr string) error {
 		if err := h.allowed(text, stmt.Keyword); err != nil {
 			return err
 		}
-		if stmt.Kind == router.KindKill || c.srv.router.Prepared(text, h.routerSession()) != nil {
+		if stmt.Kind == router.KindKill || c.srv.rt().Prepared(text, h.routerSession()) != nil {
 			// The proxy's own, as for PREPARE FROM a literal.
 			if err := c.st.Stmts.SetNamed(name, text); err != nil {
 				return err

@@ -90,11 +90,17 @@ type proxy struct {
 // until the test ends.
 func startProxy(t *testing.T, cfg *config.Config) *proxy {
 	t.Helper()
+	return startProxyWith(t, cfg, server.Options{})
+}
+
+// startProxyWith is startProxy with options (the log is the test's).
+func startProxyWith(t *testing.T, cfg *config.Config, o server.Options) *proxy {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	log := zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
-	srv, err := server.New(cfg, server.Options{Log: log})
+	o.Log = zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
+	srv, err := server.New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}

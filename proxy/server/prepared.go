@@ -80,7 +80,7 @@ func (s *stmtHandler) prepare(p []byte) error {
 		// proxy's transaction statements, like their text forms; KILL is
 		// the proxy's, on its own connection ids.
 		return s.prepareLocal(sql)
-	case !stmt.Sticky && stmt.Kind != router.KindOther || h.c.srv.router.Prepared(sql, h.routerSession()) != nil:
+	case !stmt.Sticky && stmt.Kind != router.KindOther || h.c.srv.rt().Prepared(sql, h.routerSession()) != nil:
 		return s.prepareRouted(sql)
 	}
 	return s.prepareKept(p, sql)
@@ -96,7 +96,7 @@ func (s *stmtHandler) prepareKept(p []byte, sql string) error {
 	if err := c.st.Stmts.Room(); err != nil {
 		return err
 	}
-	node, _ := c.srv.router.DefaultNode(c.user)
+	node, _ := c.srv.rt().DefaultNode(c.user)
 	bc, err := c.st.Acquire(node, false)
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		if ierr != nil {
 			return err
 		}
-		if plan, ierr = c.srv.router.Route(text, sess); ierr != nil {
+		if plan, ierr = c.srv.rt().Route(text, sess); ierr != nil {
 			return err
 		}
 		nparams = len(lits)
@@ -345,7 +345,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
 		}
 		ps.HasLong[i] = true
-		if ps.LongSize += len(p) - 7; ps.LongSize > c.srv.cfg.MaxAllowedPacket {
+		if ps.LongSize += len(p) - 7; ps.LongSize > c.srv.cfg().MaxAllowedPacket {
 			// The data is dropped; the execution gets the error, as the
 			// server reports it (no reply is due here).
 			ps.Long[i] = nil
@@ -394,10 +394,10 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
 	e := &s.exec
-	if ps.LongSize > c.srv.cfg.MaxAllowedPacket {
+	if ps.LongSize > c.srv.cfg().MaxAllowedPacket {
 		c.srv.longDataTooLarge.Add(1)
 		ps.ClearLong()
-		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg.MaxAllowedPacket)
+		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg().MaxAllowedPacket)
 	}
 	if err := e.Parse(p, ps.NParams, ps.Types, ps.HasLong); err != nil {
 		return err
@@ -406,9 +406,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		ps.Types = append(ps.Types[:0], e.Types...)
 	}
 	ps.Cursor = nil // a new execution closes the statement's cursor
-	if !c.srv.router.Sharded(c.user) {
+	if !c.srv.rt().Sharded(c.user) {
 		// Every statement runs unchanged on the default node.
-		node, _ := c.srv.router.DefaultNode(c.user)
+		node, _ := c.srv.rt().DefaultNode(c.user)
 		c.act.set("Execute", ps.SQL)
 		if e.Flags == 0 { // a cursor stays on the master's connection
 			if !ps.Classified {

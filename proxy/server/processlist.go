@@ -190,7 +190,7 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 // pooled connections (of any node: two may name the same server) carry
 // other clients' sessions: their ids stay unknown (1094) to every client.
 func (s *Server) killThread(c *conn, k router.Kill) error {
-	node, _ := s.router.DefaultNode(c.user)
+	node, _ := s.rt().DefaultNode(c.user)
 	n := s.nodes[node]
 	unknown := n == nil
 	for _, other := range s.nodes {
@@ -233,7 +233,7 @@ func (s *Server) killUser(c *conn, k router.Kill) error {
 			return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %s: the account's connections are the proxy's pool, every client's", k.User)
 		}
 	}
-	node, _ := s.router.DefaultNode(c.user)
+	node, _ := s.rt().DefaultNode(c.user)
 	n := s.nodes[node]
 	kc, done, err := killerConn(c, n)
 	if err != nil {

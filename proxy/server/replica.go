@@ -4,9 +4,9 @@ import (
 	"errors"
 
 	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
-	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
 )
@@ -65,20 +65,19 @@ func containsUpper(s, w string) bool {
 }
 
 // readSplit reports whether the session's schema sends reads to replicas;
-// it also sets the session's read_consistency the first time.
+// it also sets the session's read_consistency, again after a reload.
 func (c *conn) readSplit() bool {
-	if c.rwSplit == 0 {
-		c.rwSplit = -1
-		if sc := c.srv.cfg.SchemaFor(c.user); sc != nil {
+	lv := c.srv.lv()
+	if c.rwVersion != lv.version {
+		c.rwVersion, c.rwSplit = lv.version, false
+		if sc := lv.cfg.SchemaFor(c.user); sc != nil {
 			c.st.Consistency = sc.Consistency()
-			if sc.ReadSplit() && c.srv.hasReplicas {
-				c.rwSplit = 1
-			}
+			c.rwSplit = sc.ReadSplit() && c.srv.hasReplicas.Load()
 		} else {
 			c.st.Consistency = config.ConsistencyStrong
 		}
 	}
-	return c.rwSplit > 0
+	return c.rwSplit
 }
 
 // replicaLost reports whether err is a replica connection that failed (it
@@ -124,7 +123,7 @@ func readOnlyGuard(inner engine.Relay) engine.Relay {
 // elsewhere.
 func (h *handler) guardsReadOnly(node string) bool {
 	c := h.c
-	if !c.srv.hasReplicas || c.srv.cfg.Backend.MasterSwitchWait <= 0 {
+	if !c.srv.hasReplicas.Load() || c.srv.cfg().Backend.MasterSwitchWait <= 0 {
 		return false
 	}
 	n := c.srv.nodes[node]

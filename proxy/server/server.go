@@ -7,10 +7,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,7 +20,6 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
-	"github.com/shardgate/shardgate/router"
 )
 
 // serverCaps are the capabilities the proxy offers clients.
@@ -41,21 +38,19 @@ const fallbackVersion = "5.5.5-10.11.0-MariaDB"
 
 // Server accepts MySQL clients and runs their statements on backend nodes.
 type Server struct {
-	cfg    *config.Config
-	log    *zap.Logger
-	sqlLog *zap.Logger // nil when log_sql is off
-	slow   time.Duration
+	// current is what a reload may change (Reload): the configuration
+	// and what is derived from it alone. Read it through cfg and lv.
+	current atomic.Pointer[live]
+	log     *zap.Logger
+	sqlLog  *zap.Logger // nil when log_sql is off
+	cfgPath string      // what /admin/reload reads
 	// hasReplicas is set when any node has read replicas (slave).
-	hasReplicas bool
-	router      *router.Router
-	policy      *router.Policy // statements clients may not run
+	hasReplicas atomic.Bool
 	engine      *engine.Engine
 	tables      *tables // definitions of the tables with rules, and their sequences
 	nodes       map[string]*backend.Node
 	order       []*backend.Node // nodes in config order
-	users       map[string]string
-	allow       []netip.Prefix
-	coll        byte // collation announced in the handshake
+	coll        byte            // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
@@ -89,10 +84,21 @@ type Server struct {
 	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
 }
 
+// ReloadFile reads the configuration file at path and applies it (Reload).
+func (s *Server) ReloadFile(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return fmt.Errorf("reload refused, nothing changed: %w", err)
+	}
+	return s.Reload(cfg)
+}
+
 // Options carries the server's collaborators.
 type Options struct {
 	Log    *zap.Logger // required
 	SQLLog *zap.Logger // SQL log; nil disables it
+	// ConfigPath is the file POST /admin/reload reads; "" refuses it.
+	ConfigPath string
 }
 
 // New builds a server and its backend nodes from cfg and checks each node
@@ -101,22 +107,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	rt, err := router.New(cfg)
+	lv, err := newLive(cfg)
 	if err != nil {
 		return nil, err
-	}
-	var blacklist io.Reader
-	if cfg.BlacklistSQLFile != "" {
-		f, err := os.Open(cfg.BlacklistSQLFile)
-		if err != nil {
-			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
-		}
-		defer f.Close()
-		blacklist = f
-	}
-	policy, err := router.NewPolicy(cfg.DenyStatements, blacklist)
-	if err != nil {
-		return nil, fmt.Errorf("blacklist_sql_file %s: %w", cfg.BlacklistSQLFile, err)
 	}
 	coll, ok := mysql.DefaultCollation(cfg.ProxyCharset)
 	if !ok {
@@ -134,28 +127,23 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s := &Server{
 		tls:       tlsCfg,
 		caps:      caps,
-		cfg:       cfg,
 		log:       o.Log,
 		sqlLog:    o.SQLLog,
-		slow:      time.Duration(cfg.SlowLogTime) * time.Millisecond,
-		router:    rt,
-		policy:    policy,
+		cfgPath:   o.ConfigPath,
 		nodes:     make(map[string]*backend.Node, len(cfg.Nodes)),
-		users:     make(map[string]string, len(cfg.Users)),
-		allow:     cfg.AllowList(),
 		coll:      coll,
 		sessions:  make(map[uint32]*conn),
 		listeners: make(map[net.Listener]struct{}),
 		sha2Cache: make(map[string]string),
 	}
-	for _, u := range cfg.Users {
-		s.users[u.User] = u.Password
-	}
+	s.current.Store(lv)
 	for _, nc := range cfg.Nodes {
 		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
 		s.nodes[nc.Name] = n
 		s.order = append(s.order, n)
-		s.hasReplicas = s.hasReplicas || len(n.Replicas()) > 0
+		if len(n.Replicas()) > 0 {
+			s.hasReplicas.Store(true)
+		}
 	}
 	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit, cfg.MergeMemoryTotal)
 	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)
@@ -193,8 +181,8 @@ func (s *Server) healthChanged(node string, up bool, err error) {
 // version returns the server version string announced to clients: the
 // configured one, or the backend's with the proxy's suffix.
 func (s *Server) version() string {
-	if s.cfg.ServerVersion != "" {
-		return s.cfg.ServerVersion
+	if s.cfg().ServerVersion != "" {
+		return s.cfg().ServerVersion
 	}
 	for _, n := range s.order {
 		if v := n.Version(); v != "" {
@@ -337,7 +325,7 @@ func (s *Server) closeIdle() {
 func (s *Server) register(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.sessions) >= s.cfg.MaxConnections {
+	if len(s.sessions) >= s.cfg().MaxConnections {
 		return false
 	}
 	s.sessions[c.id] = c
@@ -396,7 +384,8 @@ func (s *Server) sha2Remember(user, password string) {
 
 // allowed reports whether a client address passes allow_ips.
 func (s *Server) allowed(addr net.Addr) bool {
-	if len(s.allow) == 0 {
+	allow := s.lv().allow
+	if len(allow) == 0 {
 		return true
 	}
 	ta, ok := addr.(*net.TCPAddr)
@@ -408,7 +397,7 @@ func (s *Server) allowed(addr net.Addr) bool {
 		return false
 	}
 	ip = ip.Unmap()
-	for _, p := range s.allow {
+	for _, p := range allow {
 		if p.Contains(ip) {
 			return true
 		}

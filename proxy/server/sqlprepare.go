@@ -45,7 +45,7 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 		}
 		// KILL is the proxy's (its ids are the proxy's connection ids, and
 		// only their owner may kill them), whatever route it comes by.
-		if router.Classify(text).Kind != router.KindKill && c.srv.router.Prepared(text, h.routerSession()) == nil {
+		if router.Classify(text).Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
 			// No sharded table: the backend's.
 			stmts.DropNamed(sp.Name)
 			return false, nil
