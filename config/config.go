@@ -136,8 +136,13 @@ type Config struct {
 	// DefaultAuthPlugin is "mysql_native_password" (default) or
 	// "caching_sha2_password".
 	DefaultAuthPlugin string `yaml:"default_auth_plugin"`
-	// ShutdownTimeout bounds a graceful shutdown. Default 10s.
+	// ShutdownTimeout bounds a graceful shutdown, counted from the signal
+	// (drain_delay included). Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// DrainDelay is how long, after SIGTERM, /healthz answers 503 while the
+	// proxy still accepts clients (a load balancer stops sending new
+	// ones) before the listeners close. Default 0.
+	DrainDelay time.Duration `yaml:"drain_delay"`
 	// MaxConnections caps client connections; past it clients get error
 	// 1040. Default 10000.
 	MaxConnections int `yaml:"max_connections"`

@@ -452,6 +452,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.FallbackMaxBytes < 0 {
 		v.add("fallback_max_bytes", "%d is negative", c.FallbackMaxBytes)
 	}
+	if c.DrainDelay < 0 {
+		v.add("drain_delay", "%v is negative", c.DrainDelay)
+	}
 	if c.ShutdownTimeout < 0 {
 		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
 	}

@@ -165,7 +165,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 			body.Status, code = "degraded", http.StatusServiceUnavailable
 		}
 	}
-	if s.shutting.Load() {
+	if s.draining.Load() {
 		body.Status, code = "shutting down", http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")

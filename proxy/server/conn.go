@@ -82,6 +82,7 @@ type conn struct {
 	// command.
 	interrupted atomic.Bool
 	idle        atomic.Bool // waiting for the next command
+	inTxn       atomic.Bool // ... inside a transaction (a shutdown lets it finish)
 }
 
 // preAuthPacket bounds a packet from a client that has not logged in
@@ -168,8 +169,9 @@ func (s *Server) serveConn(nc net.Conn) {
 // loop reads commands until the client quits or the connection fails.
 func (c *conn) loop() {
 	for {
+		c.inTxn.Store(c.st.InTxn())
 		c.idle.Store(true)
-		if c.srv.shutting.Load() {
+		if c.srv.shutting.Load() && !c.inTxn.Load() {
 			return
 		}
 		c.c.ResetSeq()

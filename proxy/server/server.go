@@ -56,7 +56,11 @@ type Server struct {
 	tls  *tls.Config
 	caps uint32
 
-	nextID   atomic.Uint32
+	nextID atomic.Uint32
+	// draining is set at Shutdown: /healthz answers 503; shutting once
+	// the listeners close (after drain_delay): sessions end between
+	// statements, outside transactions.
+	draining atomic.Bool
 	shutting atomic.Bool
 	wg       sync.WaitGroup
 
@@ -249,6 +253,14 @@ var ErrServerClosed = errors.New("server: closed")
 // statements to finish until ctx is done, then closes every remaining
 // connection and the backend nodes.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	if d := s.cfg().DrainDelay; d > 0 {
+		s.log.Info("draining: /healthz answers 503, clients still accepted", zap.Duration("drain_delay", d))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	s.mu.Lock()
 	s.shutting.Store(true)
 	for l := range s.listeners {
@@ -316,7 +328,8 @@ func (s *Server) closeIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
-		if ss.idle.Load() {
+		// A session inside a transaction may still commit it.
+		if ss.idle.Load() && !ss.inTxn.Load() {
 			ss.nc.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
