@@ -53,6 +53,9 @@ type Node struct {
 	moved atomic.Uint64
 	// readOnly is @@read_only as the last health check read it.
 	readOnly atomic.Bool
+	// adminDown is set by an operator (admin SQL): the node takes no
+	// statements, whatever its health checks find.
+	adminDown atomic.Bool
 
 	cfg  config.Node
 	opts config.BackendOptions
@@ -202,7 +205,14 @@ func (n *Node) Close() {
 func (n *Node) Addr() string { return *n.addr.Load() }
 
 // Up reports whether the node is considered alive.
-func (n *Node) Up() bool { return n.up.Load() }
+func (n *Node) Up() bool { return n.up.Load() && !n.adminDown.Load() }
+
+// SetAdminDown takes the node out of service (down) or puts it back, as
+// an operator's decision that health checks do not override.
+func (n *Node) SetAdminDown(down bool) { n.adminDown.Store(down) }
+
+// AdminDown reports whether an operator took the node out of service.
+func (n *Node) AdminDown() bool { return n.adminDown.Load() }
 
 // Version returns the server version string of the node's master, or "".
 func (n *Node) Version() string {
@@ -229,7 +239,7 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	idle := n.nidle
 	n.mu.Unlock()
-	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.up.Load(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
+	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
 		StmtEvictions: n.stmtEvictions.Load()}
 }
@@ -288,6 +298,9 @@ func (n *Node) connectError(err error) error {
 // a new connection has to be dialed; the caller brings an idle one to its
 // session's state.
 func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*Conn, error) {
+	if n.adminDown.Load() {
+		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: taken out of service by an operator (admin node ... 'down')", n.Name, n.Addr())
+	}
 	if !n.up.Load() {
 		msg := "unknown"
 		if e := n.downErr.Load(); e != nil {

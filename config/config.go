@@ -199,6 +199,10 @@ type Config struct {
 	// for its whole life, so MariaDB's privileges, CURRENT_USER() and
 	// definers are the account's. "" (default): only user_list logs in.
 	BackendLogins string `yaml:"backend_logins"`
+	// AdminUser is the user_list user that may run kingshard's admin SQL
+	// (admin node(...), admin server(...), show node status, ...) on the
+	// client port; "" (default): nobody may.
+	AdminUser string `yaml:"admin_user"`
 	// statement that would reach a second node.
 	TransactionMode string `yaml:"transaction_mode"`
 	// Frontend tunes client-side sockets.
@@ -630,6 +634,10 @@ func parseReplica(s string) (Replica, error) {
 // checkHostPort checks a host:port address. Listen addresses may leave the
 // host empty (all interfaces) and use port 0 (any free port, for tests);
 // backend addresses need both.
+// CheckBackendAddr checks a backend server address (a master or a
+// replica) as the configuration does.
+func CheckBackendAddr(s string) error { return checkHostPort(s, false) }
+
 func checkHostPort(s string, listen bool) error {
 	host, port, err := splitHostPort(s)
 	if err != nil {

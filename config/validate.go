@@ -428,6 +428,9 @@ func (c *Config) validateExtensions(v *validator) {
 			v.add("sidecar.db", "%q is not a database name shardgate accepts (letters, digits, _ and $)", c.Sidecar.DB)
 		}
 	}
+	if c.AdminUser != "" && !slices.ContainsFunc(c.Users, func(u User) bool { return u.User == c.AdminUser }) {
+		v.add("admin_user", "%q is not in user_list", c.AdminUser)
+	}
 	if c.BackendLogins != "" {
 		i := slices.IndexFunc(c.Schemas, func(s Schema) bool { return s.User == c.BackendLogins })
 		switch {

@@ -4,12 +4,15 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"go.uber.org/zap"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
 	"sort"
 	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // Stats is a snapshot of the server for operators.
@@ -115,6 +118,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("/metrics", s.auth(http.HandlerFunc(s.serveMetrics)))
 	mux.Handle("/admin/switch_master", s.auth(http.HandlerFunc(s.serveSwitchMaster)))
 	mux.Handle("/admin/reload", s.auth(http.HandlerFunc(s.serveReload)))
+	mux.Handle("/admin/config", s.auth(http.HandlerFunc(s.serveAdminConfig)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -201,6 +205,36 @@ func (s *Server) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
 	from := n.Addr()
 	n.SwitchMaster(addr)
 	fmt.Fprintf(w, "node %s: master %s -> %s\n", name, from, addr)
+}
+
+// serveAdminConfig is the admin SQL's show commands as JSON: GET
+// /admin/config gives the proxy's settings, the nodes with their replicas
+// and state, and the schemas with their rules.
+func (s *Server) serveAdminConfig(w http.ResponseWriter, r *http.Request) {
+	objects := func(cols []mysql.Column, rows [][][]byte) []map[string]string {
+		out := make([]map[string]string, 0, len(rows))
+		for _, row := range rows {
+			m := make(map[string]string, len(cols))
+			for i, c := range cols {
+				m[c.Name] = string(row[i])
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	proxy := map[string]string{}
+	for _, row := range s.proxyConfigRows() {
+		proxy[string(row[0])] = string(row[1])
+	}
+	body := map[string]any{
+		"proxy":   proxy,
+		"nodes":   objects(textColumns("Node", "Address", "Type", "State", "Usable", "Lag", "InUse", "Idle", "MaxConn", "Reads"), s.nodeRows()),
+		"schemas": objects(textColumns("User", "DB", "Table", "Type", "Key", "Nodes_List", "Locations", "TableRowLimit", "Default", "RW_Split", "Read_Consistency"), s.schemaRows()),
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(body)
 }
 
 // serveReload reads the configuration file again and applies it (POST

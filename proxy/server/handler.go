@@ -258,6 +258,11 @@ func (h *handler) query(p []byte) error {
 	}
 	stmt := router.Classify(sql)
 	c.act.set("Query", sql)
+	if stmt.Keyword == "ADMIN" || stmt.Keyword == "SHOW" {
+		if handled, err := h.adminSQL(sql, stmt.Keyword); handled {
+			return err
+		}
+	}
 	switch stmt.Kind {
 	case router.KindEmpty:
 		if strings.TrimSpace(sql) == "" {
