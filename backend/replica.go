@@ -356,3 +356,14 @@ func (n *Node) AwaitMove(from string) bool {
 		}
 	}
 }
+
+// ReadOnly reports whether the node's master was read-only at its last
+// check, or refused a write as read-only since (NoteReadOnly).
+func (n *Node) ReadOnly() bool { return n.readOnly.Load() }
+
+// NoteReadOnly records that the master refused a write as read-only (a
+// switchover may be under way) and checks the servers now.
+func (n *Node) NoteReadOnly() {
+	n.readOnly.Store(true)
+	n.CheckSoon()
+}

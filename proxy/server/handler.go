@@ -359,12 +359,13 @@ func (h *handler) query(p []byte) error {
 			relay = h.logicalRelay(plan.Tables)
 		}
 		var res backend.Outcome
-		guarded := st.Read != session.ReadReplica && !multi && h.guardsReadOnly(t.Node)
 		var from string
 		base := relay
-		if guarded {
-			relay, from = readOnlyGuard(base), c.srv.nodes[t.Node].Addr()
+		if st.Read != session.ReadReplica && !multi && h.watchesReadOnly(t.Node) {
+			from = h.beforeMasterStatement(t.Node)
+			relay = readOnlyGuard(base, from != "")
 		}
+		guarded := from != ""
 		res, err = h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
 		if guarded && errors.Is(err, errReadOnlyMaster) {
 			// A switchover is under way: once the node's master moves,

@@ -577,6 +577,14 @@ var inlineCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": t
 func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
 	h, c := s.h, s.h.c
 	c.srv.queries.Add(1)
+	// As for text statements: a write a read-only master refuses before
+	// the session did anything there waits for the switch (afterReadOnly).
+	// (Not with long data: it is sent once.)
+	var from string
+	watch := !cursor && c.st.Read != session.ReadReplica && h.watchesReadOnly(node)
+	if watch && !slices.Contains(ps.HasLong, true) {
+		from = h.beforeMasterStatement(node)
+	}
 	bc, err := c.st.Acquire(node, ps.UsesIDs)
 	if err != nil {
 		return err
@@ -605,8 +613,18 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		s.relayExec = s.relayExecution
 	}
 	s.execSQL, s.execCursor, s.execOnce = q, cursor, ps.Once && !cursor
-	if _, err = h.x.RunOn(bc, s.pbuf, cursor, s.relayExec); err == nil && cursor {
+	relay := engine.Relay(s.relayExec)
+	if watch {
+		relay = readOnlyGuard(relay, from != "")
+	}
+	if _, err = h.x.RunOn(bc, s.pbuf, cursor, relay); err == nil && cursor {
 		ps.Cursor, ps.CursorID = bc, st.ID
+	}
+	if from != "" && errors.Is(err, errReadOnlyMaster) {
+		_, err = h.afterReadOnly(node, from, func() (backend.Outcome, error) {
+			return backend.Outcome{}, s.executeOn(ps, e, node, q, order, false)
+		})
+		return err
 	}
 	return h.settle(err)
 }

@@ -100,34 +100,53 @@ func replicaLost(err error) bool {
 var errReadOnlyMaster = errors.New("the master is read-only")
 
 // readOnlyGuard relays like inner, except that an ERR 1290 (read-only)
-// from a node's master is kept from the client and returned as
+// from a node's master marks the node read-only (a switchover may be under
+// way) and, with intercept, is kept from the client and returned as
 // errReadOnlyMaster: the statement did not run, and may run again on the
 // master the node moves to.
-func readOnlyGuard(inner engine.Relay) engine.Relay {
+func readOnlyGuard(inner engine.Relay, intercept bool) engine.Relay {
 	return func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
 		code, isErr, err := bc.PeekErrCode()
 		if err == nil && isErr && code == mysql.ErOptionPreventsStatement && bc.Node().Primary() == nil {
-			if _, err := bc.ReadPacket(); err != nil {
-				return backend.Outcome{}, err
+			bc.Node().NoteReadOnly()
+			if intercept {
+				if _, err := bc.ReadPacket(); err != nil {
+					return backend.Outcome{}, err
+				}
+				return backend.Outcome{}, errReadOnlyMaster
 			}
-			return backend.Outcome{}, errReadOnlyMaster
 		}
 		return inner(x, bc)
 	}
 }
 
-// guardsReadOnly reports whether a statement for node runs under
-// readOnlyGuard: the node has replicas (a switchover can happen) and the
-// session holds no connection there, so the statement is the first thing
-// the session (and its transaction) does on that master and can run again
-// elsewhere.
-func (h *handler) guardsReadOnly(node string) bool {
+// watchesReadOnly reports whether statements for node watch for a
+// read-only master: it has replicas, so a switchover can happen.
+func (h *handler) watchesReadOnly(node string) bool {
 	c := h.c
 	if !c.srv.hasReplicas.Load() || c.srv.cfg().Backend.MasterSwitchWait <= 0 {
 		return false
 	}
 	n := c.srv.nodes[node]
-	return n != nil && len(n.Replicas()) > 0 && !c.st.HoldsNode(node)
+	return n != nil && len(n.Replicas()) > 0
+}
+
+// beforeMasterStatement prepares a statement for node's master: when the
+// session has nothing there yet it returns the master's address (the
+// statement can run again after a switch) and, inside a transaction on a
+// master known to be read-only, first waits for the switch, so the
+// transaction begins on the master that will take its writes.
+func (h *handler) beforeMasterStatement(node string) (from string) {
+	if !h.watchesReadOnly(node) || h.c.st.HoldsNode(node) {
+		return ""
+	}
+	n := h.c.srv.nodes[node]
+	from = n.Addr()
+	if h.c.st.InTxn() && n.ReadOnly() {
+		n.AwaitMove(from)
+		from = n.Addr()
+	}
+	return from
 }
 
 // afterReadOnly waits for node's master to move away from the read-only
