@@ -185,9 +185,10 @@ func waitSessions(t *testing.T, p *proxy, n int) {
 	eventually(t, 10*time.Second, fmt.Sprintf("%d sessions", n), func() bool { return p.srv.Stats().Sessions == n })
 }
 
-// TestGracefulShutdown: Shutdown closes idle clients at once, lets a
-// running statement finish and deliver its result, then closes that
-// client too; Serve returns ErrServerClosed.
+// TestGracefulShutdown: Shutdown closes idle clients at once, lets a client
+// idle inside a transaction commit it and closes it then, lets a running
+// statement finish and deliver its result, then closes that client too;
+// Serve returns ErrServerClosed.
 func TestGracefulShutdown(t *testing.T) {
 	s := backends(t)[0]
 	p := startProxy(t, newConfig(t, s))
@@ -230,6 +231,10 @@ func TestGracefulShutdown(t *testing.T) {
 		shut <- p.srv.Shutdown(ctx)
 	}()
 	idle.expectClosed()
+	// A session inside a transaction may finish it, and is closed then.
+	if _, e := idleInTx.query("COMMIT"); e != nil {
+		t.Fatalf("COMMIT of a transaction open at the shutdown: %v", e)
+	}
 	idleInTx.expectClosed()
 	idleClosed := time.Now()
 	code, body := getHealth(t, p.srv.AdminHandler())
