@@ -24,7 +24,7 @@ var allowed = map[string]struct {
 	"backend":       {[]string{"config", "mysql"}, nil},
 	"schema":        {nil, nil},
 	"sequence":      {[]string{"backend", "mysql"}, nil},
-	"proxy/session": {[]string{"backend", "mysql", "router"}, nil},
+	"proxy/session": {[]string{"backend", "config", "mysql", "router"}, nil},
 	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
 	"proxy/server": {[]string{"backend", "config", "mysql", "proxy/engine", "proxy/session", "router", "schema", "sequence"},
 		[]string{"go.uber.org/zap"}},

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +108,36 @@ func TestReload(t *testing.T) {
 		if len(failures) > 0 {
 			t.Errorf("statements failed during the reloads: %q", failures[:min(len(failures), 5)])
 		}
+	}()
+	// And sysbench, as an application: it must end without an error or a
+	// reconnect.
+	sb, err := exec.LookPath("sysbench")
+	if err != nil {
+		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
+	}
+	mustExec(t, db, "CREATE DATABASE sbrl")
+	host, port, _ := strings.Cut(p.addr, ":")
+	sbArgs := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
+		"--mysql-user=" + appUser, "--mysql-password=" + appPassword, "--mysql-db=sbrl", "--tables=1", "--table-size=1000"}
+	if out, err := exec.Command(sb, append(slices.Clone(sbArgs), "prepare")...).CombinedOutput(); err != nil {
+		t.Fatalf("sysbench prepare: %v\n%s", err, out)
+	}
+	sbRun := exec.Command(sb, append(slices.Clone(sbArgs), "--threads=2", "--time=4", "--report-interval=0", "run")...)
+	var sbOut strings.Builder
+	sbRun.Stdout, sbRun.Stderr = &sbOut, &sbOut
+	if err := sbRun.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sbRun.Wait(); err != nil {
+			t.Errorf("sysbench under the reloads: %v\n%s", err, sbOut.String())
+			return
+		}
+		out := sbOut.String()
+		if !strings.Contains(out, "ignored errors:                      0") || !strings.Contains(out, "reconnects:                          0") {
+			t.Errorf("sysbench under the reloads had errors or reconnects:\n%s", out)
+		}
+		t.Logf("sysbench under the reloads:\n%s", out)
 	}()
 	time.Sleep(300 * time.Millisecond)
 
