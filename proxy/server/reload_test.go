@@ -110,7 +110,8 @@ func TestReload(t *testing.T) {
 		}
 	}()
 	// And sysbench, as an application: it must end without an error or a
-	// reconnect.
+	// reconnect (one thread: two deadlock now and then in oltp_read_write,
+	// which sysbench counts as ignored errors).
 	sb, err := exec.LookPath("sysbench")
 	if err != nil {
 		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
@@ -122,7 +123,7 @@ func TestReload(t *testing.T) {
 	if out, err := exec.Command(sb, append(slices.Clone(sbArgs), "prepare")...).CombinedOutput(); err != nil {
 		t.Fatalf("sysbench prepare: %v\n%s", err, out)
 	}
-	sbRun := exec.Command(sb, append(slices.Clone(sbArgs), "--threads=2", "--time=4", "--report-interval=0", "run")...)
+	sbRun := exec.Command(sb, append(slices.Clone(sbArgs), "--threads=1", "--time=4", "--report-interval=0", "run")...)
 	var sbOut strings.Builder
 	sbRun.Stdout, sbRun.Stderr = &sbOut, &sbOut
 	if err := sbRun.Start(); err != nil {
