@@ -44,6 +44,7 @@ SERVER_FLAGS=(
 	--log-bin=mysql-bin
 	--binlog-format=ROW
 	--binlog-row-image=FULL
+	--binlog-row-metadata=FULL
 	--log-slave-updates
 	--sync-binlog=0
 	--max-connections=2000

@@ -443,6 +443,7 @@ func (s *Server) spawn(freshPort bool) error {
 		"--server-id=" + strconv.Itoa(s.ServerID),
 		"--binlog-format=ROW",
 		"--binlog-row-image=FULL",
+		"--binlog-row-metadata=FULL",
 		"--log-slave-updates",
 		"--sync-binlog=0",
 		"--max-connections=1000",

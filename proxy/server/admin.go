@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -119,6 +120,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("/admin/switch_master", s.auth(http.HandlerFunc(s.serveSwitchMaster)))
 	mux.Handle("/admin/reload", s.auth(http.HandlerFunc(s.serveReload)))
 	mux.Handle("/admin/config", s.auth(http.HandlerFunc(s.serveAdminConfig)))
+	mux.Handle("/changes", s.auth(http.HandlerFunc(s.serveChanges)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -305,4 +307,42 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	per("shardgate_backend_acquire_timeouts_total", "counter", "Statements that timed out waiting for a pooled connection.", func(n NodeStats) any { return n.AcquireTimeouts })
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
+}
+
+// serveChanges streams the change streams of logical tables as JSON lines
+// (changestream.Change): GET /changes?table=db.t&table=...&from=node1=GTIDS&from=...
+// Each line is flushed as it is written; a client that reads slowly slows
+// only its own stream. The stream ends when the client goes away or a
+// node's reader fails (its error is the last line, {"error": "..."}).
+func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	o := changestream.Options{Tables: q["table"], From: map[string]string{}}
+	for _, f := range q["from"] {
+		node, pos, ok := strings.Cut(f, "=")
+		if !ok || s.nodes[node] == nil {
+			http.Error(w, fmt.Sprintf("from=%q: want node=GTID-position with a node of this proxy", f), http.StatusBadRequest)
+			return
+		}
+		o.From[node] = pos
+	}
+	cfg := s.cfg()
+	changes, errc, err := changestream.Subscribe(r.Context(), changestream.Sources(cfg), changestream.Names(cfg), o)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	fl, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	for ch := range changes {
+		if err := enc.Encode(ch); err != nil {
+			break // the client went away; r.Context() ends the readers
+		}
+		if fl != nil && len(changes) == 0 {
+			fl.Flush()
+		}
+	}
+	if err := <-errc; err != nil {
+		enc.Encode(map[string]string{"error": err.Error()})
+	}
 }

@@ -1,0 +1,30 @@
+// Package changestream reads the backends' binary logs and turns them into
+// change streams of logical tables: every row a transaction inserted,
+// updated or deleted in a subtable, named by its logical table, with its
+// before and after images, the transaction's GTID and commit time, in the
+// order of each node's binary log.
+//
+// It has a room of its own because it is the proxy's only consumer of the
+// replication protocol (go-mysql's replication package reads the events;
+// go-mysql's canal is not used: it decodes rows against today's schema)
+// and because later work builds on it: online resharding applies these
+// streams to new subtables.
+//
+// Rows are decoded with the column names the binary log itself carries
+// (binlog_row_metadata=FULL), so each event is read against the schema as
+// of its position, never against today's. Sources checks what a node must
+// run with (binary logs on, binlog_format=ROW, binlog_row_image=FULL,
+// binlog_row_metadata=FULL) and says what is missing.
+//
+// Ordering and delivery: changes of one node come in its binary log order;
+// the streams of several nodes are merged as they arrive, so a row, which
+// lives on one node, keeps its order. Each change carries Pos, the node's
+// GTID position just before its transaction: resuming from the Pos of the
+// first change not yet handled delivers that transaction again, whole
+// (at-least-once); (Node, GTID, Seq) identifies a change, so a consumer
+// that remembers it gets exactly-once effects.
+//
+// Memory is bounded: each node's reader blocks on a full output channel,
+// so a slow consumer slows its own stream (and the binary log reading
+// behind it), never the proxy's query path.
+package changestream

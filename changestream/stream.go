@@ -1,0 +1,309 @@
+package changestream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+// Change is one row changed by a committed transaction.
+type Change struct {
+	Node     string         `json:"node"`
+	Table    string         `json:"table"`    // logical db.table
+	Subtable string         `json:"subtable"` // physical db.table on Node
+	Op       string         `json:"op"`       // insert, update or delete
+	Before   map[string]any `json:"before,omitempty"`
+	After    map[string]any `json:"after,omitempty"`
+	GTID     string         `json:"gtid"` // the transaction's, domain-server-seq
+	Seq      int            `json:"seq"`  // the row's place in its transaction, from 0
+	Time     int64          `json:"ts"`   // the transaction's binary log timestamp (Unix seconds)
+	// Pos is the node's GTID position before this transaction: resume
+	// from it to receive the transaction again.
+	Pos string `json:"pos"`
+}
+
+// Source is one node's master, where its binary log is read.
+type Source struct {
+	Node, Addr, User, Password string
+}
+
+// Sources lists the nodes of cfg as sources.
+func Sources(cfg *config.Config) []Source {
+	out := make([]Source, 0, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		out = append(out, Source{Node: n.Name, Addr: n.Master, User: n.User, Password: n.Password})
+	}
+	return out
+}
+
+// Names maps physical tables (db.table) to logical ones, from the shard
+// rules of cfg: a rule's subtables table_0000, table_0001, ... and a
+// global table's copies are its logical table; any other table is itself.
+func Names(cfg *config.Config) func(db, table string) string {
+	m := map[string]string{}
+	var periods []string // db.table_ prefixes of date rules, whose subtables are named by period
+	for _, sc := range cfg.Schemas {
+		for _, r := range sc.Shard {
+			logical := r.DB + "." + r.Table
+			m[logical] = logical
+			switch r.Type {
+			case "date_year", "date_month", "date_day":
+				periods = append(periods, logical+"_")
+				continue
+			}
+			n := 0
+			for _, l := range r.Locations {
+				n += l
+			}
+			for i := 0; i < n; i++ {
+				m[fmt.Sprintf("%s.%s_%04d", r.DB, r.Table, i)] = logical
+			}
+		}
+	}
+	return func(db, table string) string {
+		key := db + "." + table
+		if l, ok := m[key]; ok {
+			return l
+		}
+		for _, p := range periods {
+			if rest, ok := strings.CutPrefix(key, p); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+				return strings.TrimSuffix(p, "_")
+			}
+		}
+		return key
+	}
+}
+
+// Check verifies that src writes binary logs a stream can read.
+func Check(src Source) error {
+	c, err := client.Connect(src.Addr, src.User, src.Password, "")
+	if err != nil {
+		return fmt.Errorf("node %s (%s): %w", src.Node, src.Addr, err)
+	}
+	defer c.Close()
+	r, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata")
+	if err != nil {
+		return fmt.Errorf("node %s (%s): %w", src.Node, src.Addr, err)
+	}
+	want := []string{"1", "ROW", "FULL", "FULL"}
+	names := []string{"log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata"}
+	var bad []string
+	for i := range want {
+		v, _ := r.GetString(0, i)
+		if !strings.EqualFold(v, want[i]) {
+			bad = append(bad, fmt.Sprintf("%s is %s, needs %s", names[i], v, want[i]))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("node %s (%s) cannot feed a change stream: %s", src.Node, src.Addr, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// Options shape a subscription.
+type Options struct {
+	// Tables are the logical tables (db.table) to stream; empty: all.
+	Tables []string
+	// From is each node's GTID position to start after (a MariaDB GTID
+	// list, as in Change.Pos); a node not named starts at its first
+	// binary log.
+	From map[string]string
+	// Buffer is how many changes may wait for the consumer (default 1024).
+	Buffer int
+	// ServerID is the replica id the readers present (default: one per
+	// subscription, from the clock); it must differ from every server's.
+	ServerID uint32
+}
+
+// Subscribe streams the changes of the sources' binary logs until ctx
+// ends or a reader fails; the error channel then gets the reason (nil
+// after ctx ended) and the change channel is closed.
+func Subscribe(ctx context.Context, sources []Source, names func(db, table string) string, o Options) (<-chan Change, <-chan error, error) {
+	if o.Buffer <= 0 {
+		o.Buffer = 1024
+	}
+	if o.ServerID == 0 {
+		o.ServerID = uint32(1_000_000 + time.Now().UnixNano()%1_000_000_000)
+	}
+	want := map[string]bool{}
+	for _, t := range o.Tables {
+		want[t] = true
+	}
+	for _, src := range sources {
+		if err := Check(src); err != nil {
+			return nil, nil, err
+		}
+	}
+	out := make(chan Change, o.Buffer)
+	errc := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, len(sources))
+	for i, src := range sources {
+		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i)}
+		go func() { done <- r.run(ctx, o.From[src.Node]) }()
+	}
+	go func() {
+		var first error
+		for range sources {
+			if err := <-done; err != nil && first == nil && ctx.Err() == nil {
+				first = err
+				cancel()
+			}
+		}
+		cancel()
+		close(out)
+		errc <- first
+	}()
+	return out, errc, nil
+}
+
+// reader follows one node's binary log.
+type reader struct {
+	src      Source
+	names    func(db, table string) string
+	want     map[string]bool
+	out      chan<- Change
+	serverID uint32
+}
+
+func (r *reader) run(ctx context.Context, from string) error {
+	host, portText, err := net.SplitHostPort(r.src.Addr)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return err
+	}
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: r.serverID, Flavor: gmysql.MariaDBFlavor, Host: host, Port: uint16(port),
+		User: r.src.User, Password: r.src.Password, MaxReconnectAttempts: 3,
+	})
+	defer syncer.Close()
+	set, err := gmysql.ParseMariadbGTIDSet(from)
+	if err != nil {
+		return fmt.Errorf("node %s: position %q: %w", r.src.Node, from, err)
+	}
+	cur := set.(*gmysql.MariadbGTIDSet)
+	streamer, err := syncer.StartSyncGTID(cur.Clone())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", r.src.Node, err)
+	}
+	var (
+		gtid    *gmysql.MariadbGTID
+		before  string // cur before the open transaction
+		seq     int
+		pending []Change // the open transaction's rows, sent at its commit
+		when    int64
+		alone   bool // the open GTID is a standalone statement (DDL): no XID ends it
+	)
+	commit := func() error {
+		if gtid == nil {
+			return nil
+		}
+		if err := cur.AddSet(gtid); err != nil {
+			return err
+		}
+		for _, ch := range pending {
+			select {
+			case r.out <- ch:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		pending, gtid = pending[:0], nil
+		return nil
+	}
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("node %s: reading the binary log: %w", r.src.Node, err)
+		}
+		switch e := ev.Event.(type) {
+		case *replication.MariadbGTIDEvent:
+			g := e.GTID
+			gtid, before, seq, pending, when = &g, cur.String(), 0, pending[:0], int64(ev.Header.Timestamp)
+			alone = e.IsStandalone()
+		case *replication.RowsEvent:
+			if gtid == nil {
+				continue
+			}
+			db, table := string(e.Table.Schema), string(e.Table.Table)
+			logical := r.names(db, table)
+			if len(r.want) > 0 && !r.want[logical] {
+				continue
+			}
+			cols := e.Table.ColumnNameString()
+			if len(cols) == 0 {
+				return fmt.Errorf("node %s: the binary log has no column names for %s.%s: set binlog_row_metadata=FULL", r.src.Node, db, table)
+			}
+			row := func(vals []any) map[string]any {
+				m := make(map[string]any, len(vals))
+				for i, v := range vals {
+					if i < len(cols) {
+						if b, ok := v.([]byte); ok {
+							v = string(b)
+						}
+						m[cols[i]] = v
+					}
+				}
+				return m
+			}
+			base := Change{Node: r.src.Node, Table: logical, Subtable: db + "." + table, GTID: gtid.String(), Time: when, Pos: before}
+			switch e.Type() {
+			case replication.EnumRowsEventTypeInsert:
+				for _, v := range e.Rows {
+					ch := base
+					ch.Op, ch.After, ch.Seq = "insert", row(v), seq
+					seq++
+					pending = append(pending, ch)
+				}
+			case replication.EnumRowsEventTypeDelete:
+				for _, v := range e.Rows {
+					ch := base
+					ch.Op, ch.Before, ch.Seq = "delete", row(v), seq
+					seq++
+					pending = append(pending, ch)
+				}
+			case replication.EnumRowsEventTypeUpdate:
+				for i := 0; i+1 < len(e.Rows); i += 2 {
+					ch := base
+					ch.Op, ch.Before, ch.After, ch.Seq = "update", row(e.Rows[i]), row(e.Rows[i+1]), seq
+					seq++
+					pending = append(pending, ch)
+				}
+			}
+		case *replication.XIDEvent:
+			if err := commit(); err != nil {
+				return err
+			}
+		case *replication.QueryEvent:
+			if q := strings.TrimSpace(string(e.Query)); alone || strings.EqualFold(q, "COMMIT") {
+				// A standalone statement (DDL), or the COMMIT of a
+				// non-transactional engine: the transaction ends here.
+				if err := commit(); err != nil {
+					return err
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// ErrNoSources is returned for a subscription without sources.
+var ErrNoSources = errors.New("changestream: no sources")
