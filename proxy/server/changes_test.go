@@ -176,3 +176,149 @@ func TestChangeStream(t *testing.T) {
 		t.Errorf("a node with binlog_row_metadata=MINIMAL: %s %s", resp.Status, buf[:n])
 	}
 }
+
+// TestChangeStreamResume: a consumer reads part of a stream of changes to
+// a table sharded over two nodes in four subtables (single-row statements,
+// multi-row transactions, and an ADD COLUMN in the middle), disconnects,
+// resumes from the positions of the last changes it handled, is cut off
+// again by a restart of the proxy, and resumes on the new proxy. After
+// dropping the transactions it was given twice (node, GTID, seq), it has
+// every change exactly once, in each row's order, and the rows after the
+// ADD COLUMN carry the new column.
+func TestChangeStreamResume(t *testing.T) {
+	servers := backends(t)
+	cfg := newConfig(t, servers...)
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "cs2", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
+	for _, s := range servers {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS cs2", "CREATE DATABASE cs2")
+	}
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn("cs2", ""))
+	mustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	from := map[string]string{}
+	for i, s := range servers {
+		from[fmt.Sprintf("node%d", i+1)] = queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT @@gtid_binlog_pos")
+	}
+	// The writes, and what each row went through.
+	want := map[int][]string{}
+	total := 0
+	exec := func(q string, id int, op string) {
+		mustExec(t, db, q)
+		want[id] = append(want[id], op)
+		total++
+	}
+	for id := 1; id <= 60; id++ {
+		exec(fmt.Sprintf("INSERT INTO t VALUES (%d, %d)", id, id), id, "insert")
+	}
+	for id := 1; id <= 60; id += 3 {
+		exec(fmt.Sprintf("UPDATE t SET v = v * 2 WHERE id = %d", id), id, "update")
+	}
+	c := conn(t, db)
+	for id := 61; id <= 70; id++ { // two rows per transaction, on one node or two
+		mustExec(t, c, "BEGIN", fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", id), fmt.Sprintf("DELETE FROM t WHERE id = %d", id-60), "COMMIT")
+		want[id] = append(want[id], "insert")
+		want[id-60] = append(want[id-60], "delete")
+		total += 2
+	}
+	mustExec(t, db, "ALTER TABLE t ADD COLUMN extra VARCHAR(10) NOT NULL DEFAULT 'x'")
+	for id := 71; id <= 90; id++ {
+		exec(fmt.Sprintf("INSERT INTO t VALUES (%d, %d, 'new')", id, id), id, "insert")
+	}
+	for id := 11; id <= 30; id += 2 {
+		exec(fmt.Sprintf("UPDATE t SET extra = 'upd' WHERE id = %d", id), id, "update")
+	}
+
+	seen := map[string]bool{}
+	got := map[int][]string{}
+	unique, redelivered := 0, 0
+	handle := func(chs []changestream.Change) {
+		for _, ch := range chs {
+			key := fmt.Sprintf("%s/%s/%d", ch.Node, ch.GTID, ch.Seq)
+			if seen[key] {
+				redelivered++
+				continue // a transaction delivered again after a resume
+			}
+			seen[key] = true
+			unique++
+			img := ch.After
+			if ch.Op == "delete" {
+				img = ch.Before
+			}
+			id := int(img["id"].(float64))
+			got[id] = append(got[id], ch.Op)
+			if ch.Op == "insert" && id > 70 && img["extra"] != "new" {
+				t.Errorf("insert of %d after ADD COLUMN: %v", id, img)
+			}
+			from[ch.Node] = ch.Pos // resume here: this transaction again, then the rest
+		}
+	}
+	web := httptest.NewServer(p.srv.AdminHandler())
+	handle(readChanges2(t, web.URL, "cs2.t", from, total/3))
+	handle(readChanges2(t, web.URL, "cs2.t", from, total/3))
+	web.Close()
+
+	// The proxy restarts; the consumer resumes on the new one.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p2 := startProxy(t, cfg)
+	web2 := httptest.NewServer(p2.srv.AdminHandler())
+	defer web2.Close()
+	// Everything left (redelivered transactions included), until the
+	// stream is idle for a second.
+	handle(readChanges2(t, web2.URL, "cs2.t", from, 2*total))
+	t.Logf("%d changes, %d distinct after dedup, %d redelivered", total, unique, redelivered)
+	if unique != total {
+		t.Errorf("%d distinct changes, want %d", unique, total)
+	}
+	for id, ops := range want {
+		if g, w := strings.Join(got[id], " "), strings.Join(ops, " "); g != w {
+			t.Errorf("row %d: %s, want %s", id, g, w)
+		}
+	}
+}
+
+// readChanges2 is readChanges for any table, returning up to n changes
+// (fewer when the stream has no more within a second).
+func readChanges2(t *testing.T, base, table string, from map[string]string, n int) []changestream.Change {
+	t.Helper()
+	v := url.Values{"table": {table}}
+	for node, pos := range from {
+		v.Add("from", node+"="+pos)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/changes?"+v.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
+	var out []changestream.Change
+	for len(out) < n {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return out
+			}
+			var ch changestream.Change
+			if err := json.Unmarshal(l, &ch); err != nil || ch.Node == "" {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			out = append(out, ch)
+		case <-time.After(time.Second):
+			return out
+		}
+	}
+	return out
+}
