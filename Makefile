@@ -17,7 +17,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-conns clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream clean
 
 all: build
 
@@ -76,6 +76,9 @@ bench:
 
 bench-conns:
 	bench/conns.sh
+
+bench-stream:
+	bench/stream.sh
 
 clean:
 	rm -rf bin

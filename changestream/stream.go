@@ -123,6 +123,10 @@ type Options struct {
 	// ServerID is the replica id the readers present (default: one per
 	// subscription, from the clock); it must differ from every server's.
 	ServerID uint32
+	// Until stops a node's reader once its position contains this GTID
+	// position (a node not named reads on until ctx ends); the change
+	// channel closes when every reader has stopped.
+	Until map[string]string
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -150,6 +154,14 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	done := make(chan error, len(sources))
 	for i, src := range sources {
 		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i)}
+		if u, ok := o.Until[src.Node]; ok {
+			set, err := gmysql.ParseMariadbGTIDSet(u)
+			if err != nil {
+				cancel()
+				return nil, nil, fmt.Errorf("node %s: until %q: %w", src.Node, u, err)
+			}
+			r.until = set
+		}
 		go func() { done <- r.run(ctx, o.From[src.Node]) }()
 	}
 	go func() {
@@ -174,6 +186,7 @@ type reader struct {
 	want     map[string]bool
 	out      chan<- Change
 	serverID uint32
+	until    gmysql.GTIDSet // nil: no end
 }
 
 func (r *reader) run(ctx context.Context, from string) error {
@@ -195,6 +208,9 @@ func (r *reader) run(ctx context.Context, from string) error {
 		return fmt.Errorf("node %s: position %q: %w", r.src.Node, from, err)
 	}
 	cur := set.(*gmysql.MariadbGTIDSet)
+	if r.until != nil && cur.Contain(r.until) {
+		return nil
+	}
 	streamer, err := syncer.StartSyncGTID(cur.Clone())
 	if err != nil {
 		return fmt.Errorf("node %s: %w", r.src.Node, err)
@@ -290,12 +306,18 @@ func (r *reader) run(ctx context.Context, from string) error {
 			if err := commit(); err != nil {
 				return err
 			}
+			if r.until != nil && cur.Contain(r.until) {
+				return nil
+			}
 		case *replication.QueryEvent:
 			if q := strings.TrimSpace(string(e.Query)); alone || strings.EqualFold(q, "COMMIT") {
 				// A standalone statement (DDL), or the COMMIT of a
 				// non-transactional engine: the transaction ends here.
 				if err := commit(); err != nil {
 					return err
+				}
+				if r.until != nil && cur.Contain(r.until) {
+					return nil
 				}
 			}
 		}

@@ -36,6 +36,7 @@ var allowed = map[string]struct {
 	"bench/conns":          {[]string{"backend", "mysql"}, nil},
 	"bench/relay":          {nil, nil},
 	"bench/report":         {nil, nil},
+	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},
 }
 
 // TestImportGraph reads every package's direct imports (tests excluded)

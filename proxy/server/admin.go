@@ -311,19 +311,28 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 
 // serveChanges streams the change streams of logical tables as JSON lines
 // (changestream.Change): GET /changes?table=db.t&table=...&from=node1=GTIDS&from=...
+// (&until=node1=GTIDS&...: end once each named node has reached it).
 // Each line is flushed as it is written; a client that reads slowly slows
 // only its own stream. The stream ends when the client goes away or a
 // node's reader fails (its error is the last line, {"error": "..."}).
 func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	o := changestream.Options{Tables: q["table"], From: map[string]string{}}
-	for _, f := range q["from"] {
-		node, pos, ok := strings.Cut(f, "=")
-		if !ok || s.nodes[node] == nil {
-			http.Error(w, fmt.Sprintf("from=%q: want node=GTID-position with a node of this proxy", f), http.StatusBadRequest)
-			return
+	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}}
+	for _, p := range []struct {
+		key string
+		m   map[string]string
+	}{{"from", o.From}, {"until", o.Until}} {
+		for _, f := range q[p.key] {
+			node, pos, ok := strings.Cut(f, "=")
+			if !ok || s.nodes[node] == nil {
+				http.Error(w, fmt.Sprintf("%s=%q: want node=GTID-position with a node of this proxy", p.key, f), http.StatusBadRequest)
+				return
+			}
+			p.m[node] = pos
 		}
-		o.From[node] = pos
+	}
+	if len(o.Until) == 0 {
+		o.Until = nil
 	}
 	cfg := s.cfg()
 	changes, errc, err := changestream.Subscribe(r.Context(), changestream.Sources(cfg), changestream.Names(cfg), o)
