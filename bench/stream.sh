@@ -6,12 +6,12 @@
 # which writes the two workloads and measures each stage (see bench/stream/main.go). The report goes to
 # $OUT/report.md (default bench/results/<date>-stream).
 #
-# Environment: OUT, ROWS (batched workload rows, 20000), OLTP_SECONDS (10), THREADS (16).
+# Environment: OUT, ROWS (batched workload rows, 100000), OLTP_SECONDS (10), THREADS (16).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 OUT=${OUT:-bench/results/$(date -u +%Y-%m-%d-%H%M)-stream}
-ROWS=${ROWS:-20000}
+ROWS=${ROWS:-100000}
 OLTP_SECONDS=${OLTP_SECONDS:-10}
 THREADS=${THREADS:-16}
 CONFIG=etc/ks.yaml
