@@ -257,50 +257,10 @@ func (r *reader) run(ctx context.Context, from string) error {
 			if gtid == nil {
 				continue
 			}
-			db, table := string(e.Table.Schema), string(e.Table.Table)
-			logical := r.names(db, table)
-			if len(r.want) > 0 && !r.want[logical] {
-				continue
-			}
-			cols := e.Table.ColumnNameString()
-			if len(cols) == 0 {
-				return fmt.Errorf("node %s: the binary log has no column names for %s.%s: set binlog_row_metadata=FULL", r.src.Node, db, table)
-			}
-			row := func(vals []any) map[string]any {
-				m := make(map[string]any, len(vals))
-				for i, v := range vals {
-					if i < len(cols) {
-						if b, ok := v.([]byte); ok {
-							v = string(b)
-						}
-						m[cols[i]] = v
-					}
-				}
-				return m
-			}
-			base := Change{Node: r.src.Node, Table: logical, Subtable: db + "." + table, GTID: gtid.String(), Time: when, Pos: before}
-			switch e.Type() {
-			case replication.EnumRowsEventTypeInsert:
-				for _, v := range e.Rows {
-					ch := base
-					ch.Op, ch.After, ch.Seq = "insert", row(v), seq
-					seq++
-					pending = append(pending, ch)
-				}
-			case replication.EnumRowsEventTypeDelete:
-				for _, v := range e.Rows {
-					ch := base
-					ch.Op, ch.Before, ch.Seq = "delete", row(v), seq
-					seq++
-					pending = append(pending, ch)
-				}
-			case replication.EnumRowsEventTypeUpdate:
-				for i := 0; i+1 < len(e.Rows); i += 2 {
-					ch := base
-					ch.Op, ch.Before, ch.After, ch.Seq = "update", row(e.Rows[i]), row(e.Rows[i+1]), seq
-					seq++
-					pending = append(pending, ch)
-				}
+			var err error
+			pending, err = r.rows(e, Change{Node: r.src.Node, GTID: gtid.String(), Time: when, Pos: before}, &seq, pending)
+			if err != nil {
+				return err
 			}
 		case *replication.XIDEvent:
 			if err := commit(); err != nil {
@@ -329,3 +289,52 @@ func (r *reader) run(ctx context.Context, from string) error {
 
 // ErrNoSources is returned for a subscription without sources.
 var ErrNoSources = errors.New("changestream: no sources")
+
+// rows appends the changes of one rows event to pending (base carries the
+// transaction's fields; seq numbers the rows of the transaction), unless
+// its table is not wanted.
+func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending []Change) ([]Change, error) {
+	db, table := string(e.Table.Schema), string(e.Table.Table)
+	logical := r.names(db, table)
+	if len(r.want) > 0 && !r.want[logical] {
+		return pending, nil
+	}
+	cols := e.Table.ColumnNameString()
+	if len(cols) == 0 {
+		return pending, fmt.Errorf("node %s: the binary log has no column names for %s.%s: set binlog_row_metadata=FULL", r.src.Node, db, table)
+	}
+	row := func(vals []any) map[string]any {
+		m := make(map[string]any, len(vals))
+		for i, v := range vals {
+			if i < len(cols) {
+				if b, ok := v.([]byte); ok {
+					v = string(b)
+				}
+				m[cols[i]] = v
+			}
+		}
+		return m
+	}
+	base.Table, base.Subtable = logical, db+"."+table
+	add := func(op string, before, after map[string]any) {
+		ch := base
+		ch.Op, ch.Before, ch.After, ch.Seq = op, before, after, *seq
+		*seq++
+		pending = append(pending, ch)
+	}
+	switch e.Type() {
+	case replication.EnumRowsEventTypeInsert:
+		for _, v := range e.Rows {
+			add("insert", nil, row(v))
+		}
+	case replication.EnumRowsEventTypeDelete:
+		for _, v := range e.Rows {
+			add("delete", row(v), nil)
+		}
+	case replication.EnumRowsEventTypeUpdate:
+		for i := 0; i+1 < len(e.Rows); i += 2 {
+			add("update", row(e.Rows[i]), row(e.Rows[i+1]))
+		}
+	}
+	return pending, nil
+}

@@ -86,8 +86,101 @@ func main() {
 	// Workload 2: sysbench oltp_write_only, with a live stream beside it.
 	r.OLTP = oltp(cfg, srcs)
 	r.OLTP.Stages = funnel(cfg, srcs, r.OLTP.from, r.OLTP.until)
+	r.Scaling = scaling(cfg, srcs)
 	r.Anchor = anchor(srcs)
 	write(r)
+}
+
+type scale struct {
+	Subtables  int     `json:"subtables"`
+	Rows       int64   `json:"rows"`
+	Seconds    float64 `json:"seconds"`
+	RowsPerSec float64 `json:"rows_per_s"`
+}
+
+// scaling measures the stream end to end (subscribe, route, serialize)
+// over one logical table split into 1, 2, 4 and 8 subtables over the two
+// nodes (1: all on node1), with *rows rows inserted directly into the
+// subtables, *batch per statement.
+func scaling(cfg *config.Config, srcs []changestream.Source) []scale {
+	var out []scale
+	for _, parts := range []int{1, 2, 4, 8} {
+		table := fmt.Sprintf("scale%d", parts)
+		rule := config.ShardRule{DB: "sbtest", Table: table, Key: "id", Type: "hash"}
+		if parts == 1 {
+			rule.Nodes, rule.Locations = []string{srcs[0].Node}, []int{1}
+		} else {
+			rule.Nodes, rule.Locations = []string{srcs[0].Node, srcs[1].Node}, []int{parts / 2, parts / 2}
+		}
+		names := changestream.Names(&config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{rule}}}})
+		// Subtable i lives on the node its place in the rule says.
+		node := func(i int) changestream.Source {
+			if parts == 1 || i < parts/2 {
+				return srcs[0]
+			}
+			return srcs[1]
+		}
+		conns := map[string]*client.Conn{}
+		for _, s := range srcs {
+			conns[s.Node] = connect(s.Addr, "sbtest")
+		}
+		for i := 0; i < parts; i++ {
+			c := conns[node(i).Node]
+			for _, q := range []string{fmt.Sprintf("DROP TABLE IF EXISTS %s_%04d", table, i),
+				fmt.Sprintf("CREATE TABLE %s_%04d (id INT PRIMARY KEY, k INT, c CHAR(120))", table, i)} {
+				if _, err := c.Execute(q); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}
+		from := positions(srcs)
+		var wg sync.WaitGroup
+		for i := 0; i < parts; i++ {
+			wg.Go(func() {
+				s := node(i)
+				c := connect(s.Addr, "sbtest")
+				defer c.Close()
+				for lo := i; lo < *rows; lo += parts * *batch {
+					var b strings.Builder
+					fmt.Fprintf(&b, "INSERT INTO %s_%04d VALUES ", table, i)
+					for j, id := 0, lo; j < *batch && id < *rows; j, id = j+1, id+parts {
+						if j > 0 {
+							b.WriteByte(',')
+						}
+						fmt.Fprintf(&b, "(%d, %d, 'row %d')", id, id, id)
+					}
+					if _, err := c.Execute(b.String()); err != nil {
+						log.Fatal(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		until := positions(srcs)
+		for _, c := range conns {
+			c.Close()
+		}
+		start := time.Now()
+		changes, errc, err := changestream.Subscribe(context.Background(), srcs, names,
+			changestream.Options{Tables: []string{"sbtest." + table}, From: from, Until: until, Buffer: 4096})
+		if err != nil {
+			log.Fatal(err)
+		}
+		var n int64
+		for ch := range changes {
+			if _, err := json.Marshal(ch); err != nil {
+				log.Fatal(err)
+			}
+			n++
+		}
+		if err := <-errc; err != nil {
+			log.Fatal(err)
+		}
+		secs := time.Since(start).Seconds()
+		out = append(out, scale{Subtables: parts, Rows: n, Seconds: secs, RowsPerSec: float64(n) / secs})
+		log.Printf("scaling: %d subtables: %d rows in %.3f s", parts, n, secs)
+	}
+	return out
 }
 
 type stage struct {
@@ -121,6 +214,7 @@ type report struct {
 	Config  string   `json:"config"`
 	Batched workload `json:"batched"`
 	OLTP    workload `json:"oltp_write_only"`
+	Scaling []scale  `json:"scaling"`
 	Anchor  []anchorResult
 }
 
@@ -479,6 +573,15 @@ func write(r report) {
 		}
 		m.WriteString("\n")
 	}
+	m.WriteString("## Scaling with subtables (end to end in process: subscribe, route, serialize; rows inserted directly into the subtables)\n\n| subtables | nodes | rows | s | rows/s |\n|---:|---:|---:|---:|---:|\n")
+	for _, sc := range r.Scaling {
+		nodes := 2
+		if sc.Subtables == 1 {
+			nodes = 1
+		}
+		fmt.Fprintf(&m, "| %d | %d | %d | %.3f | %.0f |\n", sc.Subtables, nodes, sc.Rows, sc.Seconds, sc.RowsPerSec)
+	}
+	m.WriteString("\nEach node's binary log has one reader: subtables on the same node share it, so throughput follows the nodes a table spans, not its subtables.\n\n")
 	m.WriteString("## Anchor: mariadb-binlog --read-from-remote-server (each node's whole binary log, decoded to text)\n\n| node | MB | s | MB/s |\n|---|---:|---:|---:|\n")
 	for _, a := range r.Anchor {
 		fmt.Fprintf(&m, "| %s | %.1f | %.3f | %.1f |\n", a.Node, float64(a.Bytes)/1e6, a.Seconds, a.MBPerSec)

@@ -1,0 +1,150 @@
+package changestream
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/internal/mariadbtest"
+)
+
+var server *mariadbtest.Server
+
+func TestMain(m *testing.M) {
+	mariadbtest.Main(m, 1, func(c *mariadbtest.Cluster) int {
+		if c != nil {
+			server = c.Servers[0]
+		}
+		return m.Run()
+	})
+}
+
+func db(t testing.TB) *sql.DB {
+	t.Helper()
+	if server == nil {
+		t.Skip("integration test: needs MariaDB (skipped under -short)")
+	}
+	d, err := sql.Open("mysql", server.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func exec(t testing.TB, d *sql.DB, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := d.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func pos(t testing.TB, d *sql.DB) string {
+	t.Helper()
+	var p string
+	if err := d.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSubscribeUntil: a subscription over a range ends by itself at its
+// Until position, names subtables by their logical table, leaves other
+// tables out, and numbers a transaction's rows.
+func TestSubscribeUntil(t *testing.T) {
+	d := db(t)
+	exec(t, d, "DROP DATABASE IF EXISTS su", "CREATE DATABASE su",
+		"CREATE TABLE su.t_0000 (id INT PRIMARY KEY, v INT)", "CREATE TABLE su.t_0001 (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE su.other (id INT PRIMARY KEY)")
+	from := pos(t, d)
+	exec(t, d, "INSERT INTO su.t_0000 VALUES (2, 20), (4, 40)", "INSERT INTO su.t_0001 VALUES (1, 10)",
+		"INSERT INTO su.other VALUES (1)", "UPDATE su.t_0000 SET v = v + 1")
+	until := pos(t, d)
+	exec(t, d, "INSERT INTO su.t_0001 VALUES (3, 30)") // after the range
+	cfg := &config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{{DB: "su", Table: "t", Type: "hash", Locations: []int{2}}}}}}
+	src := Source{Node: "n1", Addr: server.Addr, User: server.User, Password: server.Password}
+	changes, errc, err := Subscribe(context.Background(), []Source{src}, Names(cfg),
+		Options{Tables: []string{"su.t"}, From: map[string]string{"n1": from}, Until: map[string]string{"n1": until}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ch := range changes {
+		got = append(got, fmt.Sprintf("%s %s %s %d %v %v", ch.Table, ch.Subtable, ch.Op, ch.Seq, ch.Before["v"], ch.After["v"]))
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"su.t su.t_0000 insert 0 <nil> 20", "su.t su.t_0000 insert 1 <nil> 40",
+		"su.t su.t_0001 insert 0 <nil> 10",
+		"su.t su.t_0000 update 0 20 21", "su.t su.t_0000 update 1 40 41",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// BenchmarkDecode parses a binary log of 100-row INSERT, UPDATE and DELETE
+// statements with go-mysql (b.N times over the file) and turns its rows
+// into changes (route), reporting allocations per event and per row.
+func BenchmarkDecode(b *testing.B) {
+	d := db(b)
+	exec(b, d, "DROP DATABASE IF EXISTS bd", "CREATE DATABASE bd", "CREATE TABLE bd.t_0000 (id INT PRIMARY KEY, k INT, c CHAR(60))")
+	exec(b, d, "FLUSH BINARY LOGS")
+	for lo := 0; lo < 10000; lo += 100 {
+		var s strings.Builder
+		s.WriteString("INSERT INTO bd.t_0000 VALUES ")
+		for i := lo; i < lo+100; i++ {
+			if i > lo {
+				s.WriteByte(',')
+			}
+			fmt.Fprintf(&s, "(%d, %d, 'row %d of the benchmark')", i, i, i)
+		}
+		exec(b, d, s.String(), fmt.Sprintf("UPDATE bd.t_0000 SET k = k + 1 WHERE id BETWEEN %d AND %d", lo, lo+99))
+	}
+	exec(b, d, "DELETE FROM bd.t_0000", "FLUSH BINARY LOGS")
+	files, _ := filepath.Glob(filepath.Join(server.DataDir, "mysql-bin.[0-9]*"))
+	sort.Strings(files)
+	file := files[len(files)-2] // the one the writes went to
+	if st, err := os.Stat(file); err != nil || st.Size() < 1<<20 {
+		b.Fatalf("binary log %s: %v", file, err)
+	}
+	cfg := &config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{{DB: "bd", Table: "t", Type: "hash", Locations: []int{1}}}}}}
+	r := &reader{src: Source{Node: "n1"}, names: Names(cfg), want: map[string]bool{}}
+	var events, rows int64
+	b.ResetTimer()
+	for range b.N {
+		p := replication.NewBinlogParser()
+		seq := 0
+		var pending []Change
+		err := p.ParseFile(file, 4, func(ev *replication.BinlogEvent) error {
+			events++
+			if e, ok := ev.Event.(*replication.RowsEvent); ok {
+				var err error
+				pending, err = r.rows(e, Change{}, &seq, pending[:0])
+				rows += int64(len(pending))
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+	b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
+}
