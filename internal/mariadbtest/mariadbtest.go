@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -499,15 +498,22 @@ func (s *Server) waitReady(p *process, logOffset int64) error {
 	if err != nil {
 		return fmt.Errorf("mariadbtest: %w", err)
 	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	// The server that answers must be this one: another server of the
+	// cluster, started at the same time, may have been given the same
+	// free port and won it (this one then fails to bind and exits).
 	ping := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		conn, err := connector.Connect(ctx)
-		if err != nil {
+		var id int
+		if err := db.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id); err != nil {
 			return err
 		}
-		defer conn.Close()
-		return conn.(driver.Pinger).Ping(ctx)
+		if id != s.ServerID {
+			return fmt.Errorf("%s answers as server_id %d, not %d: another server has the port", s.Addr, id, s.ServerID)
+		}
+		return nil
 	}
 
 	deadline := time.NewTimer(readyTimeout)
@@ -676,13 +682,28 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 // freePort asks the kernel for a free port on 127.0.0.1. Another process may take it before mariadbd binds it;
 // startLocked retries with a new port when that happens.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("mariadbtest: find a free port: %w", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("mariadbtest: find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		// Never the same port twice in one process: two servers started
+		// together would race for it.
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // findBinaries locates mariadbd and mariadb-install-db in PATH, then in the directories Debian installs them to
 // (/usr/sbin is often missing from a non-root PATH).
