@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/go-sql-driver/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
