@@ -2,6 +2,7 @@ package changestream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -26,10 +27,17 @@ type Change struct {
 	After    map[string]any `json:"after,omitempty"`
 	GTID     string         `json:"gtid"` // the transaction's, domain-server-seq
 	Seq      int            `json:"seq"`  // the row's place in its transaction, from 0
-	Time     int64          `json:"ts"`   // the transaction's binary log timestamp (Unix seconds)
+	// Last marks the transaction's last row (of the tables streamed):
+	// the transaction is complete once it has arrived.
+	Last bool  `json:"last,omitempty"`
+	Time int64 `json:"ts"` // the transaction's binary log timestamp (Unix seconds)
 	// Pos is the node's GTID position before this transaction: resume
 	// from it to receive the transaction again.
 	Pos string `json:"pos"`
+	// JSON is the change encoded as one JSON line (with its newline),
+	// set when Options.Encode asks for it: each node's reader encodes its
+	// own changes, in parallel with the others.
+	JSON []byte `json:"-"`
 }
 
 // Source is one node's master, where its binary log is read.
@@ -127,6 +135,8 @@ type Options struct {
 	// position (a node not named reads on until ctx ends); the change
 	// channel closes when every reader has stopped.
 	Until map[string]string
+	// Encode sets each change's JSON.
+	Encode bool
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -153,7 +163,7 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, len(sources))
 	for i, src := range sources {
-		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i)}
+		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode}
 		if u, ok := o.Until[src.Node]; ok {
 			set, err := gmysql.ParseMariadbGTIDSet(u)
 			if err != nil {
@@ -187,6 +197,7 @@ type reader struct {
 	out      chan<- Change
 	serverID uint32
 	until    gmysql.GTIDSet // nil: no end
+	encode   bool
 }
 
 func (r *reader) run(ctx context.Context, from string) error {
@@ -230,7 +241,17 @@ func (r *reader) run(ctx context.Context, from string) error {
 		if err := cur.AddSet(gtid); err != nil {
 			return err
 		}
+		if n := len(pending); n > 0 {
+			pending[n-1].Last = true
+		}
 		for _, ch := range pending {
+			if r.encode {
+				b, err := json.Marshal(ch)
+				if err != nil {
+					return fmt.Errorf("node %s: encoding a change of %s: %w", r.src.Node, ch.Table, err)
+				}
+				ch.JSON = append(b, '\n')
+			}
 			select {
 			case r.out <- ch:
 			case <-ctx.Done():

@@ -61,7 +61,7 @@ func pos(t testing.TB, d *sql.DB) string {
 
 // TestSubscribeUntil: a subscription over a range ends by itself at its
 // Until position, names subtables by their logical table, leaves other
-// tables out, and numbers a transaction's rows.
+// tables out, numbers a transaction's rows and marks its last one.
 func TestSubscribeUntil(t *testing.T) {
 	d := db(t)
 	exec(t, d, "DROP DATABASE IF EXISTS su", "CREATE DATABASE su",
@@ -81,15 +81,15 @@ func TestSubscribeUntil(t *testing.T) {
 	}
 	var got []string
 	for ch := range changes {
-		got = append(got, fmt.Sprintf("%s %s %s %d %v %v", ch.Table, ch.Subtable, ch.Op, ch.Seq, ch.Before["v"], ch.After["v"]))
+		got = append(got, fmt.Sprintf("%s %s %s %d %v %v %v", ch.Table, ch.Subtable, ch.Op, ch.Seq, ch.Before["v"], ch.After["v"], ch.Last))
 	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"su.t su.t_0000 insert 0 <nil> 20", "su.t su.t_0000 insert 1 <nil> 40",
-		"su.t su.t_0001 insert 0 <nil> 10",
-		"su.t su.t_0000 update 0 20 21", "su.t su.t_0000 update 1 40 41",
+		"su.t su.t_0000 insert 0 <nil> 20 false", "su.t su.t_0000 insert 1 <nil> 40 true",
+		"su.t su.t_0001 insert 0 <nil> 10 true",
+		"su.t su.t_0000 update 0 20 21 false", "su.t su.t_0000 update 1 40 41 true",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

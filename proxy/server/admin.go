@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -317,7 +318,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 // node's reader fails (its error is the last line, {"error": "..."}).
 func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}}
+	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}, Encode: true}
 	for _, p := range []struct {
 		key string
 		m   map[string]string
@@ -342,16 +343,23 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	fl, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	for ch := range changes {
-		if err := enc.Encode(ch); err != nil {
+		// Encoded by each node's reader (Options.Encode), in parallel.
+		if _, err := bw.Write(ch.JSON); err != nil {
 			break // the client went away; r.Context() ends the readers
 		}
-		if fl != nil && len(changes) == 0 {
-			fl.Flush()
+		if len(changes) == 0 {
+			if bw.Flush() != nil {
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
 		}
 	}
 	if err := <-errc; err != nil {
-		enc.Encode(map[string]string{"error": err.Error()})
+		json.NewEncoder(bw).Encode(map[string]string{"error": err.Error()})
 	}
+	bw.Flush()
 }
