@@ -489,3 +489,37 @@ func TestMasterSwitchSysbench(t *testing.T) {
 		t.Errorf("sysbench reconnected: a connection was lost")
 	}
 }
+
+// TestMasterKilledFailover: the master is killed with kill -9 and the
+// operator promotes a replica (stops its replication, forgets its master);
+// the proxy follows once it has marked the old master down, and writes go
+// to the new master.
+func TestMasterKilledFailover(t *testing.T) {
+	master, replicas := replicaSet(t)
+	cfg := replicaConfig(t, master, replicas, 1, 1)
+	p := startProxy(t, cfg)
+	for _, r := range replicas {
+		waitUsable(t, p, r.Addr, true)
+	}
+	db := openDB(t, p.dsn("", ""))
+	mustExec(t, db, "CREATE DATABASE fo", "CREATE TABLE fo.t (id INT PRIMARY KEY)", "INSERT INTO fo.t VALUES (1)")
+	pos := queryValue(t, openDB(t, directDSN(master, "", "")), "SELECT @@gtid_binlog_pos")
+	ndb := openDB(t, directDSN(replicas[0], "", ""))
+	if got := queryValue(t, ndb, "SELECT MASTER_GTID_WAIT(?, 10)", pos); got != "0" {
+		t.Fatalf("the replica did not catch up: %s", got)
+	}
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, ndb, "STOP SLAVE", "RESET SLAVE ALL")
+	eventually(t, 15*time.Second, "the proxy follows the promotion of a replica after its master died", func() bool {
+		return p.srv.Stats().Nodes[0].Addr == replicas[0].Addr
+	})
+	eventually(t, 10*time.Second, "a write through the proxy after the failover", func() bool {
+		_, err := db.Exec("INSERT INTO fo.t VALUES (2)")
+		return err == nil
+	})
+	if got := queryValue(t, ndb, "SELECT COUNT(*) FROM fo.t"); got != "2" {
+		t.Errorf("the new master holds %s rows, want 2", got)
+	}
+}
