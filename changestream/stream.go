@@ -3,7 +3,6 @@ package changestream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -307,9 +306,6 @@ func (r *reader) run(ctx context.Context, from string) error {
 		}
 	}
 }
-
-// ErrNoSources is returned for a subscription without sources.
-var ErrNoSources = errors.New("changestream: no sources")
 
 // rows appends the changes of one rows event to pending (base carries the
 // transaction's fields; seq numbers the rows of the transaction), unless

@@ -148,3 +148,21 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
 }
+
+// TestNames: subtables of hash and range rules and a date rule's periods
+// are named by their logical table; other tables by themselves.
+func TestNames(t *testing.T) {
+	cfg := &config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{
+		{DB: "d", Table: "h", Type: "hash", Locations: []int{2, 2}},
+		{DB: "d", Table: "log", Type: "date_month"},
+	}}}}
+	names := Names(cfg)
+	for _, tc := range [][3]string{
+		{"d", "h_0000", "d.h"}, {"d", "h_0003", "d.h"}, {"d", "h_0004", "d.h_0004"},
+		{"d", "log_202611", "d.log"}, {"d", "log_x", "d.log_x"}, {"d", "plain", "d.plain"}, {"e", "h_0000", "e.h_0000"},
+	} {
+		if got := names(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("Names(%s, %s) = %s, want %s", tc[0], tc[1], got, tc[2])
+		}
+	}
+}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,39 +17,35 @@ import (
 	"github.com/shardgate/shardgate/config"
 )
 
-// readChanges subscribes over HTTP and reads n changes (or fails after
-// 20 s).
+// readChanges reads exactly n changes of cs.t from GET /changes, or fails.
 func readChanges(t *testing.T, base string, from map[string]string, n int) []changestream.Change {
 	t.Helper()
-	v := url.Values{"table": {"cs.t"}}
-	for node, pos := range from {
-		v.Add("from", node+"="+pos)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/changes?"+v.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /changes: %s", resp.Status)
-	}
-	var out []changestream.Change
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for len(out) < n && sc.Scan() {
-		var ch changestream.Change
-		if err := json.Unmarshal(sc.Bytes(), &ch); err != nil || ch.Node == "" {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		out = append(out, ch)
-	}
+	out := readChanges2(t, base, "cs.t", from, n)
 	if len(out) < n {
-		t.Fatalf("%d changes, want %d (%v)", len(out), n, sc.Err())
+		t.Fatalf("%d changes, want %d", len(out), n)
 	}
 	return out
+}
+
+// changeEnv is a proxy with table db.t hash-sharded over both servers in
+// four subtables (created through it with the given columns), and each
+// node's binary log position before anything was written to the table.
+func changeEnv(t *testing.T, name, columns string) (*proxy, *config.Config, *sql.DB, map[string]string) {
+	t.Helper()
+	servers := backends(t)
+	cfg := newConfig(t, servers...)
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: name, Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
+	for _, s := range servers {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS "+name, "CREATE DATABASE "+name)
+	}
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn(name, ""))
+	mustExec(t, db, "CREATE TABLE t ("+columns+")")
+	from := map[string]string{}
+	for i, s := range servers {
+		from[fmt.Sprintf("node%d", i+1)] = queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT @@gtid_binlog_pos")
+	}
+	return p, cfg, db, from
 }
 
 // TestChangeStream: rows written through the proxy to a table sharded over
@@ -60,18 +57,7 @@ func readChanges(t *testing.T, base string, from map[string]string, n int) []cha
 // the reason.
 func TestChangeStream(t *testing.T) {
 	servers := backends(t)
-	cfg := newConfig(t, servers...)
-	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "cs", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
-	for _, s := range servers {
-		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS cs", "CREATE DATABASE cs")
-	}
-	p := startProxy(t, cfg)
-	db := openDB(t, p.dsn("cs", ""))
-	mustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))")
-	from := map[string]string{}
-	for i, s := range servers {
-		from[fmt.Sprintf("node%d", i+1)] = queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT @@gtid_binlog_pos")
-	}
+	p, _, db, from := changeEnv(t, "cs", "id INT PRIMARY KEY, v INT, s VARCHAR(20)")
 	for i := 1; i <= 40; i++ {
 		mustExec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, %d, 'row %d')", i, i, i))
 	}
@@ -186,19 +172,7 @@ func TestChangeStream(t *testing.T) {
 // every change exactly once, in each row's order, and the rows after the
 // ADD COLUMN carry the new column.
 func TestChangeStreamResume(t *testing.T) {
-	servers := backends(t)
-	cfg := newConfig(t, servers...)
-	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "cs2", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
-	for _, s := range servers {
-		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS cs2", "CREATE DATABASE cs2")
-	}
-	p := startProxy(t, cfg)
-	db := openDB(t, p.dsn("cs2", ""))
-	mustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-	from := map[string]string{}
-	for i, s := range servers {
-		from[fmt.Sprintf("node%d", i+1)] = queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT @@gtid_binlog_pos")
-	}
+	p, cfg, db, from := changeEnv(t, "cs2", "id INT PRIMARY KEY, v INT")
 	// The writes, and what each row went through.
 	want := map[int][]string{}
 	total := 0

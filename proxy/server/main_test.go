@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -511,4 +514,23 @@ func joinRows(rows [][]string) string {
 		b.WriteString(strings.Join(r, ","))
 	}
 	return b.String()
+}
+
+// sysbenchFor returns the sysbench binary and oltp_read_write's arguments
+// for database db through p, with a table of size rows, after running its
+// prepare; it fails the test if sysbench is missing.
+func sysbenchFor(t *testing.T, p *proxy, db string, size int) (bin string, args []string) {
+	t.Helper()
+	bin, err := exec.LookPath("sysbench")
+	if err != nil {
+		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
+	}
+	host, port, _ := strings.Cut(p.addr, ":")
+	args = []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
+		"--mysql-user=" + appUser, "--mysql-password=" + appPassword, "--mysql-db=" + db,
+		"--tables=1", "--table-size=" + strconv.Itoa(size)}
+	if out, err := exec.Command(bin, append(slices.Clone(args), "prepare")...).CombinedOutput(); err != nil {
+		t.Fatalf("sysbench prepare: %v\n%s", err, out)
+	}
+	return bin, args
 }

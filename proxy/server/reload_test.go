@@ -112,17 +112,8 @@ func TestReload(t *testing.T) {
 	// And sysbench, as an application: it must end without an error or a
 	// reconnect (one thread: two deadlock now and then in oltp_read_write,
 	// which sysbench counts as ignored errors).
-	sb, err := exec.LookPath("sysbench")
-	if err != nil {
-		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
-	}
 	mustExec(t, db, "CREATE DATABASE sbrl")
-	host, port, _ := strings.Cut(p.addr, ":")
-	sbArgs := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
-		"--mysql-user=" + appUser, "--mysql-password=" + appPassword, "--mysql-db=sbrl", "--tables=1", "--table-size=1000"}
-	if out, err := exec.Command(sb, append(slices.Clone(sbArgs), "prepare")...).CombinedOutput(); err != nil {
-		t.Fatalf("sysbench prepare: %v\n%s", err, out)
-	}
+	sb, sbArgs := sysbenchFor(t, p, "sbrl", 1000)
 	sbRun := exec.Command(sb, append(slices.Clone(sbArgs), "--threads=1", "--time=4", "--report-interval=0", "run")...)
 	var sbOut strings.Builder
 	sbRun.Stdout, sbRun.Stderr = &sbOut, &sbOut

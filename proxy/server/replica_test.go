@@ -4,6 +4,9 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -311,9 +314,8 @@ func TestMasterSwitch(t *testing.T) {
 	mdb := openDB(t, directDSN(master, "", ""))
 	// read_only stops writers only without READ_ONLY ADMIN (ALL PRIVILEGES
 	// has it): the proxy's account here is an ordinary one.
-	mustExec(t, mdb, "CREATE USER px@'%' IDENTIFIED BY 'pxpw'",
-		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, SLAVE MONITOR ON *.* TO px@'%'",
-		"CREATE DATABASE sw", "CREATE TABLE sw.t (id INT PRIMARY KEY, w INT)", "CREATE TABLE sw.c (w INT PRIMARY KEY, n INT)",
+	ordinaryAccount(t, mdb)
+	mustExec(t, mdb, "CREATE DATABASE sw", "CREATE TABLE sw.t (id INT PRIMARY KEY, w INT)", "CREATE TABLE sw.c (w INT PRIMARY KEY, n INT)",
 		"INSERT INTO sw.c VALUES (0, 0), (1, 0), (2, 0), (3, 0)")
 	pos := queryValue(t, mdb, "SELECT @@gtid_binlog_pos")
 	for _, r := range replicas {
@@ -413,6 +415,15 @@ func TestMasterSwitch(t *testing.T) {
 	}
 }
 
+// ordinaryAccount creates px (password pxpw) on a master, with the
+// privileges a proxy needs and without READ_ONLY ADMIN (which ALL
+// PRIVILEGES has): read_only stops its writes.
+func ordinaryAccount(t *testing.T, mdb *sql.DB) {
+	t.Helper()
+	mustExec(t, mdb, "CREATE USER px@'%' IDENTIFIED BY 'pxpw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, SLAVE MONITOR ON *.* TO px@'%'")
+}
+
 // switchover promotes newMaster as an operator does: the old master turns
 // read-only, newMaster applies everything it wrote, stops replicating and
 // forgets its master, and the other replica follows newMaster.
@@ -437,27 +448,17 @@ func switchover(t *testing.T, old, newMaster, other *mariadbtest.Server) {
 // the switch fail (sysbench retries them: --mysql-ignore-errors). Measured:
 // 14-15 ignored errors in 6 s against about 4 deadlocks without a switch.
 func TestMasterSwitchSysbench(t *testing.T) {
-	bin, err := exec.LookPath("sysbench")
-	if err != nil {
-		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
-	}
 	master, replicas := replicaSet(t)
 	mdb := openDB(t, directDSN(master, "", ""))
-	mustExec(t, mdb, "CREATE USER px@'%' IDENTIFIED BY 'pxpw'",
-		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, SLAVE MONITOR ON *.* TO px@'%'",
-		"CREATE DATABASE sbsw")
+	ordinaryAccount(t, mdb)
+	mustExec(t, mdb, "CREATE DATABASE sbsw")
 	cfg := replicaConfig(t, master, replicas, 1, 1)
 	cfg.Nodes[0].User, cfg.Nodes[0].Password = "px", "pxpw"
 	p := startProxy(t, cfg)
 	for _, r := range replicas {
 		waitUsable(t, p, r.Addr, true)
 	}
-	host, port, _ := strings.Cut(p.addr, ":")
-	args := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
-		"--mysql-user=" + appUser, "--mysql-password=" + appPassword, "--mysql-db=sbsw", "--tables=1", "--table-size=2000"}
-	if out, err := exec.Command(bin, append(slices.Clone(args), "prepare")...).CombinedOutput(); err != nil {
-		t.Fatalf("sysbench prepare: %v\n%s", err, out)
-	}
+	bin, args := sysbenchFor(t, p, "sbsw", 2000)
 	run := exec.Command(bin, append(slices.Clone(args), "--threads=4", "--time=6", "--report-interval=0",
 		"--mysql-ignore-errors=1290,1927,1213,1205", "run")...)
 	var out strings.Builder
@@ -521,5 +522,33 @@ func TestMasterKilledFailover(t *testing.T) {
 	})
 	if got := queryValue(t, ndb, "SELECT COUNT(*) FROM fo.t"); got != "2" {
 		t.Errorf("the new master holds %s rows, want 2", got)
+	}
+}
+
+// TestMasterMovedInTransaction: a session whose transaction holds a
+// connection to the old master when the node's master moves (POST
+// /admin/switch_master) gets 1927 at its next statement, its transaction
+// rolled back, and goes on outside a transaction on the new master.
+func TestMasterMovedInTransaction(t *testing.T) {
+	master, replicas := replicaSet(t)
+	p := startProxy(t, replicaConfig(t, master, replicas, 1, 1))
+	db := openDB(t, p.dsn("", ""))
+	mustExec(t, db, "CREATE DATABASE mv", "CREATE TABLE mv.t (id INT PRIMARY KEY)")
+	c := conn(t, db)
+	mustExec(t, c, "BEGIN", "INSERT INTO mv.t VALUES (1)")
+	rec := httptest.NewRecorder()
+	p.srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost,
+		"/admin/switch_master?node=node1&addr="+url.QueryEscape(replicas[0].Addr), nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("switch_master: %d %s", rec.Code, rec.Body)
+	}
+	_, err := c.ExecContext(t.Context(), "INSERT INTO mv.t VALUES (2)")
+	wantSQLError(t, err, 1927, "70100")
+	mustExec(t, c, "INSERT INTO mv.t VALUES (3)") // autocommit, on the new master
+	if got := queryValue(t, openDB(t, directDSN(master, "", "")), "SELECT COUNT(*) FROM mv.t"); got != "0" {
+		t.Errorf("the old master kept %s rows of the rolled-back transaction", got)
+	}
+	if got := queryValue(t, openDB(t, directDSN(replicas[0], "", "")), "SELECT GROUP_CONCAT(id) FROM mv.t"); got != "3" {
+		t.Errorf("the new master holds rows %q, want 3", got)
 	}
 }

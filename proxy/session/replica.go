@@ -85,10 +85,6 @@ func (s *State) noteGTID(bc *backend.Conn, gtid string) {
 	s.gtids[n.Name] = gtid
 }
 
-// LastGTID returns the GTID of the session's last commit on node, "" when
-// none was seen.
-func (s *State) LastGTID(node string) string { return s.gtids[node] }
-
 // masterMoved deals with a connection the session holds to a server that
 // is no longer its node's master. An open transaction is rolled back
 // everywhere and the statement gets 1927 (the client retries it, as after
