@@ -36,11 +36,12 @@ type ReplicaStatus struct {
 	// GTIDPos is the replica's gtid_slave_pos: every transaction up to it
 	// has been applied.
 	GTIDPos string
-	// Replicating is set while SHOW SLAVE STATUS shows a replication
-	// thread running; a writable replica that is not replicating has been
-	// promoted (followPromotion).
-	Replicating bool
-	At          time.Time
+	// Promoted is set when the check reached the replica and found it
+	// writable (read_only off) with no replication thread running: what a
+	// replica an operator promoted looks like (followPromotion). A check
+	// that failed, or a suspected replica, is never Promoted.
+	Promoted bool
+	At       time.Time
 }
 
 // newReplica builds the pool of one replica of n.
@@ -225,9 +226,7 @@ func (r *Replica) checkReplication(c *Conn, gtidPos string) {
 	}
 	if len(res.Rows) == 0 {
 		st.Why = "not replicating (SHOW SLAVE STATUS is empty)"
-		if r.readOnly.Load() {
-			st.Replicating = true // read-only: not a promoted master either
-		}
+		st.Promoted = !r.readOnly.Load()
 		return
 	}
 	col := func(name string) (string, bool) {
@@ -246,7 +245,7 @@ func (r *Replica) checkReplication(c *Conn, gtidPos string) {
 			st.Lag = time.Duration(s) * time.Second
 		}
 	}
-	st.Replicating = io == "Yes" || io == "Connecting" || sqlRunning == "Yes" || r.readOnly.Load()
+	st.Promoted = !r.readOnly.Load() && io != "Yes" && io != "Connecting" && sqlRunning != "Yes"
 	max := r.opts.MaxReplicaLag
 	switch {
 	case io != "Yes":
@@ -285,10 +284,7 @@ func (n *Node) followPromotion() {
 	var cand *Replica
 	for _, r := range n.Replicas() {
 		st := r.status.Load()
-		if !r.Up() || r.readOnly.Load() || st.Replicating || st.At.IsZero() || r.Addr() == n.Addr() {
-			continue
-		}
-		if strings.HasPrefix(st.Why, "unreachable") || strings.HasPrefix(st.Why, "SHOW SLAVE STATUS failed") {
+		if !st.Promoted || !r.Up() || r.Addr() == n.Addr() {
 			continue
 		}
 		if cand != nil {
