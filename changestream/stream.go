@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/shopspring/decimal"
 
 	"github.com/shardgate/shardgate/config"
 )
@@ -73,7 +76,7 @@ func Names(cfg *config.Config) func(db, table string) string {
 				n += l
 			}
 			for i := 0; i < n; i++ {
-				m[fmt.Sprintf("%s.%s_%04d", r.DB, r.Table, i)] = logical
+				m[r.DB+"."+r.Subtable(i)] = logical
 			}
 		}
 	}
@@ -136,6 +139,11 @@ type Options struct {
 	Until map[string]string
 	// Encode sets each change's JSON.
 	Encode bool
+	// Marks adds, after every transaction of a node (whether or not it
+	// touched a wanted table), a change with Op "mark" whose Pos is the
+	// node's position after it: a consumer learns how far it has read even
+	// while no wanted table changes (online resharding waits on it).
+	Marks bool
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -162,7 +170,7 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, len(sources))
 	for i, src := range sources {
-		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode}
+		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode, marks: o.Marks}
 		if u, ok := o.Until[src.Node]; ok {
 			set, err := gmysql.ParseMariadbGTIDSet(u)
 			if err != nil {
@@ -188,6 +196,8 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	return out, errc, nil
 }
 
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // reader follows one node's binary log.
 type reader struct {
 	src      Source
@@ -197,6 +207,7 @@ type reader struct {
 	serverID uint32
 	until    gmysql.GTIDSet // nil: no end
 	encode   bool
+	marks    bool
 }
 
 func (r *reader) run(ctx context.Context, from string) error {
@@ -211,6 +222,10 @@ func (r *reader) run(ctx context.Context, from string) error {
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: r.serverID, Flavor: gmysql.MariaDBFlavor, Host: host, Port: uint16(port),
 		User: r.src.User, Password: r.src.Password, MaxReconnectAttempts: 3,
+		// Decimals exactly (as json.Number), TIMESTAMPs in UTC.
+		UseDecimal: true, TimestampStringLocation: time.UTC,
+		// The reader reports its own errors; go-mysql's log is noise here.
+		Logger: quiet,
 	})
 	defer syncer.Close()
 	set, err := gmysql.ParseMariadbGTIDSet(from)
@@ -258,6 +273,12 @@ func (r *reader) run(ctx context.Context, from string) error {
 			}
 		}
 		pending, gtid = pending[:0], nil
+		if r.marks {
+			select {
+			case r.out <- Change{Node: r.src.Node, Op: "mark", Pos: cur.String()}:
+			case <-ctx.Done():
+			}
+		}
 		return nil
 	}
 	for {
@@ -324,8 +345,11 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		m := make(map[string]any, len(vals))
 		for i, v := range vals {
 			if i < len(cols) {
-				if b, ok := v.([]byte); ok {
-					v = string(b)
+				switch x := v.(type) {
+				case []byte:
+					v = string(x)
+				case decimal.Decimal:
+					v = json.Number(x.String())
 				}
 				m[cols[i]] = v
 			}

@@ -51,6 +51,7 @@ func Default() *Config {
 		TransactionMode:          TransactionMulti,
 		DenyStatements:           append([]string(nil), DenyKinds...),
 		Frontend:                 tcp,
+		Move:                     MoveOptions{CutoverTimeout: time.Second, CopyWorkers: 4, BatchRows: 1000, ApplyWorkers: 4, ThrottleLatency: 50 * time.Millisecond},
 		Backend: BackendOptions{
 			TCPOptions:       tcp,
 			DialTimeout:      3 * time.Second,
@@ -222,6 +223,8 @@ type Config struct {
 	// (the global sequences): a database on one backend node, created on
 	// first use.
 	Sidecar Sidecar `yaml:"sidecar"`
+	// Move tunes online resharding and import.
+	Move MoveOptions `yaml:"move"`
 
 	// pos maps key paths to lines of the bytes this Config was parsed from;
 	// nil for a Config built in code.
@@ -336,6 +339,58 @@ type ShardRule struct {
 	// past that value (one more round trip to the sidecar per such
 	// INSERT), so a later generated id never collides with it.
 	SequenceAdvance bool `yaml:"sequence_advance"`
+	// Generation names the subtables of a hash or range rule: 0 (the
+	// default) gives kingshard's table_0000, table_0001, ...; N > 0 gives
+	// table_gN_0000, ... Online resharding writes a table's new layout
+	// under the next generation, so old and new subtables can live on the
+	// same node while rows move.
+	Generation int `yaml:"generation"`
+}
+
+// Subtable returns the name of subtable i of a hash or range rule.
+func (r *ShardRule) Subtable(i int) string {
+	if r.Generation > 0 {
+		return fmt.Sprintf("%s_g%d_%04d", r.Table, r.Generation, i)
+	}
+	return fmt.Sprintf("%s_%04d", r.Table, i)
+}
+
+// WithDefaults returns m with every zero field set to its default.
+func (m MoveOptions) WithDefaults() MoveOptions {
+	d := Default().Move
+	if m.CutoverTimeout == 0 {
+		m.CutoverTimeout = d.CutoverTimeout
+	}
+	if m.CopyWorkers == 0 {
+		m.CopyWorkers = d.CopyWorkers
+	}
+	if m.BatchRows == 0 {
+		m.BatchRows = d.BatchRows
+	}
+	if m.ApplyWorkers == 0 {
+		m.ApplyWorkers = d.ApplyWorkers
+	}
+	return m
+}
+
+// MoveOptions tune online resharding and import (the move section).
+type MoveOptions struct {
+	// CutoverTimeout bounds the pause of a cutover: statements on the
+	// table wait at most this long; if the new layout has not caught up
+	// by then nothing changes and the cutover is tried again. Default 1s.
+	CutoverTimeout time.Duration `yaml:"cutover_timeout"`
+	// CopyWorkers write copied rows, each to its share of the new
+	// subtables (order is kept per subtable). Default 4.
+	CopyWorkers int `yaml:"copy_workers"`
+	// BatchRows is the rows of one multi-row insert of the copy. Default
+	// 1000.
+	BatchRows int `yaml:"batch_rows"`
+	// ApplyWorkers apply the binary log to the new subtables, each its
+	// share of the primary keys (order is kept per key). Default 4.
+	ApplyWorkers int `yaml:"apply_workers"`
+	// ThrottleLatency slows the copy while a probe query on a source node
+	// takes longer than this (the source is busy). Default 50ms; 0 off.
+	ThrottleLatency time.Duration `yaml:"throttle_latency"`
 }
 
 // Sidecar is the sidecar database: a node and a database name.
@@ -489,6 +544,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Frontend == (TCPOptions{}) {
 		c.Frontend = d.Frontend
+	}
+	if c.Move == (MoveOptions{}) {
+		c.Move = d.Move
 	}
 	if c.Backend == (BackendOptions{}) {
 		c.Backend = d.Backend

@@ -132,6 +132,9 @@ func (c *Config) validateGlobals(v *validator) {
 	if c.SlowLogTime < 0 {
 		v.add("slow_log_time", "%d is negative; use 0 to turn the slow log off", c.SlowLogTime)
 	}
+	if m := c.Move; m.CutoverTimeout < 0 || m.CopyWorkers < 0 || m.CopyWorkers > 256 || m.BatchRows < 0 || m.BatchRows > 100000 || m.ApplyWorkers < 0 || m.ApplyWorkers > 256 || m.ThrottleLatency < 0 {
+		v.add("move", "cutover_timeout must be positive, copy_workers and apply_workers 1..256, batch_rows 1..100000, throttle_latency 0 or more (0 or absent: the default)")
+	}
 	for _, e := range splitList(c.AllowIPs) {
 		if _, err := parseAllowEntry(e); err != nil {
 			v.add("allow_ips", "%v", err)
@@ -308,6 +311,11 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 		v.add(joinKey(path, "sequence_advance"), "needs sequence: the column the sequence fills")
 	}
 
+	if r.Generation < 0 || r.Generation > 9999 {
+		v.add(joinKey(path, "generation"), "%d is out of range 0..9999", r.Generation)
+	} else if r.Generation > 0 && r.Type != "hash" && r.Type != "range" {
+		v.add(joinKey(path, "generation"), "only hash and range rules have generations")
+	}
 	switch r.Type {
 	case "hash", "range":
 		checkLocations(v, path, r)

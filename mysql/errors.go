@@ -47,6 +47,7 @@ const (
 	ErConnectionKilled          uint16 = 1927 // ER_CONNECTION_KILLED
 	ErOptionPreventsStatement   uint16 = 1290 // ER_OPTION_PREVENTS_STATEMENT: "The MariaDB server is running with the %s option so it cannot execute this statement"
 	ErSubqueryNotSupportedUsing uint16 = 1970 // ER_SUBQUERIES_NOT_SUPPORTED: "%s does not support subqueries or stored functions"
+	ErLockWaitTimeout           uint16 = 1205 // ER_LOCK_WAIT_TIMEOUT: also a statement held past a cutover's bound
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
@@ -76,6 +77,7 @@ var sqlStates = map[uint16]string{
 	ErConnectionKilled:          "70100",
 	ErOptionPreventsStatement:   "HY000",
 	ErSubqueryNotSupportedUsing: "42000",
+	ErLockWaitTimeout:           "HY000",
 }
 
 // SQLState returns the SQLSTATE MySQL uses for code, or HY000.

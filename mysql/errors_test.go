@@ -57,6 +57,7 @@ var errorCodes = []struct {
 	{"ErSPDoesNotExist", 1305, ErSPDoesNotExist, "42000"},
 	{"ErWrongArguments", 1210, ErWrongArguments, "HY000"},
 	{"ErSubqueryNotSupportedUsing", 1970, ErSubqueryNotSupportedUsing, "42000"},
+	{"ErLockWaitTimeout", 1205, ErLockWaitTimeout, "HY000"},
 }
 
 func TestErrorCodes(t *testing.T) {

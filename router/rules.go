@@ -95,13 +95,13 @@ func compileRule(sr *config.ShardRule, defaultNode string) (*rule, error) {
 		}
 		for j, n := range sr.Locations {
 			for k := 0; k < n; k++ {
-				r.subs = append(r.subs, subtable{name: fmt.Sprintf("%s_%04d", sr.Table, len(r.subs)), node: sr.Nodes[j]})
+				r.subs = append(r.subs, subtable{name: sr.Subtable(len(r.subs)), node: sr.Nodes[j]})
 			}
 		}
 		if len(r.subs) == 0 {
 			return nil, fmt.Errorf("rule has no subtables")
 		}
-		fmt.Fprintf(&b, "|%v|%d", sr.Locations, sr.TableRowLimit)
+		fmt.Fprintf(&b, "|%v|%d|%d", sr.Locations, sr.TableRowLimit, sr.Generation)
 	case "date_year", "date_month", "date_day":
 		digits := map[string]int{"date_year": 4, "date_month": 6, "date_day": 8}[sr.Type]
 		r.kind = map[string]ruleKind{"date_year": ruleYear, "date_month": ruleMonth, "date_day": ruleDay}[sr.Type]

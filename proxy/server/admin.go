@@ -19,11 +19,13 @@ import (
 
 // Stats is a snapshot of the server for operators.
 type Stats struct {
-	Sessions                int    `json:"sessions"`
-	ConnsTotal              uint64 `json:"connections_total"`
-	ConnsRejected           uint64 `json:"connections_rejected"`
-	AcceptErrors            uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
-	IdleTxnClosed           uint64 `json:"idle_in_transaction_closed"`
+	Sessions      int    `json:"sessions"`
+	ConnsTotal    uint64 `json:"connections_total"`
+	ConnsRejected uint64 `json:"connections_rejected"`
+	AcceptErrors  uint64 `json:"accept_errors"` // Accept failures waited out (out of descriptors, ...)
+	IdleTxnClosed uint64 `json:"idle_in_transaction_closed"`
+	// HeldStatements counts statements a cutover held (they ran after it).
+	HeldStatements          uint64 `json:"held_statements"`
 	Panics                  uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
 	Unauthenticated         int64  `json:"unauthenticated"`
 	UnauthenticatedRejected uint64 `json:"unauthenticated_rejected"`
@@ -91,6 +93,7 @@ func (s *Server) Stats() Stats {
 		PacketsTooLarge: s.packetsTooLarge.Load(), LongDataTooLarge: s.longDataTooLarge.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Queries: s.queries.Load(), ErrorsSent: s.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.rt().CacheStats()
+	st.HeldStatements = s.heldStatements.Load()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	for _, nd := range s.order {
 		x := nd.Stats()
@@ -122,6 +125,8 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("/admin/reload", s.auth(http.HandlerFunc(s.serveReload)))
 	mux.Handle("/admin/config", s.auth(http.HandlerFunc(s.serveAdminConfig)))
 	mux.Handle("/changes", s.auth(http.HandlerFunc(s.serveChanges)))
+	mux.Handle("/admin/workflows", s.auth(http.HandlerFunc(s.serveWorkflows)))
+	mux.Handle("/admin/workflows/", s.auth(http.HandlerFunc(s.serveWorkflows)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -285,6 +290,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("shardgate_idle_in_transaction_closed_total", "counter", "Clients disconnected by idle_in_transaction_timeout.", st.IdleTxnClosed)
 	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
 	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
+	metric("shardgate_cutover_held_statements_total", "counter", "Statements a cutover held until the new shard rule was in force.", st.HeldStatements)
 	metric("shardgate_plan_cache_hits_total", "counter", "Statements on sharded schemas routed from the plan cache without parsing.", st.PlanCacheHits)
 	metric("shardgate_plan_cache_misses_total", "counter", "Statements on sharded schemas the planner parsed and planned.", st.PlanCacheMisses)
 	metric("shardgate_plan_cache_shapes", "gauge", "Statement shapes the plan caches hold.", st.PlanCacheShapes)

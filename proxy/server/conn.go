@@ -31,12 +31,14 @@ import (
 // touched only by that goroutine. KILL, SHOW PROCESSLIST and Shutdown read
 // those from other goroutines.
 type conn struct {
-	srv *Server
-	nc  net.Conn
-	c   *mysql.Conn
-	id  uint32
-	log *zap.Logger
-	h   *handler
+	// gates are the gates of moving tables this session is inside (move.go).
+	gates []*gate
+	srv   *Server
+	nc    net.Conn
+	c     *mysql.Conn
+	id    uint32
+	log   *zap.Logger
+	h     *handler
 
 	salt []byte
 	user string
@@ -168,8 +170,16 @@ func (s *Server) serveConn(nc net.Conn) {
 
 // loop reads commands until the client quits or the connection fails.
 func (c *conn) loop() {
+	defer func() {
+		if len(c.gates) > 0 {
+			c.leaveGates()
+		}
+	}()
 	for {
 		c.inTxn.Store(c.st.InTxn())
+		if len(c.gates) > 0 && !c.st.InTxn() {
+			c.leaveGates()
+		}
 		c.idle.Store(true)
 		if c.srv.shutting.Load() && !c.inTxn.Load() {
 			return

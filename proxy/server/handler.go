@@ -80,6 +80,13 @@ func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
 	if h.readDefinition(err) {
 		p, err = h.c.srv.rt().Route(sql, s)
 	}
+	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
+		if waited, gerr := h.enterGates(*m, p.Tables); gerr != nil {
+			return nil, gerr
+		} else if waited {
+			return h.route(sql, s)
+		}
+	}
 	return p, err
 }
 
@@ -88,6 +95,13 @@ func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*r
 	p, err := h.c.srv.rt().RouteArgs(sql, s, args)
 	if h.readDefinition(err) {
 		p, err = h.c.srv.rt().RouteArgs(sql, s, args)
+	}
+	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
+		if waited, gerr := h.enterGates(*m, p.Tables); gerr != nil {
+			return nil, gerr
+		} else if waited {
+			return h.routeArgs(sql, s, args)
+		}
 	}
 	return p, err
 }

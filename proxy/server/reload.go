@@ -80,6 +80,10 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// Tables a workflow cut over keep their new rule.
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	cfg = withRules(cfg, s.overrides)
 	old := s.lv()
 	if diff := restartKeys(old.cfg, cfg); len(diff) > 0 {
 		return fmt.Errorf("reload refused, nothing changed: %s", strings.Join(diff, "; "))
@@ -128,7 +132,7 @@ func restartKeys(old, cfg *config.Config) []string {
 			continue
 		}
 		if !reflect.DeepEqual(prev.Shard, ns.Shard) {
-			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): shard rules changed: a new rule for a table that has rows moves them, which needs online resharding (not available yet); move the rows, then restart the proxy", i, ns.User))
+			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): shard rules changed: a new rule for a table that has rows moves them, which needs online resharding: use a reshard workflow (POST /admin/workflows, or shardgate reshard)", i, ns.User))
 		}
 		if !slices.Equal(prev.Nodes, ns.Nodes) || prev.Default != ns.Default {
 			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): nodes or default changed (needs a restart)", i, ns.User))

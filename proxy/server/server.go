@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
 )
@@ -50,7 +51,15 @@ type Server struct {
 	tables      *tables // definitions of the tables with rules, and their sequences
 	nodes       map[string]*backend.Node
 	order       []*backend.Node // nodes in config order
-	coll        byte            // collation announced in the handshake
+	// Data movement (move.go): the workflows, the gates of the tables they
+	// move (moving is nil until one exists), the rules cutovers put in force.
+	moves          *move.Manager
+	gates          gates
+	moving         atomic.Pointer[map[string]*gate]
+	swapMu         sync.Mutex
+	overrides      map[string]config.ShardRule
+	heldStatements atomic.Uint64
+	coll           byte // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
@@ -163,6 +172,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}()
 	}
 	wg.Wait()
+	s.startMoves()
 	s.tables = newTables(s)
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
@@ -308,6 +318,9 @@ wait:
 			<-done
 			break wait
 		}
+	}
+	if s.moves != nil {
+		s.moves.Close()
 	}
 	s.tables.close()
 	for _, n := range s.order {

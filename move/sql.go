@@ -1,0 +1,179 @@
+package move
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Endpoint is a server the workflow reads or writes.
+type Endpoint struct {
+	Addr, User, Password string
+}
+
+// dial opens a connection for copying rows: results come as the bytes the
+// columns store (character_set_results NULL), values go back as _binary
+// literals, TIMESTAMPs read and written in UTC, without strict mode (a
+// stored value is copied as it is).
+func dial(ep Endpoint) (*client.Conn, error) {
+	c, err := client.ConnectWithTimeout(ep.Addr, ep.User, ep.Password, "", 5*time.Second, func(c *client.Conn) error {
+		// A server that stopped answering fails the step (it is retried)
+		// instead of hanging it.
+		c.ReadTimeout, c.WriteTimeout = time.Minute, time.Minute
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.Addr, err)
+	}
+	if _, err := c.Execute("SET NAMES utf8mb4, character_set_results = NULL, time_zone = '+00:00', sql_mode = 'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", ep.Addr, err)
+	}
+	return c, nil
+}
+
+// quoteName quotes an identifier.
+func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// qualified quotes db.table.
+func qualified(db, table string) string { return quoteName(db) + "." + quoteName(table) }
+
+// quoteString writes s as a _binary string literal.
+func quoteString(b *strings.Builder, s string) {
+	b.WriteString("_binary'")
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case 0:
+			b.WriteString(`\0`)
+		case '\'':
+			b.WriteString(`\'`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case 0x1a:
+			b.WriteString(`\Z`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+}
+
+// literal writes a value read from a result (text protocol) as SQL.
+func literal(b *strings.Builder, v *gmysql.FieldValue) {
+	switch v.Type {
+	case gmysql.FieldValueTypeNull:
+		b.WriteString("NULL")
+	case gmysql.FieldValueTypeSigned:
+		b.WriteString(strconv.FormatInt(v.AsInt64(), 10))
+	case gmysql.FieldValueTypeUnsigned:
+		b.WriteString(strconv.FormatUint(v.AsUint64(), 10))
+	case gmysql.FieldValueTypeFloat:
+		writeFloat(b, v.AsFloat64(), 64)
+	default:
+		quoteString(b, string(v.AsString()))
+	}
+}
+
+func writeFloat(b *strings.Builder, f float64, bits int) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		b.WriteString("NULL")
+		return
+	}
+	b.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
+}
+
+// anyLiteral writes a value decoded from the binary log as SQL.
+func anyLiteral(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("NULL")
+	case int64:
+		b.WriteString(strconv.FormatInt(x, 10))
+	case int32:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case int16:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case int8:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case int:
+		b.WriteString(strconv.Itoa(x))
+	case uint64:
+		b.WriteString(strconv.FormatUint(x, 10))
+	case uint32:
+		b.WriteString(strconv.FormatUint(uint64(x), 10))
+	case uint16:
+		b.WriteString(strconv.FormatUint(uint64(x), 10))
+	case uint8:
+		b.WriteString(strconv.FormatUint(uint64(x), 10))
+	case float64:
+		writeFloat(b, x, 64)
+	case float32:
+		writeFloat(b, float64(x), 32)
+	case json.Number:
+		b.WriteString(string(x))
+	case string:
+		quoteString(b, x)
+	case []byte:
+		quoteString(b, string(x))
+	default:
+		quoteString(b, fmt.Sprint(x))
+	}
+}
+
+// fieldAny turns a result value into the Go value the shard rule reads.
+func fieldAny(v *gmysql.FieldValue) any {
+	switch v.Type {
+	case gmysql.FieldValueTypeNull:
+		return nil
+	case gmysql.FieldValueTypeSigned:
+		return v.AsInt64()
+	case gmysql.FieldValueTypeUnsigned:
+		return v.AsUint64()
+	case gmysql.FieldValueTypeFloat:
+		return v.AsFloat64()
+	}
+	return string(v.AsString())
+}
+
+// gtidPos reads a server's binary log position.
+func gtidPos(c *client.Conn) (string, error) {
+	r, err := c.Execute("SELECT @@gtid_binlog_pos")
+	if err != nil {
+		return "", err
+	}
+	return r.GetString(0, 0)
+}
+
+// covers reports whether position have contains every GTID of want.
+func covers(have, want string) bool {
+	if want == "" {
+		return true
+	}
+	h, err := gmysql.ParseMariadbGTIDSet(have)
+	if err != nil {
+		return false
+	}
+	w, err := gmysql.ParseMariadbGTIDSet(want)
+	if err != nil {
+		return false
+	}
+	return h.Contain(w)
+}
+
+// isServerError reports whether err is the server's answer (the
+// connection is fine), not a failed connection.
+func isServerError(err error) bool {
+	var me *gmysql.MyError
+	return errors.As(err, &me)
+}

@@ -1,0 +1,936 @@
+package move
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/changestream"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/router"
+)
+
+// Commands a running workflow takes.
+const (
+	CmdCutover  = "cutover"
+	CmdRollback = "rollback"
+	CmdComplete = "complete"
+	CmdCancel   = "cancel"
+	CmdVerify   = "verify"
+	CmdRepair   = "repair"
+)
+
+// importNode names the source of an import in positions and streams.
+const importNode = "source"
+
+// Manager runs the workflows of one proxy.
+type Manager struct {
+	store *Store
+	env   Env
+	log   *zap.Logger
+
+	mu   sync.Mutex
+	runs map[string]*run
+	wg   sync.WaitGroup
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// NewManager returns a manager keeping its workflows in store.
+func NewManager(store *Store, env Env, log *zap.Logger) *Manager {
+	ctx, stop := context.WithCancel(context.Background())
+	return &Manager{store: store, env: env, log: log, runs: map[string]*run{}, ctx: ctx, stop: stop}
+}
+
+// run is one workflow being driven.
+type run struct {
+	m    *Manager
+	mu   sync.Mutex // guards w
+	w    *Workflow
+	cmds chan command
+
+	def      *tableDef
+	copier   *copier
+	applier  *applier // the forward apply, then the reverse one
+	started  time.Time
+	copyBase int64 // rows copied before this run
+}
+
+type command struct {
+	name  string
+	reply chan error
+}
+
+// Resume starts every saved workflow that has not ended.
+func (m *Manager) Resume() error {
+	ws, err := m.store.List(m.ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if !w.Ended() {
+			m.launch(w)
+		}
+	}
+	return nil
+}
+
+// Overrides returns the rules saved workflows put in force: a table that
+// was cut over (and not rolled back) uses its new rule. The key is
+// db.table.
+func (m *Manager) Overrides() (map[string]config.ShardRule, error) {
+	ws, err := m.store.List(m.ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]config.ShardRule{}
+	for _, w := range ws {
+		if w.Spec.Kind == KindReshard && (w.State.Phase == PhaseSwitched || w.State.Phase == PhaseCompleted) {
+			out[w.Spec.Logical()] = w.Spec.To
+		}
+	}
+	return out, nil
+}
+
+// Start saves a new workflow and runs it.
+func (m *Manager) Start(spec Spec) (*Workflow, error) {
+	if spec.Name == "" {
+		spec.Name = strings.ReplaceAll(spec.DB+"_"+spec.Table, "`", "") + "_" + time.Now().UTC().Format("20060102T150405")
+	}
+	spec.Created = time.Now().UTC()
+	spec.Options = spec.Options.WithDefaults()
+	ws, err := m.store.List(m.ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		if w.Spec.Name == spec.Name {
+			return nil, fmt.Errorf("workflow %s exists", spec.Name)
+		}
+		if !w.Ended() && w.Spec.Logical() == spec.Logical() {
+			return nil, fmt.Errorf("table %s already moves in workflow %s (%s)", spec.Logical(), w.Spec.Name, w.State.Phase)
+		}
+	}
+	w := &Workflow{Spec: spec, State: State{Phase: PhaseCopying}}
+	if err := m.store.Save(m.ctx, w); err != nil {
+		return nil, err
+	}
+	m.launch(w)
+	return w, nil
+}
+
+func (m *Manager) launch(w *Workflow) {
+	r := &run{m: m, w: w, cmds: make(chan command)}
+	m.mu.Lock()
+	m.runs[w.Spec.Name] = r
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		r.drive(m.ctx)
+		m.mu.Lock()
+		delete(m.runs, w.Spec.Name)
+		m.mu.Unlock()
+	}()
+}
+
+// Command sends a command to a running workflow and waits for it to be
+// done (a cutover: tried until it succeeds, at most ten times).
+func (m *Manager) Command(name, cmd string) error {
+	m.mu.Lock()
+	r := m.runs[name]
+	m.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("no running workflow %s", name)
+	}
+	c := command{name: cmd, reply: make(chan error, 1)}
+	select {
+	case r.cmds <- c:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("workflow %s is busy", name)
+	}
+	return <-c.reply
+}
+
+// Status is a workflow with its live figures.
+type Status struct {
+	Workflow
+	Running    bool    `json:"running"`
+	RowsPerSec float64 `json:"rows_per_sec,omitempty"`
+	ETASeconds float64 `json:"eta_seconds,omitempty"`
+	// LagSeconds is how far the apply is behind the binary log (the
+	// timestamp of the newest change it has not applied yet).
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// List returns every workflow, running or saved.
+func (m *Manager) List() ([]Status, error) {
+	ws, err := m.store.List(m.ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(ws))
+	for _, w := range ws {
+		m.mu.Lock()
+		r := m.runs[w.Spec.Name]
+		m.mu.Unlock()
+		if r == nil {
+			out = append(out, Status{Workflow: *w})
+			continue
+		}
+		out = append(out, r.status())
+	}
+	return out, nil
+}
+
+// Close stops every workflow (they resume at the next start).
+func (m *Manager) Close() {
+	m.stop()
+	m.wg.Wait()
+	m.store.Close()
+}
+
+func (r *run) status() Status {
+	r.mu.Lock()
+	st := Status{Workflow: *r.w, Running: true}
+	st.Spec.Source = nil // no password in listings
+	base := r.copyBase
+	r.mu.Unlock()
+	if c := r.copier; c != nil && st.State.Phase == PhaseCopying {
+		done := c.rows.Load()
+		st.State.RowsCopied = base + done
+		if el := time.Since(r.started).Seconds(); el > 0 && done > 0 {
+			st.RowsPerSec = float64(done) / el
+			if left := st.State.RowsTotal - st.State.RowsCopied; left > 0 {
+				st.ETASeconds = float64(left) / st.RowsPerSec
+			}
+		}
+	}
+	if a := r.applier; a != nil {
+		st.State.ChangesApplied = a.changes.Load()
+		st.LagSeconds = a.lag().Seconds()
+	}
+	return st
+}
+
+func (r *run) save(ctx context.Context, f func(s *State)) error {
+	r.mu.Lock()
+	f(&r.w.State)
+	w := *r.w
+	w.State.Start, w.State.Copied = maps.Clone(w.State.Start), maps.Clone(w.State.Copied)
+	w.State.Applied, w.State.Reverse = maps.Clone(w.State.Applied), maps.Clone(w.State.Reverse)
+	r.mu.Unlock()
+	return r.m.store.Save(ctx, &w)
+}
+
+func (r *run) phase() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w.State.Phase
+}
+
+func (r *run) spec() *Spec { return &r.w.Spec } // never changes
+
+// drive runs the workflow from its phase until it ends or the manager
+// stops; a failure is recorded and the phase retried.
+func (r *run) drive(ctx context.Context) {
+	log := r.m.log.With(zap.String("workflow", r.spec().Name))
+	for ctx.Err() == nil {
+		var err error
+		switch r.phase() {
+		case PhaseCopying:
+			err = r.copy(ctx)
+		case PhaseCatchingUp, PhaseReady:
+			err = r.catchUp(ctx)
+		case PhaseSwitched:
+			err = r.reverse(ctx)
+		default:
+			return
+		}
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		log.Warn("workflow step failed; retrying", zap.String("phase", r.phase()), zap.Error(err))
+		_ = r.save(ctx, func(s *State) { s.Error = err.Error() })
+		if !r.idle(ctx, 2*time.Second) {
+			return
+		}
+	}
+}
+
+// idle waits d, answering commands meanwhile (only cancel acts);
+// it reports false when ctx ended.
+func (r *run) idle(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case c := <-r.cmds:
+			if c.name == CmdCancel {
+				c.reply <- r.cancel(ctx)
+				continue
+			}
+			c.reply <- fmt.Errorf("workflow %s is retrying a failed step (%s); try again", r.spec().Name, r.w.State.Error)
+		}
+	}
+}
+
+// sources are the tables the workflow reads and the streams it follows;
+// targets the subtables it writes.
+func (r *run) layout() (sources []copySource, streams []changestream.Source, targets []copyTarget, place *router.Placement, err error) {
+	sp := r.spec()
+	place, err = router.NewPlacement(sp.To)
+	if err != nil {
+		return
+	}
+	for _, t := range place.Subtables() {
+		targets = append(targets, copyTarget{node: t.Node, db: sp.DB, name: t.Name})
+	}
+	if sp.Kind == KindImport {
+		sources = []copySource{{key: sp.SourceDB + "." + sp.SourceTable, node: importNode, ep: *sp.Source, db: sp.SourceDB, name: sp.SourceTable}}
+		streams = []changestream.Source{{Node: importNode, Addr: sp.Source.Addr, User: sp.Source.User, Password: sp.Source.Password}}
+		return
+	}
+	from, err := router.NewPlacement(sp.From)
+	if err != nil {
+		return
+	}
+	nodes := map[string]bool{}
+	for _, t := range from.Subtables() {
+		ep, e := r.m.env.Endpoint(t.Node)
+		if e != nil {
+			err = e
+			return
+		}
+		sources = append(sources, copySource{key: t.Node + ":" + t.Name, node: t.Node, ep: ep, db: sp.DB, name: t.Name})
+		if !nodes[t.Node] {
+			nodes[t.Node] = true
+			streams = append(streams, changestream.Source{Node: t.Node, Addr: ep.Addr, User: ep.User, Password: ep.Password})
+		}
+	}
+	return
+}
+
+// names maps the physical tables of rule to the logical table (for an
+// import, the source table).
+func (r *run) names(rule config.ShardRule) func(db, table string) string {
+	sp := r.spec()
+	if sp.Kind == KindImport {
+		src := sp.SourceDB + "." + sp.SourceTable
+		return func(db, table string) string {
+			if db+"."+table == src {
+				return sp.Logical()
+			}
+			return db + "." + table
+		}
+	}
+	return changestream.Names(&config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{rule}}}})
+}
+
+// copy creates the new subtables, takes the start positions and copies.
+func (r *run) copy(ctx context.Context) error {
+	sp := r.spec()
+	sources, streams, targets, place, err := r.layout()
+	if err != nil {
+		return err
+	}
+	first, err := dial(sources[0].ep)
+	if err != nil {
+		return err
+	}
+	def, err := readDef(first, sources[0].db, sources[0].name)
+	first.Close()
+	if err != nil {
+		return err
+	}
+	r.def = def
+	keyCol := def.col(sp.To.Key)
+	if keyCol < 0 {
+		return fmt.Errorf("table %s has no column %s (the new rule's key)", sp.Logical(), sp.To.Key)
+	}
+	for _, t := range targets {
+		ep, err := r.m.env.Endpoint(t.node)
+		if err != nil {
+			return err
+		}
+		c, err := dial(ep)
+		if err != nil {
+			return err
+		}
+		_, err = c.Execute(def.createAs(t.db, t.name))
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("creating %s.%s on %s: %w", t.db, t.name, t.node, err)
+		}
+	}
+	if r.w.State.Start == nil {
+		// The positions come before the first row is read: every change
+		// the copy may miss comes after them.
+		start := map[string]string{}
+		for _, s := range streams {
+			if err := changestream.Check(s); err != nil {
+				return err
+			}
+			c, err := dial(Endpoint{Addr: s.Addr, User: s.User, Password: s.Password})
+			if err != nil {
+				return err
+			}
+			p, err := gtidPos(c)
+			c.Close()
+			if err != nil {
+				return err
+			}
+			start[s.Node] = p
+		}
+		var total int64
+		for _, s := range sources {
+			c, err := dial(s.ep)
+			if err != nil {
+				return err
+			}
+			res, err := c.Execute("SELECT COUNT(*) FROM " + qualified(s.db, s.name))
+			c.Close()
+			if err != nil {
+				return err
+			}
+			n, _ := res.GetInt(0, 0)
+			total += n
+		}
+		if err := r.save(ctx, func(s *State) { s.Start, s.Copied, s.RowsTotal = start, map[string]string{}, total }); err != nil {
+			return err
+		}
+	}
+	o := sp.Options.WithDefaults()
+	c := &copier{def: def, place: place, targets: targets, env: r.m.env, workers: o.CopyWorkers, batch: o.BatchRows,
+		throttle: o.ThrottleLatency, keyCol: keyCol}
+	r.mu.Lock()
+	if r.w.State.Copied == nil {
+		r.w.State.Copied = map[string]string{}
+	}
+	r.copier, r.started, r.copyBase = c, time.Now(), r.w.State.RowsCopied
+	resume := maps.Clone(r.w.State.Copied)
+	r.mu.Unlock()
+	var saveMu sync.Mutex
+	c.checkpoint = func(key, pk string, rows int64) error {
+		saveMu.Lock()
+		defer saveMu.Unlock()
+		r.mu.Lock()
+		r.w.State.Copied[key] = pk
+		r.w.State.RowsCopied += rows
+		r.mu.Unlock()
+		// Every chunk is checkpointed: a restart copies at most one chunk
+		// per source again.
+		return r.save(ctx, func(*State) {})
+	}
+	// Commands during the copy: only cancel acts.
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- c.run(cctx, sources, resume) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			el := time.Since(r.started).Seconds()
+			return r.save(ctx, func(s *State) {
+				s.Phase, s.Applied, s.Error = PhaseCatchingUp, maps.Clone(s.Start), ""
+				s.CopySeconds += el
+			})
+		case cmd := <-r.cmds:
+			if cmd.name == CmdCancel {
+				stop()
+				<-done
+				cmd.reply <- r.cancel(ctx)
+				return nil
+			}
+			cmd.reply <- fmt.Errorf("workflow %s is copying; %s comes after the copy", sp.Name, cmd.name)
+		}
+	}
+}
+
+// startApply starts an applier of streams into targets (placed by place)
+// from positions; it runs until the returned stop is called.
+func (r *run) startApply(ctx context.Context, streams []changestream.Source, names func(db, table string) string,
+	place *router.Placement, targets []copyTarget, from map[string]string, save func(map[string]string) error) (*applier, <-chan error, func(), error) {
+	sp := r.spec()
+	if r.def == nil {
+		var src copySource
+		if sp.Kind == KindImport {
+			src = copySource{ep: *sp.Source, db: sp.SourceDB, name: sp.SourceTable}
+		} else {
+			t := targets[0]
+			ep, err := r.m.env.Endpoint(t.node)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			src = copySource{ep: ep, db: t.db, name: t.name}
+		}
+		c, err := dial(src.ep)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		def, err := readDef(c, src.db, src.name)
+		c.Close()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		r.def = def
+	}
+	keyCol := r.def.col(sp.To.Key)
+	if place != nil && sp.Kind == KindReshard && r.phase() == PhaseSwitched {
+		keyCol = r.def.col(sp.From.Key)
+	}
+	if keyCol < 0 {
+		return nil, nil, nil, fmt.Errorf("table %s: the shard key column is missing", sp.Logical())
+	}
+	a := newApplier(r.def, place, targets, r.m.env, sp.Options.WithDefaults().ApplyWorkers, keyCol, from)
+	a.checkpoint = save
+	actx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- a.run(actx, streams, names, sp.Logical()) }()
+	r.mu.Lock()
+	r.applier = a
+	r.mu.Unlock()
+	return a, errc, stop, nil
+}
+
+// positions reads the current binary log position of streams' nodes.
+func positions(streams []changestream.Source) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range streams {
+		c, err := dial(Endpoint{Addr: s.Addr, User: s.User, Password: s.Password})
+		if err != nil {
+			return nil, err
+		}
+		p, err := gtidPos(c)
+		c.Close()
+		if err != nil {
+			return nil, err
+		}
+		out[s.Node] = p
+	}
+	return out, nil
+}
+
+// catchUp applies the sources' binary logs to the new subtables, verifies
+// once caught up, and serves commands until a cutover (or, for an import,
+// complete) ends the phase.
+func (r *run) catchUp(ctx context.Context) error {
+	sp := r.spec()
+	sources, streams, targets, place, err := r.layout()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	from := maps.Clone(r.w.State.Applied)
+	r.mu.Unlock()
+	a, errc, stop, err := r.startApply(ctx, streams, r.names(sp.From), place, targets, from, func(p map[string]string) error {
+		return r.save(ctx, func(s *State) { s.Applied = p })
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	sync := func(ctx context.Context) error {
+		p, err := positions(streams)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return a.waitFor(wctx, p)
+	}
+	var srcTables, dstTables []table
+	byNode := map[string][]table{}
+	for _, s := range sources {
+		srcTables = append(srcTables, table{ep: s.ep, db: s.db, name: s.name})
+		byNode[s.node] = append(byNode[s.node], table{ep: s.ep, db: s.db, name: s.name})
+	}
+	for _, t := range targets {
+		ep, err := r.m.env.Endpoint(t.node)
+		if err != nil {
+			return err
+		}
+		dstTables = append(dstTables, table{ep: ep, db: t.db, name: t.name})
+	}
+	v := &verifier{def: r.def, width: 1000}
+	verify := func() error {
+		t0 := time.Now()
+		diffs, rows, err := v.compare(ctx, byNode, dstTables, a)
+		if err != nil {
+			return err
+		}
+		r.m.log.Info("workflow verified", zap.String("workflow", sp.Name), zap.Int64("rows", rows), zap.Int("differing_ranges", len(diffs)),
+			zap.Duration("took", time.Since(t0)))
+		return r.save(ctx, func(s *State) {
+			s.Phase, s.Diffs, s.Verified, s.Error = PhaseReady, diffs, time.Now().UTC(), ""
+			s.VerifyRows, s.VerifySeconds = rows, time.Since(t0).Seconds()
+		})
+	}
+	if r.phase() == PhaseCatchingUp {
+		// Caught up first: the positions now, applied.
+		if err := r.await(ctx, errc, sync); err != nil {
+			return err
+		}
+		if err := verify(); err != nil {
+			return err
+		}
+	}
+	autoTries := 0
+	for {
+		var auto <-chan time.Time
+		r.mu.Lock()
+		clean := len(r.w.State.Diffs) == 0
+		r.mu.Unlock()
+		if sp.AutoCutover && sp.Kind == KindReshard && clean && autoTries < 10 {
+			auto = time.After(time.Duration(autoTries) * time.Second)
+		}
+		select {
+		case err := <-errc:
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-auto:
+			autoTries++
+			if ok, err := r.cutover(ctx, a, streams, targets); err != nil {
+				return err
+			} else if ok {
+				return nil
+			}
+		case cmd := <-r.cmds:
+			switch cmd.name {
+			case CmdVerify:
+				cmd.reply <- verify()
+			case CmdRepair:
+				r.mu.Lock()
+				var buckets []int64
+				for _, d := range r.w.State.Diffs {
+					buckets = append(buckets, d.Bucket)
+				}
+				r.mu.Unlock()
+				c := &copier{def: r.def, place: place, targets: targets, env: r.m.env, keyCol: r.def.col(sp.To.Key)}
+				err := v.repair(ctx, srcTables, c, buckets)
+				if err == nil {
+					err = verify()
+				}
+				cmd.reply <- err
+			case CmdCancel:
+				stop()
+				cmd.reply <- r.cancel(ctx)
+				return nil
+			case CmdComplete:
+				if sp.Kind != KindImport {
+					cmd.reply <- fmt.Errorf("workflow %s has not cut over yet: cutover first (or cancel)", sp.Name)
+					continue
+				}
+				// The application now writes through the proxy: apply what
+				// the source has, then stop.
+				err := sync(ctx)
+				if err == nil {
+					err = r.save(ctx, func(s *State) { s.Phase, s.Applied = PhaseCompleted, a.position() })
+				}
+				cmd.reply <- err
+				if err == nil {
+					return nil
+				}
+			case CmdCutover:
+				if sp.Kind != KindReshard {
+					cmd.reply <- fmt.Errorf("an import has no cutover: point the application at the proxy, then complete")
+					continue
+				}
+				var ok bool
+				var err error
+				for try := 0; try < 10 && !ok && err == nil; try++ {
+					if try > 0 && !r.idle(ctx, time.Second) {
+						err = ctx.Err()
+					} else {
+						ok, err = r.cutover(ctx, a, streams, targets)
+					}
+				}
+				if err == nil && !ok {
+					err = fmt.Errorf("cutover did not finish within cutover_timeout (%v) in 10 tries; nothing changed", sp.Options.WithDefaults().CutoverTimeout)
+				}
+				cmd.reply <- err
+				if ok {
+					return nil
+				}
+			default:
+				cmd.reply <- fmt.Errorf("workflow %s (%s) cannot %s", sp.Name, r.phase(), cmd.name)
+			}
+		}
+	}
+}
+
+// await waits for sync, failing early if the applier stops.
+func (r *run) await(ctx context.Context, errc <-chan error, sync func(context.Context) error) error {
+	done := make(chan error, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { done <- sync(sctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case err := <-errc:
+			if err == nil {
+				err = errors.New("the apply stopped")
+			}
+			return err
+		case cmd := <-r.cmds:
+			if cmd.name == CmdCancel {
+				cancel()
+				<-done
+				cmd.reply <- r.cancel(ctx)
+				return nil
+			}
+			cmd.reply <- fmt.Errorf("workflow %s is catching up; %s comes after", r.spec().Name, cmd.name)
+		}
+	}
+}
+
+// cutover tries one cutover: it reports false (and changed nothing) when
+// the pause would have exceeded cutover_timeout.
+func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.Source, targets []copyTarget) (bool, error) {
+	sp := r.spec()
+	timeout := sp.Options.WithDefaults().CutoverTimeout
+	r.mu.Lock()
+	r.w.State.Cutovers++
+	r.mu.Unlock()
+	t0 := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resume, err := r.m.env.Pause(pctx, sp.DB, sp.Table)
+	if err != nil {
+		r.m.log.Info("cutover postponed: transactions on the table did not end in time", zap.String("workflow", sp.Name), zap.Error(err))
+		return false, nil
+	}
+	p, err := positions(streams)
+	if err == nil {
+		err = a.waitFor(pctx, p)
+	}
+	var rev map[string]string
+	if err == nil {
+		var tstreams []changestream.Source
+		tstreams, err = r.nodeStreams(targets)
+		if err == nil {
+			rev, err = positions(tstreams)
+		}
+	}
+	if err == nil {
+		el := time.Since(t0)
+		err = r.save(ctx, func(s *State) {
+			s.Phase, s.Reverse, s.Applied, s.PauseMillis, s.Error = PhaseSwitched, rev, a.position(), float64(el.Microseconds())/1000, ""
+		})
+	}
+	if err != nil {
+		_ = resume(nil)
+		if errors.Is(err, context.DeadlineExceeded) {
+			r.m.log.Info("cutover postponed: the new subtables did not catch up in time", zap.String("workflow", sp.Name))
+			return false, nil
+		}
+		return false, err
+	}
+	to := sp.To
+	if err := resume(&to); err != nil {
+		return false, err
+	}
+	r.m.log.Info("cutover done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
+	r.mu.Lock()
+	r.w.State.PauseMillis = float64(time.Since(t0).Microseconds()) / 1000
+	r.mu.Unlock()
+	return true, nil
+}
+
+// nodeStreams lists the distinct nodes of targets as stream sources.
+func (r *run) nodeStreams(targets []copyTarget) ([]changestream.Source, error) {
+	var out []changestream.Source
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if seen[t.node] {
+			continue
+		}
+		seen[t.node] = true
+		ep, err := r.m.env.Endpoint(t.node)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, changestream.Source{Node: t.node, Addr: ep.Addr, User: ep.User, Password: ep.Password})
+	}
+	return out, nil
+}
+
+// reverse applies the new subtables' changes to the old ones after a
+// cutover, until rollback or complete.
+func (r *run) reverse(ctx context.Context) error {
+	sp := r.spec()
+	_, _, targets, _, err := r.layout()
+	if err != nil {
+		return err
+	}
+	old, err := router.NewPlacement(sp.From)
+	if err != nil {
+		return err
+	}
+	var olds []copyTarget
+	for _, t := range old.Subtables() {
+		olds = append(olds, copyTarget{node: t.Node, db: sp.DB, name: t.Name})
+	}
+	streams, err := r.nodeStreams(targets)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	from := maps.Clone(r.w.State.Reverse)
+	r.mu.Unlock()
+	a, errc, stop, err := r.startApply(ctx, streams, r.names(sp.To), old, olds, from, func(p map[string]string) error {
+		return r.save(ctx, func(s *State) { s.Reverse = p })
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for {
+		select {
+		case err := <-errc:
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		case cmd := <-r.cmds:
+			switch cmd.name {
+			case CmdRollback:
+				var ok bool
+				var err error
+				for try := 0; try < 10 && !ok && err == nil; try++ {
+					if try > 0 {
+						time.Sleep(time.Second)
+					}
+					ok, err = r.rollback(ctx, a, streams)
+				}
+				if err == nil && !ok {
+					err = errors.New("rollback did not finish within cutover_timeout in 10 tries; nothing changed")
+				}
+				if ok {
+					stop()
+					err = r.drop(targets)
+				}
+				cmd.reply <- err
+				if ok {
+					return nil
+				}
+			case CmdComplete:
+				stop()
+				err := r.drop(olds)
+				if err == nil {
+					err = r.save(ctx, func(s *State) { s.Phase = PhaseCompleted })
+				}
+				cmd.reply <- err
+				return err
+			default:
+				cmd.reply <- fmt.Errorf("workflow %s has cut over: rollback or complete", sp.Name)
+			}
+		}
+	}
+}
+
+// rollback is a cutover back to the old rule.
+func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source) (bool, error) {
+	sp := r.spec()
+	t0 := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
+	defer cancel()
+	resume, err := r.m.env.Pause(pctx, sp.DB, sp.Table)
+	if err != nil {
+		return false, nil
+	}
+	p, err := positions(streams)
+	if err == nil {
+		err = a.waitFor(pctx, p)
+	}
+	if err == nil {
+		el := time.Since(t0)
+		err = r.save(ctx, func(s *State) {
+			s.Phase, s.Reverse, s.PauseMillis = PhaseRolledBack, a.position(), float64(el.Microseconds())/1000
+		})
+	}
+	if err != nil {
+		_ = resume(nil)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return false, nil
+		}
+		return false, err
+	}
+	from := sp.From
+	if err := resume(&from); err != nil {
+		return false, err
+	}
+	r.m.log.Info("rollback done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
+	return true, nil
+}
+
+// cancel ends a workflow before its cutover: the new subtables are
+// dropped (an import's target rows stay).
+func (r *run) cancel(ctx context.Context) error {
+	sp := r.spec()
+	if sp.Kind == KindReshard {
+		_, _, targets, _, err := r.layout()
+		if err != nil {
+			return err
+		}
+		if err := r.drop(targets); err != nil {
+			return err
+		}
+	}
+	return r.save(ctx, func(s *State) { s.Phase = PhaseCancelled })
+}
+
+// drop drops tables.
+func (r *run) drop(ts []copyTarget) error {
+	for _, t := range ts {
+		ep, err := r.m.env.Endpoint(t.node)
+		if err != nil {
+			return err
+		}
+		c, err := dial(ep)
+		if err != nil {
+			return err
+		}
+		_, err = c.Execute("DROP TABLE IF EXISTS " + qualified(t.db, t.name))
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Targets reports the new rule's subtables for a spec (for messages).
+func Targets(rule config.ShardRule) []string {
+	p, err := router.NewPlacement(rule)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range p.Subtables() {
+		out = append(out, t.Node+":"+t.Name)
+	}
+	return slices.Clip(out)
+}
