@@ -15,7 +15,9 @@ import (
 
 // Endpoint is a server the workflow reads or writes.
 type Endpoint struct {
-	Addr, User, Password string
+	Addr     string `json:"addr"`
+	User     string `json:"user"`
+	Password string `json:"password,omitempty"`
 }
 
 // dial opens a connection for copying rows: results come as the bytes the

@@ -182,7 +182,9 @@ func (m *Manager) List() ([]Status, error) {
 		r := m.runs[w.Spec.Name]
 		m.mu.Unlock()
 		if r == nil {
-			out = append(out, Status{Workflow: *w})
+			st := Status{Workflow: *w}
+			st.Spec.Source = nil // no password in listings
+			out = append(out, st)
 			continue
 		}
 		out = append(out, r.status())

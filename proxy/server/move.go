@@ -408,8 +408,9 @@ func (s *Server) serveWorkflows(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Info("workflow started", zap.String("workflow", wf.Spec.Name), zap.String("kind", wf.Spec.Kind), zap.String("table", wf.Spec.Logical()),
 			zap.Strings("to", move.Targets(wf.Spec.To)))
-		wf.Spec.Source = nil
-		reply(wf)
+		shown := *wf
+		shown.Spec.Source = nil // no password in answers
+		reply(shown)
 	case r.Method == http.MethodPost:
 		name, cmd, ok := strings.Cut(rest, "/")
 		if !ok {

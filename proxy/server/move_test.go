@@ -145,9 +145,9 @@ func TestReshardUnderLoad(t *testing.T) {
 		t.Fatalf("start: %d %s", code, body)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for workflow(t, web.URL, "grow").State.RowsCopied == 0 {
+	for workflowFromStore(t, c).State.RowsCopied == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("nothing copied in a minute")
+			t.Fatal("no chunk checkpointed in a minute")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -205,6 +205,11 @@ func TestReshardUnderLoad(t *testing.T) {
 		t.Fatalf("verify found differences: %+v", st.State.Diffs)
 	}
 	t.Logf("ready: %d rows copied in %.1fs, %d changes applied, verified with no difference", st.State.RowsCopied, st.State.CopySeconds, st.State.ChangesApplied)
+	// The copy went on from its checkpoint: at most a chunk per source
+	// (200 rows x 8 subtables) was copied twice.
+	if st.State.RowsCopied > int64(rows)+2*1600 {
+		t.Fatalf("%d rows copied for a table of %d: the resumed copy started over", st.State.RowsCopied, rows)
+	}
 	select {
 	case <-benchDone:
 		t.Fatalf("sysbench stopped during the copy:\n%s", out.String())
@@ -316,4 +321,99 @@ func benchSummary(out string) string {
 		}
 	}
 	return fmt.Sprintf("%d s, %.0f transactions, %.0f ignored errors (deadlocks), %.0f reconnects", secs, tps, errs, reconn)
+}
+
+// TestImportFromStandalone: a table on a MariaDB server that is not behind
+// the proxy is imported into a table sharded over two nodes while the
+// application keeps writing to the standalone server; the workflow says
+// when it is in sync (verified, no difference); the application stops
+// there, complete applies the rest, and the sharded table then holds
+// exactly the standalone table's rows, served through the proxy.
+func TestImportFromStandalone(t *testing.T) {
+	c, cfg := moveCluster(t)
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "app", Table: "sbtest1", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
+	for _, s := range c.Servers[:2] {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "CREATE DATABASE app")
+	}
+	legacy := c.Servers[2] // the standalone server; its database is not behind the proxy
+	mustExec(t, openDB(t, directDSN(legacy, "", "")), "CREATE DATABASE legacy")
+	bin, err := exec.LookPath("sysbench")
+	if err != nil {
+		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
+	}
+	host, port, _ := strings.Cut(legacy.Addr, ":")
+	args := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
+		"--mysql-user=" + legacy.User, "--mysql-password=" + legacy.Password, "--mysql-db=legacy", "--tables=1", "--table-size=50000"}
+	if out, err := exec.Command(bin, append(slices.Clone(args), "prepare")...).CombinedOutput(); err != nil {
+		t.Fatalf("sysbench prepare: %v\n%s", err, out)
+	}
+	p := startProxy(t, cfg)
+	web := httptest.NewServer(p.srv.AdminHandler())
+	defer web.Close()
+
+	// The application writes to the standalone server during the import.
+	bench := exec.Command(bin, append(slices.Clone(args), "--threads=2", "--time=0", "--events=0", "--report-interval=1", "run")...)
+	var out bytes.Buffer
+	bench.Stdout, bench.Stderr = &out, &out
+	if err := bench.Start(); err != nil {
+		t.Fatal(err)
+	}
+	benchDone := make(chan error, 1)
+	go func() { benchDone <- bench.Wait() }()
+	stopped := false
+	stopBench := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		bench.Process.Signal(os.Interrupt)
+		select {
+		case <-benchDone:
+		case <-time.After(10 * time.Second):
+			bench.Process.Kill()
+			<-benchDone
+		}
+	}
+	defer stopBench()
+
+	req := map[string]any{"kind": "import", "table": "app.sbtest1", "name": "imp",
+		"source": map[string]string{"addr": legacy.Addr, "user": legacy.User, "password": legacy.Password}, "source_table": "legacy.sbtest1"}
+	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	st := waitPhase(t, web.URL, "imp", move.PhaseReady, 3*time.Minute)
+	if len(st.State.Diffs) != 0 {
+		t.Fatalf("verify found differences: %+v", st.State.Diffs)
+	}
+	t.Logf("in sync: %d rows copied in %.1fs, %d changes applied, %d rows verified", st.State.RowsCopied, st.State.CopySeconds, st.State.ChangesApplied, st.State.VerifyRows)
+	time.Sleep(time.Second) // more writes to catch up with
+	// The application moves to the proxy: it stops writing to the
+	// standalone server, and complete applies what is left.
+	stopBench()
+	if strings.Contains(out.String(), "FATAL") {
+		t.Fatalf("sysbench on the standalone server failed:\n%s", out.String())
+	}
+	if code, body := admin(t, web.URL, "POST", "/admin/workflows/imp/complete", nil, &st); code != 200 {
+		t.Fatalf("complete: %d %s", code, body)
+	}
+	if st.State.Phase != move.PhaseCompleted {
+		t.Fatalf("after complete: phase %s", st.State.Phase)
+	}
+	var wantRows, wantSum int64
+	if err := openDB(t, directDSN(legacy, "legacy", "")).QueryRow("SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, k, c, pad))) FROM sbtest1").Scan(&wantRows, &wantSum); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, p.dsn("app", ""))
+	var gotRows, gotSum int64
+	if err := db.QueryRow("SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, k, c, pad))) FROM sbtest1").Scan(&gotRows, &gotSum); err != nil {
+		t.Fatal(err)
+	}
+	if gotRows != wantRows || gotSum != wantSum {
+		t.Fatalf("through the proxy: %d rows, checksum %d; the standalone table: %d rows, checksum %d", gotRows, gotSum, wantRows, wantSum)
+	}
+	t.Logf("imported: %d rows, checksum %d, equal through the proxy; the application's run: %s", gotRows, gotSum, benchSummary(out.String()))
+	mustExec(t, db, "UPDATE sbtest1 SET c = 'through the proxy' WHERE id = 7")
+	if got := queryValue(t, db, "SELECT c FROM sbtest1 WHERE id = 7"); got != "through the proxy" {
+		t.Fatalf("read back %q", got)
+	}
 }
