@@ -1,6 +1,6 @@
 # shardgate developer targets. CI runs `make test` (see .ci/run).
 #
-#   make build       bin/proxy and bin/relay
+#   make build       bin/proxy, bin/shardgate (the operator's command line) and bin/relay
 #   make run         local MariaDB on 127.0.0.1:3307/3308 (bench/cluster.sh), then the proxy in the foreground
 #   make test        deps, gofmt, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke,
 #                    MariaDB's own test suite (a subset: mtr/subset.txt) directly and through the proxy
@@ -23,6 +23,7 @@ all: build
 
 build:
 	$(GO) build -o bin/proxy ./cmd/proxy
+	$(GO) build -o bin/shardgate ./cmd/shardgate
 	$(GO) build -o bin/relay ./bench/relay
 
 # Ctrl-C stops the proxy only; the MariaDB servers keep running until `bench/cluster.sh stop`.
