@@ -341,6 +341,7 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 	if len(cols) == 0 {
 		return pending, fmt.Errorf("node %s: the binary log has no column names for %s.%s: set binlog_row_metadata=FULL", r.src.Node, db, table)
 	}
+	unsigned := e.Table.UnsignedMap() // the binary log decodes every integer as signed
 	row := func(vals []any) map[string]any {
 		m := make(map[string]any, len(vals))
 		for i, v := range vals {
@@ -350,6 +351,26 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 					v = string(x)
 				case decimal.Decimal:
 					v = json.Number(x.String())
+				case int8:
+					if unsigned[i] {
+						v = uint8(x)
+					}
+				case int16:
+					if unsigned[i] {
+						v = uint16(x)
+					}
+				case int32:
+					if unsigned[i] {
+						if e.Table.ColumnType[i] == gmysql.MYSQL_TYPE_INT24 {
+							v = uint32(x) & 0xFFFFFF
+						} else {
+							v = uint32(x)
+						}
+					}
+				case int64:
+					if unsigned[i] {
+						v = uint64(x)
+					}
 				}
 				m[cols[i]] = v
 			}

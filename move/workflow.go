@@ -203,9 +203,9 @@ func (r *run) status() Status {
 	r.mu.Lock()
 	st := Status{Workflow: *r.w, Running: true}
 	st.Spec.Source = nil // no password in listings
-	base := r.copyBase
+	base, c, a := r.copyBase, r.copier, r.applier
 	r.mu.Unlock()
-	if c := r.copier; c != nil && st.State.Phase == PhaseCopying {
+	if c != nil && st.State.Phase == PhaseCopying {
 		done := c.rows.Load()
 		st.State.RowsCopied = base + done
 		if el := time.Since(r.started).Seconds(); el > 0 && done > 0 {
@@ -215,7 +215,7 @@ func (r *run) status() Status {
 			}
 		}
 	}
-	if a := r.applier; a != nil {
+	if a != nil {
 		st.State.ChangesApplied = a.changes.Load()
 		st.LagSeconds = a.lag().Seconds()
 	}
