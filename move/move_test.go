@@ -131,7 +131,7 @@ func TestImportKeepsEveryValue(t *testing.T) {
 	exec(t, sdb, "INSERT INTO t (id) VALUES (100000)") // NULLs everywhere
 
 	store := move.NewStore(move.Endpoint{Addr: dst.Addr, User: dst.User, Password: dst.Password}, "vals_sidecar")
-	m := move.NewManager(store, env{dst}, zaptest.NewLogger(t))
+	m := move.NewManager(store, env{dst}, zaptest.NewLogger(t), "test")
 	defer m.Close()
 	rule := config.ShardRule{DB: "vals_dst", Table: "t", Key: "id", Type: "hash", Nodes: []string{"n1"}, Locations: []int{3}}
 	_, err := m.Start(move.Spec{Name: "vals", Kind: move.KindImport, DB: "vals_dst", Table: "t", From: rule, To: rule,

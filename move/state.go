@@ -141,14 +141,16 @@ func (s *Store) exec(ctx context.Context, q string, create bool) (r *resultRows,
 				return nil, fmt.Errorf("sidecar: %w", err)
 			}
 			if _, err := c.Execute("CREATE TABLE IF NOT EXISTS " + qualified(s.db, "move_workflows") +
-				" (name VARCHAR(64) NOT NULL PRIMARY KEY, spec LONGTEXT NOT NULL, state LONGTEXT NOT NULL, updated TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"); err != nil {
+				" (name VARCHAR(64) NOT NULL PRIMARY KEY, spec LONGTEXT NOT NULL, state LONGTEXT NOT NULL," +
+				" owner VARCHAR(255) NOT NULL DEFAULT '', lease_until TIMESTAMP(3) NULL," +
+				" updated TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"); err != nil {
 				return nil, fmt.Errorf("sidecar: %w", err)
 			}
 			s.created = true
 		}
 		res, err := s.conn.Execute(q)
 		if err == nil {
-			out := &resultRows{}
+			out := &resultRows{affected: res.AffectedRows}
 			if res.Resultset != nil {
 				for i := range res.Values {
 					row := make([]string, len(res.Values[i]))
@@ -176,7 +178,10 @@ func (s *Store) exec(ctx context.Context, q string, create bool) (r *resultRows,
 	return nil, nil
 }
 
-type resultRows struct{ rows [][]string }
+type resultRows struct {
+	rows     [][]string
+	affected uint64
+}
 
 // Save writes w.
 func (s *Store) Save(ctx context.Context, w *Workflow) error {
@@ -189,9 +194,37 @@ func (s *Store) Save(ctx context.Context, w *Workflow) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, fmt.Sprintf("REPLACE INTO %s (name, spec, state) VALUES (%s, %s, %s)",
+	_, err = s.exec(ctx, fmt.Sprintf("INSERT INTO %s (name, spec, state) VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE spec = VALUES(spec), state = VALUES(state)",
 		qualified(s.db, "move_workflows"), stringLit(w.Spec.Name), stringLit(string(spec)), stringLit(string(st))), true)
 	return err
+}
+
+// Claim takes (or renews) the lease of workflow name for owner, for ttl:
+// only the proxy holding it runs the workflow. It fails while another
+// owner's lease runs.
+func (s *Store) Claim(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	r, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, lease_until = NOW(3) + INTERVAL %d MICROSECOND WHERE name = %s AND (owner = %s OR owner = '' OR lease_until IS NULL OR lease_until < NOW(3))",
+		qualified(s.db, "move_workflows"), stringLit(owner), ttl.Microseconds(), stringLit(name), stringLit(owner)), true)
+	if err != nil {
+		return false, err
+	}
+	return r.affected == 1, nil
+}
+
+// Release gives up owner's lease of workflow name.
+func (s *Store) Release(ctx context.Context, name, owner string) error {
+	_, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = '', lease_until = NULL WHERE name = %s AND owner = %s",
+		qualified(s.db, "move_workflows"), stringLit(name), stringLit(owner)), true)
+	return err
+}
+
+// Owner returns who holds workflow name's lease ("" when nobody does).
+func (s *Store) Owner(ctx context.Context, name string) (string, error) {
+	r, err := s.exec(ctx, fmt.Sprintf("SELECT owner FROM %s WHERE name = %s AND lease_until >= NOW(3)", qualified(s.db, "move_workflows"), stringLit(name)), false)
+	if err != nil || len(r.rows) == 0 {
+		return "", err
+	}
+	return r.rows[0][0], nil
 }
 
 // List reads every workflow, oldest first.

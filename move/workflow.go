@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,11 +31,17 @@ const (
 // importNode names the source of an import in positions and streams.
 const importNode = "source"
 
-// Manager runs the workflows of one proxy.
+// leaseTTL is how long a proxy's claim on a workflow lasts unless renewed:
+// a proxy that dies gives its workflows up to another after this long.
+const leaseTTL = 10 * time.Second
+
+// Manager runs the workflows of one proxy. Several proxies may share a
+// sidecar: each workflow is run by the one holding its lease.
 type Manager struct {
 	store *Store
 	env   Env
 	log   *zap.Logger
+	owner string // this proxy, in leases
 
 	mu   sync.Mutex
 	runs map[string]*run
@@ -43,10 +50,11 @@ type Manager struct {
 	stop context.CancelFunc
 }
 
-// NewManager returns a manager keeping its workflows in store.
-func NewManager(store *Store, env Env, log *zap.Logger) *Manager {
+// NewManager returns a manager keeping its workflows in store; owner
+// names this proxy in the workflows' leases (stable across its restarts).
+func NewManager(store *Store, env Env, log *zap.Logger, owner string) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{store: store, env: env, log: log, runs: map[string]*run{}, ctx: ctx, stop: stop}
+	return &Manager{store: store, env: env, log: log, owner: owner, runs: map[string]*run{}, ctx: ctx, stop: stop}
 }
 
 // run is one workflow being driven.
@@ -61,6 +69,7 @@ type run struct {
 	applier  *applier // the forward apply, then the reverse one
 	started  time.Time
 	copyBase int64 // rows copied before this run
+	leased   atomic.Bool
 }
 
 type command struct {
@@ -134,10 +143,53 @@ func (m *Manager) launch(w *Workflow) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		r.drive(m.ctx)
-		m.mu.Lock()
-		delete(m.runs, w.Spec.Name)
-		m.mu.Unlock()
+		defer func() {
+			m.mu.Lock()
+			delete(m.runs, w.Spec.Name)
+			m.mu.Unlock()
+		}()
+		ctx, lost := context.WithCancel(m.ctx)
+		defer lost()
+		// Wait for the lease, then keep it while the workflow runs.
+		for {
+			ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, leaseTTL)
+			if ok {
+				break
+			}
+			if err != nil {
+				m.log.Warn("cannot claim a workflow", zap.String("workflow", w.Spec.Name), zap.Error(err))
+			}
+			select {
+			case <-time.After(leaseTTL / 3):
+			case <-ctx.Done():
+				return
+			}
+		}
+		r.leased.Store(true)
+		defer m.store.Release(context.Background(), w.Spec.Name, m.owner)
+		go func() {
+			t := time.NewTicker(leaseTTL / 4)
+			defer t.Stop()
+			misses := 0
+			for {
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return
+				}
+				ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, leaseTTL)
+				if ok {
+					misses = 0
+					continue
+				}
+				if misses++; err == nil || misses >= 3 {
+					m.log.Error("lost the lease of a workflow; it stops here", zap.String("workflow", w.Spec.Name), zap.Error(err))
+					lost()
+					return
+				}
+			}
+		}()
+		r.drive(ctx)
 	}()
 }
 
@@ -149,6 +201,10 @@ func (m *Manager) Command(name, cmd string) error {
 	m.mu.Unlock()
 	if r == nil {
 		return fmt.Errorf("no running workflow %s", name)
+	}
+	if !r.leased.Load() {
+		owner, _ := m.store.Owner(m.ctx, name)
+		return fmt.Errorf("workflow %s is run by another proxy (%s); send the command there", name, owner)
 	}
 	c := command{name: cmd, reply: make(chan error, 1)}
 	select {
@@ -714,6 +770,11 @@ func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.So
 	r.mu.Lock()
 	r.w.State.Cutovers++
 	r.mu.Unlock()
+	// Catch up first, outside the pause: inside it, only what was written
+	// since is left to apply.
+	if err := presync(ctx, a, streams); err != nil {
+		return false, err
+	}
 	t0 := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -757,6 +818,21 @@ func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.So
 	r.w.State.PauseMillis = float64(time.Since(t0).Microseconds()) / 1000
 	r.mu.Unlock()
 	return true, nil
+}
+
+// presync waits (at most a minute) until a has applied the streams'
+// current positions.
+func presync(ctx context.Context, a *applier, streams []changestream.Source) error {
+	p, err := positions(streams)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := a.waitFor(wctx, p); err != nil {
+		return fmt.Errorf("the new subtables did not catch up with the binary log in a minute: %w", err)
+	}
+	return nil
 }
 
 // nodeStreams lists the distinct nodes of targets as stream sources.
@@ -856,6 +932,9 @@ func (r *run) reverse(ctx context.Context) error {
 // rollback is a cutover back to the old rule.
 func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source) (bool, error) {
 	sp := r.spec()
+	if err := presync(ctx, a, streams); err != nil {
+		return false, err
+	}
 	t0 := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
 	defer cancel()

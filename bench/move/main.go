@@ -43,7 +43,8 @@ var (
 	cfgPath   = flag.String("config", "", "the proxy's ks.yaml (nodes, and sbtest.sbtest1's rule: hash on id over node1, node2 with locations [1, 1])")
 	proxyAddr = flag.String("proxy", "127.0.0.1:9696", "the proxy's client address")
 	webAddr   = flag.String("web", "127.0.0.1:9797", "the proxy's admin address")
-	proxyPID  = flag.Int("proxy-pid", 0, "the proxy's process id (CPU time per section, from /proc)")
+	proxyPID  = flag.Int("proxy-pid", 0, "the proxy's process id (its CPU time, from /proc)")
+	dbPIDList = flag.String("db-pids", "", "the MariaDB servers' process ids, comma-separated (their CPU time, from /proc)")
 	user      = flag.String("user", "shardgate", "account on the proxy and the nodes")
 	password  = flag.String("password", "shardgate", "its password")
 	rows      = flag.Int("rows", 200000, "rows of sbtest1 (already loaded through the proxy with ids 1..rows)")
@@ -57,8 +58,11 @@ var (
 	loadConns = flag.Int("load-conns", 8, "goroutines of the load client during the cutovers")
 	loadRate  = flag.Int("load-rate", 2000, "statements per second of the load client in all (0: as fast as it can)")
 	sections  = flag.String("sections", "copy,catchup,cutover", "sections to run")
+	since     = flag.Int64("script-start", 0, "Unix time the calling script began (the report gives the run time from it)")
 	out       = flag.String("out", "", "report directory (default bench/results/<date>-move)")
 )
+
+var dbPIDs []int
 
 // node is one MariaDB server of the config.
 type node struct {
@@ -91,6 +95,9 @@ func main() {
 	if *cfgPath == "" {
 		log.Fatal("-config is required")
 	}
+	if *dbPIDList != "" {
+		dbPIDs = ints(*dbPIDList)
+	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		log.Fatal(err)
@@ -116,6 +123,9 @@ func main() {
 	}
 	b.res.Env.LoadEnd = loadavg()
 	b.res.TotalSeconds = time.Since(b.started).Seconds()
+	if *since > 0 {
+		b.res.ScriptSeconds = time.Since(time.Unix(*since, 0)).Seconds()
+	}
 	if err := b.write(); err != nil {
 		log.Fatal(err)
 	}
@@ -182,7 +192,7 @@ func (b *bench) setup() error {
 		if err := nd.db.QueryRow("SELECT DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest' AND TABLE_NAME = ?", nd.Sub).Scan(&dl); err != nil {
 			return err
 		}
-		if err := nd.db.QueryRow("SELECT COUNT(*), SUM(4 + 4 + LENGTH(c) + LENGTH(pad)) FROM sbtest." + nd.Sub).Scan(&cnt, &rowBytes); err != nil {
+		if err := nd.db.QueryRow("SELECT COUNT(*), SUM(4 + 4 + LENGTH(c) + LENGTH(pad)) FROM sbtest."+nd.Sub).Scan(&cnt, &rowBytes); err != nil {
 			return err
 		}
 		b.res.Table = append(b.res.Table, tableSize{Node: nd.Name, Subtable: nd.Sub, Rows: cnt, DataLength: dl, RowBytes: rowBytes})
@@ -266,7 +276,7 @@ func environment(b *bench) envBlock {
 		_ = nd.db.QueryRow("SELECT @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit, CONCAT(@@binlog_format, '/', @@binlog_row_image, '/', @@binlog_row_metadata, ' sync_binlog=', @@sync_binlog)").Scan(&bp, &flush, &binlog)
 		e.Servers = append(e.Servers, fmt.Sprintf("%s %s: buffer pool %d MB, flush_log_at_trx_commit=%s, binlog %s", nd.Name, nd.Addr, bp>>20, flush, binlog))
 	}
-	e.ProxyGOMAXPROCS = os.Getenv("PROXY_GOMAXPROCS")
+	e.ProxyGOMAXPROCS = os.Getenv("GOMAXPROCS")
 	if e.ProxyGOMAXPROCS == "" {
 		e.ProxyGOMAXPROCS = strconv.Itoa(runtime.NumCPU()) + " (default)"
 	}

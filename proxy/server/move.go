@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -225,7 +226,8 @@ func (s *Server) startMoves() {
 	if err != nil {
 		return
 	}
-	s.moves = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), moveEnv{s}, s.log)
+	host, _ := os.Hostname()
+	s.moves = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), moveEnv{s}, s.log, host+"/"+cfg.Addr)
 	// Start-up waits a little for the sidecar, not for ever: a node that
 	// does not answer must not keep the proxy from serving.
 	done := make(chan struct{})
