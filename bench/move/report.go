@@ -113,7 +113,6 @@ func (b *bench) write() error {
 		return err
 	}
 	md := b.markdown()
-	fmt.Println(md)
 	return os.WriteFile(filepath.Join(*out, "report.md"), []byte(md), 0o644)
 }
 
