@@ -53,8 +53,13 @@ type catchRun struct {
 	MaxLag        float64 `json:"max_lag_s"`      // largest lag_seconds of any sample
 	MaxLagLive    float64 `json:"max_lag_live_s"` // after CatchEnd
 	// Drain is from sysbench's end to the last sample whose
-	// changes_applied moved.
-	Drain float64 `json:"drain_s"`
+	// changes_applied moved; DrainRate the changes applied in it per
+	// second (the apply alone, no writer beside it).
+	Drain     float64 `json:"drain_s"`
+	DrainRate float64 `json:"drain_applied_per_s"`
+	// ToReady is changes_applied at the first "ready" status over the time
+	// from copy end to then (verify included).
+	ToReady float64 `json:"copy_end_to_ready_applied_per_s"`
 	// TotalApplied is changes_applied once settled; BinlogChanges the row
 	// changes of sbtest.sbtest1 in the binary logs from the workflow's
 	// start position to then (they should be equal).
@@ -202,6 +207,12 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 		}
 	}
 	r.Drain = max(0, lastMove.Sub(t0).Seconds()-r.SysbenchEnd)
+	if r.Drain > 0.2 {
+		r.DrainRate = (float64(r.TotalApplied) - appliedAt(r.Samples, r.SysbenchEnd)) / r.Drain
+	}
+	if d := r.Ready - r.CopyEnd; d > 0 {
+		r.ToReady = appliedAt(r.Samples, r.Ready) / d
+	}
 	n, err := b.binlogChanges(st.State.Start)
 	if err != nil {
 		return r, err

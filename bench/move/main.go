@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -135,11 +136,44 @@ func main() {
 // proxy's CPU time.
 func (b *bench) section(name string, f func() error) {
 	log.Printf("section %s", name)
-	t0, cpu0 := time.Now(), procCPU(*proxyPID)
+	t0, cpu0, db0, own0, busy0 := time.Now(), procCPU(*proxyPID), dbCPU(), ownCPU(), machineBusy()
 	if err := f(); err != nil {
 		log.Fatalf("section %s: %v", name, err)
 	}
-	b.res.Sections = append(b.res.Sections, sectionTime{Name: name, Seconds: time.Since(t0).Seconds(), ProxyCPUSeconds: procCPU(*proxyPID) - cpu0})
+	st := sectionTime{Name: name, Seconds: time.Since(t0).Seconds(), ProxyCPUSeconds: procCPU(*proxyPID) - cpu0, DBCPUSeconds: dbCPU() - db0,
+		DriverCPUSeconds: ownCPU() - own0, BusySeconds: machineBusy() - busy0}
+	st.OtherCPUSeconds = max(0, st.BusySeconds-st.ProxyCPUSeconds-st.DBCPUSeconds-st.DriverCPUSeconds)
+	b.res.Sections = append(b.res.Sections, st)
+}
+
+// machineBusy is the CPU time all processes used so far (/proc/stat:
+// user, nice, system, irq, softirq, steal), in seconds.
+func machineBusy() float64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var sum float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		sum += v
+	}
+	return sum / 100 // CLK_TCK
+}
+
+// ownCPU is this driver's CPU time and that of the children it has
+// waited for (sysbench, mariadb-dump, mariadb), in seconds.
+func ownCPU() float64 {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
 // setup connects to the proxy and the nodes and checks the table.

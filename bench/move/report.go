@@ -52,10 +52,17 @@ type envBlock struct {
 	LoadEnd         string   `json:"loadavg_end"`
 }
 
+// sectionTime is one section's time and who used the CPU in it (core
+// seconds): the proxy, the two MariaDB servers, this driver with its
+// children (sysbench, mariadb-dump, mariadb), and the rest of the machine.
 type sectionTime struct {
-	Name            string  `json:"name"`
-	Seconds         float64 `json:"seconds"`
-	ProxyCPUSeconds float64 `json:"proxy_cpu_s"`
+	Name             string  `json:"name"`
+	Seconds          float64 `json:"seconds"`
+	ProxyCPUSeconds  float64 `json:"proxy_cpu_s"`
+	DBCPUSeconds     float64 `json:"db_cpu_s"`
+	DriverCPUSeconds float64 `json:"driver_cpu_s"`
+	BusySeconds      float64 `json:"machine_busy_s"`
+	OtherCPUSeconds  float64 `json:"other_cpu_s"`
 }
 
 // spread is a set of values and its median with the house's ±: half the
@@ -160,12 +167,28 @@ func (b *bench) anchorSpread(kind string) (rate, mbs, dbUS spread, runs []anchor
 	return
 }
 
+// verifySpreads are the verify rates of the catch-up runs and of the
+// cutover runs.
+func (b *bench) verifySpreads() (catch, cut spread) {
+	for _, c := range b.res.CatchUp {
+		if c.VerifySecs > 0 {
+			catch.vals = append(catch.vals, float64(c.VerifyRows)/c.VerifySecs)
+		}
+	}
+	if b.res.Cutover != nil {
+		for _, v := range b.res.Cutover.Verify {
+			cut.vals = append(cut.vals, v.RowsSec)
+		}
+	}
+	return
+}
+
 // verifies lists every verify the run saw.
 func (b *bench) verifies() []verifyRun {
 	var out []verifyRun
 	for _, c := range b.res.CatchUp {
 		if c.VerifySecs > 0 {
-			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("catch-up run, apply workers %d (sysbench writing: %v)", c.ApplyWorkers, c.SysbenchEnd > c.CatchEnd),
+			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("catch-up run, apply workers %d (sysbench still writing as it began: %v)", c.ApplyWorkers, c.SysbenchEnd > c.CatchEnd),
 				Rows: c.VerifyRows, Seconds: c.VerifySecs, RowsSec: float64(c.VerifyRows) / c.VerifySecs})
 		}
 	}
@@ -197,15 +220,17 @@ func (b *bench) markdown() string {
 		p("| server | %s |\n", s)
 	}
 	p("| load average (1/5/15 min) | %s at the start, %s at the end |\n", e.LoadStart, e.LoadEnd)
-	var secs []string
-	for _, s := range r.Sections {
-		secs = append(secs, fmt.Sprintf("%s %.0f s (proxy CPU %.1f s)", s.Name, s.Seconds, s.ProxyCPUSeconds))
-	}
-	p("| run time | %.0f s of the driver: %s", r.TotalSeconds, strings.Join(secs, ", "))
+	p("| run time | %.0f s of the driver", r.TotalSeconds)
 	if r.ScriptSeconds > 0 {
-		p("; %.0f s for all of bench/move.sh up to the report (start the servers, build, load the table)", r.ScriptSeconds)
+		p("; %.0f s for all of bench/move.sh up to the report (start the servers, build, load the table, run)", r.ScriptSeconds)
 	}
 	p(" |\n\n")
+	p("Who used the %d cores in each section (core-seconds, from /proc; **other** = the machine's busy time less the proxy, the two servers and this driver with its children: processes outside the benchmark, which compete for the same cores):\n\n", e.CPUs)
+	p("| section | seconds | proxy | MariaDB x2 | driver + sysbench/dump | other | other, share of the machine |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Sections {
+		p("| %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f%% |\n", s.Name, s.Seconds, s.ProxyCPUSeconds, s.DBCPUSeconds, s.DriverCPUSeconds, s.OtherCPUSeconds, s.OtherCPUSeconds/(s.Seconds*float64(e.CPUs))*100)
+	}
+	p("\n")
 
 	// Headline.
 	cells := b.copyCells()
@@ -265,12 +290,12 @@ func (b *bench) markdown() string {
 		p("| catch-up, %d apply workers | %.0f changes/s = %.2f x the write rate (%.0f/s) | ±%.0f%% (%s); ratio %s | max lag %s s |\n", a.aw, a.rate.median(), a.ratio.median(), a.write.median(),
 			a.rate.pm(), a.rate.list(0), a.ratio.list(2), a.maxLag.list(0))
 	}
-	var vs spread
-	for _, v := range b.verifies() {
-		vs.vals = append(vs.vals, v.RowsSec)
+	vsCatch, vsCut := b.verifySpreads()
+	if len(vsCut.vals) > 0 {
+		p("| verify, light load (cutover runs) | %.0f rows/s | ±%.0f%% over %d workflows (%s) | verify_rows / verify_seconds |\n", vsCut.median(), vsCut.pm(), len(vsCut.vals), vsCut.list(0))
 	}
-	if len(vs.vals) > 0 {
-		p("| verify | %.0f rows/s | ±%.0f%% over %d workflows (%.0f–%.0f) | verify_rows / verify_seconds |\n", vs.median(), vs.pm(), len(vs.vals), slices.Min(vs.vals), slices.Max(vs.vals))
+	if len(vsCatch.vals) > 0 {
+		p("| verify, catch-up runs | %.0f rows/s | ±%.0f%% over %d workflows (%s) | includes the apply running on to the snapshot's position |\n", vsCatch.median(), vsCatch.pm(), len(vsCatch.vals), vsCatch.list(0))
 	}
 	if c := r.Cutover; c != nil {
 		for _, kind := range []string{"cutover", "rollback"} {
@@ -364,20 +389,40 @@ func (b *bench) markdown() string {
 		p("Each run: sysbench `oltp_write_only` (%d threads, `--skip-trx=on`: single-row autocommit writes, 4 per event: UPDATE k, UPDATE c, DELETE, INSERT; errors 1062/1213/1205/1020 ignored) writes through the proxy for %d s; 1 s after it starts, a workflow starts (CopyWorkers 4, BatchRows 1000, ThrottleLatency 0, ApplyWorkers as given), so the copy runs under the writes and the catch-up begins with their backlog. Status polled every 100 ms. Times are seconds since the workflow's POST.\n\n", *threads, *writeSecs)
 		p("- **copy end**: first status out of `copying`; **catch-up end** = first status `ready` less verify_seconds (the verify runs right after the apply has reached the positions read when the catch-up began); **applied/s** = changes_applied at catch-up end / (catch-up end − copy end). The apply starts at the position read before the copy, so it also reads past the copy's own REPLACEs into the new subtables in the binary log (filtered out, not counted).\n")
 		p("- **write rate**: sysbench's write statements per second over its whole run (`queries performed: write` / total time); each changes one row, so it is row changes per second. **backlog** ≈ write rate x copy end (the writes the copy left to the apply). **ratio** = applied/s / write rate: above 1 the apply gains on the writer.\n")
-		p("- **live**: from catch-up end until sysbench stops (when it is still writing): the apply's rate against sysbench's own per-second reports for those seconds; **max lag**: largest `lag_seconds` (age of the oldest change read but not applied, 1 s resolution; 0 while copying, when the apply has not started); **drain**: from sysbench's end to the last sample whose changes_applied moved.\n")
+		p("- **copy end→ready applied/s**: changes_applied at the first `ready` status / (ready − copy end), the verify included (during it the apply is first held, then runs on to the snapshot's position).\n")
+		p("- **live**: from catch-up end until sysbench stops (when it is still writing): seconds, the apply's rate, and sysbench's own per-second write reports for those seconds; **drain**: from sysbench's end to the last sample whose changes_applied moved, and the changes applied per second in it (the apply with no writer beside it); **max lag**: largest `lag_seconds` of any sample, and after catch-up end (age of the oldest change read but not yet applied, 1 s resolution; 0 while copying, before the apply starts).\n")
 		p("- **applied / binlog**: changes_applied once everything settled, and the row changes of `sbtest1_0000/0001` in the binary logs from the workflow's start position to then, counted by `changestream` (each one change). They should match.\n\n")
-		p("| round | apply workers | copy rows/s | copy end s | catch-up end s | backlog | applied | applied/s | write rate | ratio | live s | live applied/s vs writes/s | max lag s (after catch-up) | drain s | applied / binlog | sysbench ignored errors |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|\n")
+		p("| round | apply workers | copy rows/s | copy end s | catch-up end s | ready s | backlog | applied in catch-up | applied/s | copy end→ready applied/s | write rate | ratio | live s: applied/s vs writes/s | drain s: applied/s | max lag s (after catch-up) | applied / binlog | sysbench ignored errors |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|\n")
 		for _, c := range r.CatchUp {
 			live := "–"
 			if c.LiveSeconds > 0 {
-				live = fmt.Sprintf("%.0f vs %.0f", c.LiveApplied, c.LiveWriteRate)
+				live = fmt.Sprintf("%.1f: %.0f vs %.0f", c.LiveSeconds, c.LiveApplied, c.LiveWriteRate)
 			}
-			p("| %d | %d | %.0f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.2f | %.1f | %s | %.0f (%.0f) | %.2f | %d / %d | %d |\n", c.Round, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.CatchEnd, c.Backlog, c.Applied, c.AppliedRate,
-				c.WriteRate, c.AppliedRate/c.WriteRate, c.LiveSeconds, live, c.MaxLag, c.MaxLagLive, c.Drain, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
+			drain := "–"
+			if c.DrainRate > 0 {
+				drain = fmt.Sprintf("%.1f: %.0f", c.Drain, c.DrainRate)
+			}
+			p("| %d | %d | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s | %s | %.0f (%.0f) | %d / %d | %d |\n", c.Round, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.CatchEnd, c.Ready,
+				c.Backlog, c.Applied, c.AppliedRate, c.ToReady, c.WriteRate, c.AppliedRate/c.WriteRate, live, drain, c.MaxLag, c.MaxLagLive, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
 		}
-		p("\n| apply workers | applied/s (median ±) | write rate | ratio (rounds) |\n|---:|---:|---:|---|\n")
+		p("\n| apply workers | catch-up applied/s (median ±) | write rate | ratio (rounds) | live applied/s / writes/s (rounds) | drain applied/s (median ±) | max lag s (rounds) |\n|---:|---:|---:|---|---|---:|---|\n")
 		for _, a := range aws {
-			p("| %d | %s | %s | %s |\n", a.aw, a.rate.fmt(0), a.write.fmt(0), a.ratio.list(2))
+			var live []string
+			var drain spread
+			for _, c := range r.CatchUp {
+				if c.ApplyWorkers != a.aw {
+					continue
+				}
+				if c.LiveSeconds > 0 && c.LiveWriteRate > 0 {
+					live = append(live, fmt.Sprintf("%.2f", c.LiveApplied/c.LiveWriteRate))
+				} else {
+					live = append(live, "–")
+				}
+				if c.DrainRate > 0 {
+					drain.vals = append(drain.vals, c.DrainRate)
+				}
+			}
+			p("| %d | %s | %s | %s | %s | %s | %s |\n", a.aw, a.rate.fmt(0), a.write.fmt(0), a.ratio.list(2), strings.Join(live, " / "), drain.fmt(0), a.maxLag.list(0))
 		}
 		p("\nThe 100 ms samples of every run are in `catchup-timeline.csv` (t, phase, rows_copied, changes_applied, lag_seconds).\n\n")
 	}
@@ -388,7 +433,7 @@ func (b *bench) markdown() string {
 		for _, x := range v {
 			p("| %s | %s | %d | %.3f | %.0f |\n", x.Workflow, x.Context, x.Rows, x.Seconds, x.RowsSec)
 		}
-		p("\nMedian %s rows/s over %d workflows.\n\n", vs.fmt(0), len(vs.vals))
+		p("\nMedian rows/s: %s in the cutover runs (the load client's 1 000 updates/s beside it), %s in the catch-up runs. verify_seconds counts from the start of the verify to its end, so it includes holding the apply, taking the snapshots, and the apply running on to the snapshots' positions: when the apply is behind (as in the catch-up runs, where sysbench writes on), that wait is most of it.\n\n", vsCut.fmt(0), vsCatch.fmt(0))
 	}
 	if c := r.Cutover; c != nil {
 		p("## 5. Cutover and rollback pause\n\n")
@@ -438,12 +483,12 @@ func (b *bench) writeCSV() error {
 	for _, a := range r.Anchors {
 		w("anchors.csv", "%d,%s,%d,%.3f,%.3f,%.3f,%.0f,%.2f,%.2f\n", a.Round, a.Kind, a.Rows, a.Seconds, a.Export, a.Load, a.RowsPerSec, a.MBPerSec, a.DBCPU)
 	}
-	w("catchup.csv", "round,workflow,apply_workers,copy_rows_per_s,copy_end_s,ready_s,verify_seconds,catchup_end_s,catchup_applied,applied_per_s,backlog_estimate,write_rate,ratio,sysbench_writes,sysbench_start_s,sysbench_end_s,live_seconds,live_applied_per_s,live_write_rate,max_lag_s,max_lag_live_s,drain_s,total_applied,binlog_changes,sysbench_ignored_errors\n")
+	w("catchup.csv", "round,workflow,apply_workers,copy_rows_per_s,copy_end_s,ready_s,verify_seconds,catchup_end_s,catchup_applied,applied_per_s,copy_end_to_ready_applied_per_s,backlog_estimate,write_rate,ratio,sysbench_writes,sysbench_start_s,sysbench_end_s,live_seconds,live_applied_per_s,live_write_rate,max_lag_s,max_lag_live_s,drain_s,drain_applied_per_s,total_applied,binlog_changes,sysbench_ignored_errors\n")
 	w("catchup-timeline.csv", "workflow,apply_workers,t_s,phase,rows_copied,changes_applied,lag_s\n")
 	for _, c := range r.CatchUp {
-		w("catchup.csv", "%d,%s,%d,%.0f,%.2f,%.2f,%.3f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.1f,%.1f,%.2f,%d,%d,%d\n", c.Round, c.Workflow, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.Ready, c.VerifySecs,
-			c.CatchEnd, c.Applied, c.AppliedRate, c.Backlog, c.WriteRate, c.AppliedRate/c.WriteRate, c.Writes, c.SysbenchStart, c.SysbenchEnd, c.LiveSeconds, c.LiveApplied, c.LiveWriteRate,
-			c.MaxLag, c.MaxLagLive, c.Drain, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
+		w("catchup.csv", "%d,%s,%d,%.0f,%.2f,%.2f,%.3f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.1f,%.1f,%.2f,%.0f,%d,%d,%d\n", c.Round, c.Workflow, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.Ready, c.VerifySecs,
+			c.CatchEnd, c.Applied, c.AppliedRate, c.ToReady, c.Backlog, c.WriteRate, c.AppliedRate/c.WriteRate, c.Writes, c.SysbenchStart, c.SysbenchEnd, c.LiveSeconds, c.LiveApplied, c.LiveWriteRate,
+			c.MaxLag, c.MaxLagLive, c.Drain, c.DrainRate, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
 		for _, s := range c.Samples {
 			w("catchup-timeline.csv", "%s,%d,%.3f,%s,%d,%d,%.0f\n", c.Workflow, c.ApplyWorkers, s.T, s.Phase, s.Copied, s.Applied, s.Lag)
 		}

@@ -24,12 +24,19 @@ import (
 //	admin server(opt,k,v) values('change', 'slow_log_time', '100')
 //	show proxy config | show node status | show node config | show schema config
 //
+// and shardgate's data movement (see move.go):
+//
+//	admin reshard(opt,table,nodes,locations) values('start', 'db.t', 'node1,node2,node3', '3,3,2')
+//	admin import(opt,table,source,source_table) values('start', 'db.t', 'user:password@host:port', 'db.t')
+//	admin workflow(opt,name) values('cutover'|'rollback'|'complete'|'cancel'|'verify'|'repair', 'name')
+//	show workflow status
+//
 // Node changes act at once and last until the next reload or restart
 // (ks.yaml is not written); server changes go through Reload, so they
 // are validated like a reloaded file.
 var (
-	adminRE      = regexp.MustCompile(`(?is)^\s*admin\s+(node|server)\s*\(([^)]*)\)\s*values\s*\((.*)\)\s*;?\s*$`)
-	adminShowRE  = regexp.MustCompile(`(?is)^\s*show\s+(proxy|node|schema)\s+(config|status)\s*;?\s*$`)
+	adminRE      = regexp.MustCompile(`(?is)^\s*admin\s+(node|server|reshard|import|workflow)\s*\(([^)]*)\)\s*values\s*\((.*)\)\s*;?\s*$`)
+	adminShowRE  = regexp.MustCompile(`(?is)^\s*show\s+(proxy|node|schema|workflow)\s+(config|status)\s*;?\s*$`)
 	adminValueRE = regexp.MustCompile(`\s*'((?:[^'\\]|\\.|'')*)'\s*(,|$)`)
 )
 
@@ -58,8 +65,14 @@ func (h *handler) adminSQL(sql, keyword string) (handled bool, err error) {
 	if !ok {
 		return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: the values of admin SQL are quoted strings, as in values('add','node1','slave','127.0.0.1:3307')")
 	}
-	if strings.EqualFold(m[1], "node") {
+	switch strings.ToLower(m[1]) {
+	case "node":
 		return true, h.adminNode(vals)
+	case "reshard", "import", "workflow":
+		return true, h.adminMove(strings.ToLower(m[1]), vals)
+	}
+	if len(vals) == 3 && vals[0] == "show" && vals[1] == "workflow" {
+		return true, h.adminMove("show", nil)
 	}
 	return true, h.adminServer(vals)
 }

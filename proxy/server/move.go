@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
 )
 
 // A gate stands in front of a table that a workflow moves. Sessions enter
@@ -435,4 +437,71 @@ func (s *Server) serveWorkflows(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "use GET or POST", http.StatusMethodNotAllowed)
 	}
+}
+
+// adminMove runs the admin SQL of data movement (adminsql.go).
+func (h *handler) adminMove(what string, v []string) error {
+	c, s := h.c, h.c.srv
+	if s.moves == nil {
+		return mysql.NewError(mysql.ErNotSupported, "workflows need the sidecar database's node")
+	}
+	bad := func(format string, args ...any) error { return mysql.NewError(mysql.ErWrongArguments, format, args...) }
+	var req moveRequest
+	switch what {
+	case "show":
+		all, err := s.moves.List()
+		if err != nil {
+			return mysql.NewError(mysql.ErUnknownError, "%v", err)
+		}
+		var rows [][][]byte
+		for _, w := range all {
+			rows = append(rows, rowOf(w.Spec.Name, w.Spec.Kind, w.Spec.Logical(), w.State.Phase,
+				strconv.FormatInt(w.State.RowsCopied, 10), strconv.FormatInt(w.State.RowsTotal, 10), strconv.FormatInt(w.State.ChangesApplied, 10),
+				strconv.FormatFloat(w.LagSeconds, 'f', 1, 64), strconv.Itoa(len(w.State.Diffs)), strconv.FormatFloat(w.State.PauseMillis, 'f', 1, 64),
+				strings.Join(move.Targets(w.Spec.To), ","), w.State.Error))
+		}
+		return engine.WriteResultSet(c, textColumns("Name", "Kind", "Table", "Phase", "Rows_Copied", "Rows_Total", "Changes_Applied",
+			"Lag_Seconds", "Differing_Ranges", "Pause_Ms", "Subtables", "Error"), rows)
+	case "workflow":
+		if len(v) != 2 {
+			return bad("admin workflow(opt,name) takes two values: the command and the workflow's name")
+		}
+		if err := s.moves.Command(v[1], strings.ToLower(v[0])); err != nil {
+			return bad("%v", err)
+		}
+		return c.writeOK(mysql.OK{AffectedRows: 1, Status: c.status()})
+	case "reshard":
+		if len(v) != 4 || !strings.EqualFold(v[0], "start") {
+			return bad("admin reshard(opt,table,nodes,locations) values('start', 'db.table', 'node1,node2', '4,4')")
+		}
+		req = moveRequest{Table: v[1], Nodes: splitComma(v[2])}
+		for _, l := range splitComma(v[3]) {
+			n, err := strconv.Atoi(l)
+			if err != nil {
+				return bad("locations: %q is not a number", l)
+			}
+			req.Locations = append(req.Locations, n)
+		}
+	case "import":
+		if len(v) != 4 || !strings.EqualFold(v[0], "start") {
+			return bad("admin import(opt,table,source,source_table) values('start', 'db.table', 'user:password@host:port', 'db.table')")
+		}
+		cred, addr, ok := strings.Cut(v[2], "@")
+		user, pw, _ := strings.Cut(cred, ":")
+		if !ok {
+			return bad("source is user:password@host:port, not %q", v[2])
+		}
+		req = moveRequest{Kind: move.KindImport, Table: v[1], Source: &move.Endpoint{Addr: addr, User: user, Password: pw}, SourceTable: v[3]}
+	}
+	sp, err := s.newSpec(req)
+	if err != nil {
+		return bad("%v", err)
+	}
+	s.gate(sp.Table)
+	wf, err := s.moves.Start(sp)
+	if err != nil {
+		return bad("%v", err)
+	}
+	s.log.Info("workflow started", zap.String("workflow", wf.Spec.Name), zap.String("kind", wf.Spec.Kind), zap.String("table", wf.Spec.Logical()))
+	return c.writeOK(mysql.OK{AffectedRows: 1, Status: c.status(), Info: "workflow " + wf.Spec.Name})
 }

@@ -422,3 +422,62 @@ func TestImportFromStandalone(t *testing.T) {
 		t.Fatalf("read back %q", got)
 	}
 }
+
+// TestReshardAdminSQL: the admin SQL of data movement, for admin_user only:
+// a reshard started, watched with SHOW WORKFLOW STATUS, cut over and
+// completed; its errors name the cause.
+func TestReshardAdminSQL(t *testing.T) {
+	servers := backends(t)
+	cfg := newConfig(t, servers...)
+	for _, s := range servers {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS mvsql", "CREATE DATABASE mvsql")
+	}
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "mvsql", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}}}
+	cfg.Users = append(cfg.Users, config.User{User: "adm", Password: appPassword})
+	cfg.Schemas = append(cfg.Schemas, config.Schema{User: "adm", Nodes: []string{"node1"}, Default: "node1"})
+	cfg.AdminUser = "adm"
+	cfg.Sidecar = config.Sidecar{Node: "node1", DB: "mvsql_sidecar"}
+	p := startProxy(t, cfg)
+	app := openDB(t, p.dsn("mvsql", ""))
+	adm := openDB(t, userDSN("adm", appPassword, p.addr, "", ""))
+	mustExec(t, app, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	for i := 0; i < 2000; i += 100 {
+		var vals []string
+		for j := i; j < i+100; j++ {
+			vals = append(vals, fmt.Sprintf("(%d, %d)", j, j))
+		}
+		mustExec(t, app, "INSERT INTO t VALUES "+strings.Join(vals, ","))
+	}
+	_, err := app.Exec("admin reshard(opt,table,nodes,locations) values('start','mvsql.t','node1,node2','2,2')")
+	wantSQLError(t, err, 1227, "42000")
+	_, err = adm.Exec("admin reshard(opt,table,nodes,locations) values('start','mvsql.t','node1,node9','2,2')")
+	if me := wantSQLError(t, err, 1210, "HY000"); !strings.Contains(me.Message, "node9") {
+		t.Errorf("an unknown node: %s", me.Message)
+	}
+	mustExec(t, adm, "admin reshard(opt,table,nodes,locations) values('start','mvsql.t','node1,node2','2,2')")
+	var name string
+	eventually(t, time.Minute, "the workflow to be ready", func() bool {
+		rows := queryStrings(t, adm, "show workflow status")
+		if len(rows) != 1 {
+			return false
+		}
+		name = rows[0][0]
+		return rows[0][3] == move.PhaseReady && rows[0][8] == "0"
+	})
+	_, err = adm.Exec("admin workflow(opt,name) values('complete','" + name + "')")
+	if me := wantSQLError(t, err, 1210, "HY000"); !strings.Contains(me.Message, "has not cut over yet") {
+		t.Errorf("complete before the cutover: %s", me.Message)
+	}
+	mustExec(t, adm, "admin workflow(opt,name) values('cutover','"+name+"')")
+	mustExec(t, app, "UPDATE t SET v = -1 WHERE id = 6") // 6 mod 4 = 2
+	if got := queryValue(t, openDB(t, directDSN(servers[1], "mvsql", "")), "SELECT v FROM t_g1_0002 WHERE id = 6"); got != "-1" {
+		t.Fatalf("after the cutover the write is not in its new subtable: v = %s", got)
+	}
+	mustExec(t, adm, "admin workflow(opt,name) values('complete','"+name+"')")
+	if got := queryStrings(t, adm, "show workflow status"); got[0][3] != move.PhaseCompleted || got[0][10] != "node1:t_g1_0000,node1:t_g1_0001,node2:t_g1_0002,node2:t_g1_0003" {
+		t.Fatalf("after complete: %q", got)
+	}
+	if got := queryValue(t, app, "SELECT COUNT(*) FROM t"); got != "2000" {
+		t.Fatalf("the proxy counts %s rows", got)
+	}
+}
