@@ -9,6 +9,8 @@
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
 #   make bench       the load-test ladder (bench/run.sh)
 #   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
+#   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
+#                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 10 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -17,7 +19,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream bench-move clean
 
 all: build
 
@@ -80,6 +82,9 @@ bench-conns:
 
 bench-stream:
 	bench/stream.sh
+
+bench-move:
+	bench/move.sh
 
 clean:
 	rm -rf bin

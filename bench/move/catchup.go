@@ -218,7 +218,7 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 		return r, err
 	}
 	r.BinlogChanges = n
-	if _, _, _, err := b.api.command(name, "cancel"); err != nil {
+	if _, _, err := b.cancel(name); err != nil {
 		return r, err
 	}
 	log.Printf("catch-up round %d apply workers %d: copy end %.1f s, catch-up end %.1f s, %.0f changes at %.0f/s; writes %.0f/s; max lag %.1f s; applied %d, binlog %d",

@@ -25,9 +25,15 @@ type copyRun struct {
 	// WallSeconds is POST to the first status out of "copying": it adds
 	// creating the subtables, reading positions and counting rows, and up
 	// to one poll (100 ms).
-	WallSeconds   float64 `json:"wall_seconds"`
-	ProxyCPU      float64 `json:"proxy_cpu_s"`
-	DBCPU         float64 `json:"db_cpu_s"`
+	WallSeconds float64 `json:"wall_seconds"`
+	ProxyCPU    float64 `json:"proxy_cpu_s"`
+	DBCPU       float64 `json:"db_cpu_s"`
+	// The workflow is cancelled only once ready (a cancel during the
+	// catch-up does not end it: see the report); on the way it catches up
+	// with nothing written beside it and verifies.
+	ReadySeconds  float64 `json:"ready_seconds"` // POST to the first status "ready"
+	VerifyRows    int64   `json:"verify_rows"`
+	VerifySeconds float64 `json:"verify_seconds"`
 	CancelSeconds float64 `json:"cancel_seconds"`
 }
 
@@ -88,10 +94,19 @@ func (b *bench) copyOnce(round, w, batch int) (copyRun, error) {
 		r.RowsPerSec = float64(r.Rows) / r.Seconds
 		r.MBPerSec = float64(b.res.DataBytes) * float64(r.Rows) / float64(*rows) / r.Seconds / 1e6
 	}
-	if r.Rows != int64(*rows) {
-		return r, fmt.Errorf("workflow %s copied %d rows, want %d", name, r.Rows, *rows)
+	if r.Rows != s.State.RowsTotal {
+		return r, fmt.Errorf("workflow %s copied %d rows, want %d", name, r.Rows, s.State.RowsTotal)
 	}
-	_, c0, c1, err := b.api.command(name, "cancel")
+	s, err = b.api.waitPhase(name, t0, func(s *status) bool { return s.State.Phase == "ready" }, nil, 10*time.Minute)
+	if err != nil {
+		return r, err
+	}
+	r.ReadySeconds = time.Since(t0).Seconds()
+	r.VerifyRows, r.VerifySeconds = s.State.VerifyRows, s.State.VerifySeconds
+	if len(s.State.Diffs) > 0 {
+		return r, fmt.Errorf("workflow %s: verify found %d differing ranges", name, len(s.State.Diffs))
+	}
+	c0, c1, err := b.cancel(name)
 	if err != nil {
 		return r, err
 	}
@@ -99,6 +114,22 @@ func (b *bench) copyOnce(round, w, batch int) (copyRun, error) {
 	log.Printf("copy round %d workers %d batch %d: %d rows in %.2f s = %.0f rows/s, %.1f MB/s (wall %.2f s)", round, w, batch, r.Rows, r.Seconds, r.RowsPerSec, r.MBPerSec, r.WallSeconds)
 	b.purgeBinlogs()
 	return r, nil
+}
+
+// cancel cancels a ready workflow and checks that it has ended.
+func (b *bench) cancel(name string) (time.Time, time.Time, error) {
+	_, c0, c1, err := b.api.command(name, "cancel")
+	if err != nil {
+		return c0, c1, err
+	}
+	s, err := b.api.status(name)
+	if err != nil {
+		return c0, c1, err
+	}
+	if s.State.Phase != "cancelled" || s.Running {
+		return c0, c1, fmt.Errorf("workflow %s after cancel: phase %s, running %v", name, s.State.Phase, s.Running)
+	}
+	return c0, c1, nil
 }
 
 // anchor copies both source subtables into sbanchor.<subtable> on their

@@ -167,9 +167,14 @@ func (b *bench) anchorSpread(kind string) (rate, mbs, dbUS spread, runs []anchor
 	return
 }
 
-// verifySpreads are the verify rates of the catch-up runs and of the
-// cutover runs.
-func (b *bench) verifySpreads() (catch, cut spread) {
+// verifySpreads are the verify rates of the copy sweep (nothing written
+// beside it), the catch-up runs and the cutover runs.
+func (b *bench) verifySpreads() (idle, catch, cut spread) {
+	for _, c := range b.res.Copy {
+		if c.VerifySeconds > 0 {
+			idle.vals = append(idle.vals, float64(c.VerifyRows)/c.VerifySeconds)
+		}
+	}
 	for _, c := range b.res.CatchUp {
 		if c.VerifySecs > 0 {
 			catch.vals = append(catch.vals, float64(c.VerifyRows)/c.VerifySecs)
@@ -186,6 +191,12 @@ func (b *bench) verifySpreads() (catch, cut spread) {
 // verifies lists every verify the run saw.
 func (b *bench) verifies() []verifyRun {
 	var out []verifyRun
+	for _, c := range b.res.Copy {
+		if c.VerifySeconds > 0 {
+			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("copy sweep (%d x %d), nothing else running", c.Workers, c.Batch),
+				Rows: c.VerifyRows, Seconds: c.VerifySeconds, RowsSec: float64(c.VerifyRows) / c.VerifySeconds})
+		}
+	}
 	for _, c := range b.res.CatchUp {
 		if c.VerifySecs > 0 {
 			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("catch-up run, apply workers %d (sysbench still writing as it began: %v)", c.ApplyWorkers, c.SysbenchEnd > c.CatchEnd),
@@ -290,7 +301,10 @@ func (b *bench) markdown() string {
 		p("| catch-up, %d apply workers | %.0f changes/s = %.2f x the write rate (%.0f/s) | ±%.0f%% (%s); ratio %s | max lag %s s |\n", a.aw, a.rate.median(), a.ratio.median(), a.write.median(),
 			a.rate.pm(), a.rate.list(0), a.ratio.list(2), a.maxLag.list(0))
 	}
-	vsCatch, vsCut := b.verifySpreads()
+	vsIdle, vsCatch, vsCut := b.verifySpreads()
+	if len(vsIdle.vals) > 0 {
+		p("| verify, nothing else running (copy sweep) | %.0f rows/s | ±%.0f%% over %d workflows (%.0f–%.0f) | verify_rows / verify_seconds |\n", vsIdle.median(), vsIdle.pm(), len(vsIdle.vals), slices.Min(vsIdle.vals), slices.Max(vsIdle.vals))
+	}
 	if len(vsCut.vals) > 0 {
 		p("| verify, light load (cutover runs) | %.0f rows/s | ±%.0f%% over %d workflows (%s) | verify_rows / verify_seconds |\n", vsCut.median(), vsCut.pm(), len(vsCut.vals), vsCut.list(0))
 	}
@@ -318,7 +332,7 @@ func (b *bench) markdown() string {
 
 	if len(cells) > 0 {
 		p("## 1. Copy throughput by copy workers and batch rows\n\n")
-		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying`, then cancelled. rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), and writes multi-row REPLACEs of BatchRows rows through `workers` writers, checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
+		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying` (the copy figures are read there), then followed to `ready` (a catch-up with nothing written beside it, and a verify) and cancelled. It is cancelled only from `ready` because a cancel during `catching-up` does not end a workflow in this commit: `catchUp` (move/workflow.go) goes on from `await` to `verify` after the cancel, which saves phase `ready` again over `cancelled` (after the new subtables were dropped; if a next workflow has created them again, the resurrected one verifies and applies into its tables, and the table stays taken by it). rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), and writes multi-row REPLACEs of BatchRows rows through `workers` writers, checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
 		p("| workers | batch rows | rows/s (median ±) | MB/s | rounds rows/s | wall s | proxy CPU µs/row | MariaDB CPU µs/row |\n|---:|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, c := range cells {
 			p("| %d | %d | %s | %.1f | %s | %.2f | %.2f | %.2f |\n", c.w, c.b, c.rate.fmt(0), c.mbs.median(), c.rate.list(0), c.wall.median(), c.proxyUS.median(), c.dbUS.median())
@@ -433,7 +447,7 @@ func (b *bench) markdown() string {
 		for _, x := range v {
 			p("| %s | %s | %d | %.3f | %.0f |\n", x.Workflow, x.Context, x.Rows, x.Seconds, x.RowsSec)
 		}
-		p("\nMedian rows/s: %s in the cutover runs (the load client's 1 000 updates/s beside it), %s in the catch-up runs. verify_seconds counts from the start of the verify to its end, so it includes holding the apply, taking the snapshots, and the apply running on to the snapshots' positions: when the apply is behind (as in the catch-up runs, where sysbench writes on), that wait is most of it.\n\n", vsCut.fmt(0), vsCatch.fmt(0))
+		p("\nMedian rows/s: %s in the copy sweep (nothing written beside it), %s in the cutover runs (the load client's 1 000 updates/s beside it), %s in the catch-up runs. verify_seconds counts from the start of the verify to its end, so it includes holding the apply, taking the snapshots, and the apply running on to the snapshots' positions: when the apply is behind (as in the catch-up runs, where sysbench writes on), that wait is most of it.\n\n", vsIdle.fmt(0), vsCut.fmt(0), vsCatch.fmt(0))
 	}
 	if c := r.Cutover; c != nil {
 		p("## 5. Cutover and rollback pause\n\n")
@@ -475,9 +489,10 @@ func (b *bench) writeCSV() error {
 		}
 		fmt.Fprintf(files[name], format, a...)
 	}
-	w("copy.csv", "round,workflow,copy_workers,batch_rows,rows_copied,copy_seconds,rows_per_s,mb_per_s,wall_seconds,proxy_cpu_s,db_cpu_s,cancel_seconds\n")
+	w("copy.csv", "round,workflow,copy_workers,batch_rows,rows_copied,copy_seconds,rows_per_s,mb_per_s,wall_seconds,proxy_cpu_s,db_cpu_s,ready_seconds,verify_rows,verify_seconds,cancel_seconds\n")
 	for _, c := range r.Copy {
-		w("copy.csv", "%d,%s,%d,%d,%d,%.3f,%.0f,%.2f,%.3f,%.2f,%.2f,%.3f\n", c.Round, c.Workflow, c.Workers, c.Batch, c.Rows, c.Seconds, c.RowsPerSec, c.MBPerSec, c.WallSeconds, c.ProxyCPU, c.DBCPU, c.CancelSeconds)
+		w("copy.csv", "%d,%s,%d,%d,%d,%.3f,%.0f,%.2f,%.3f,%.2f,%.2f,%.3f,%d,%.3f,%.3f\n", c.Round, c.Workflow, c.Workers, c.Batch, c.Rows, c.Seconds, c.RowsPerSec, c.MBPerSec, c.WallSeconds, c.ProxyCPU, c.DBCPU,
+			c.ReadySeconds, c.VerifyRows, c.VerifySeconds, c.CancelSeconds)
 	}
 	w("anchors.csv", "round,kind,rows,seconds,export_seconds,load_seconds,rows_per_s,mb_per_s,db_cpu_s\n")
 	for _, a := range r.Anchors {

@@ -23,7 +23,7 @@ import (
 type tables struct {
 	srv     *Server
 	catalog *schema.Catalog
-	infos   map[schema.Key]router.TableInfo
+	infos   map[schema.Key]router.TableInfo // under mu once built: a cutover replaces entries
 	sidecar *sequence.Sidecar // nil without sequences
 	seqs    *sequence.Set
 
@@ -44,7 +44,11 @@ func newTables(s *Server) *tables {
 		t.seqs = sequence.NewSet(t.sidecar)
 		for _, ti := range t.infos {
 			if ti.Sequence != "" {
-				t.seqs.Add(ti.DB, ti.Table, ti.SequenceBlock, func() (uint64, error) { return t.sequenceStart(ti) })
+				key := schema.KeyOf(ti.DB, ti.Table)
+				t.seqs.Add(ti.DB, ti.Table, ti.SequenceBlock, func() (uint64, error) {
+					cur, _ := t.info(key) // the subtables in force
+					return t.sequenceStart(cur)
+				})
 			}
 		}
 	}
@@ -95,11 +99,45 @@ func (probeIDs) NextIDs(_, _ string, ids []uint64) error {
 	return nil
 }
 
+// info returns the table with a rule under key.
+func (t *tables) info(key schema.Key) (router.TableInfo, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ti, ok := t.infos[key]
+	return ti, ok
+}
+
+// infoList lists the tables with rules.
+func (t *tables) infoList() []router.TableInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]router.TableInfo, 0, len(t.infos))
+	for _, ti := range t.infos {
+		out = append(out, ti)
+	}
+	return out
+}
+
+// ruleChanged takes the subtables of db.table from rt (a cutover put a new
+// rule in force) and reads its definition from them.
+func (t *tables) ruleChanged(rt *router.Router, db, table string) {
+	for _, ti := range rt.Tables() {
+		if ti.DB == db && ti.Table == table {
+			t.mu.Lock()
+			t.infos[schema.KeyOf(db, table)] = ti
+			t.mu.Unlock()
+			if err := t.load(ti); err != nil {
+				t.srv.log.Warn("reading a table's definition after a cutover failed", zap.String("table", db+"."+table), zap.Error(err))
+			}
+		}
+	}
+}
+
 // loadAll reads the definition of every table with a rule. Tables that do
 // not exist yet are skipped (they are read when created through the proxy
 // or first needed).
 func (t *tables) loadAll() {
-	for _, ti := range t.infos {
+	for _, ti := range t.infoList() {
 		if err := t.load(ti); err != nil {
 			t.srv.log.Warn("reading a table's definition failed", zap.String("table", ti.DB+"."+ti.Table), zap.Error(err))
 		}
@@ -109,7 +147,7 @@ func (t *tables) loadAll() {
 // refresh reads again the definitions of the tables with rules named
 // (logical names, any database): after DDL through the proxy.
 func (t *tables) refresh(names []string) {
-	for _, ti := range t.infos {
+	for _, ti := range t.infoList() {
 		for _, n := range names {
 			if n == ti.Table {
 				if err := t.load(ti); err != nil {
@@ -123,7 +161,7 @@ func (t *tables) refresh(names []string) {
 // loadNamed reads the definition of db.table when a rule names it; it
 // reports whether the catalog knows the table afterwards.
 func (t *tables) loadNamed(db, table string) bool {
-	ti, ok := t.infos[schema.KeyOf(db, table)]
+	ti, ok := t.info(schema.KeyOf(db, table))
 	if !ok {
 		return false
 	}

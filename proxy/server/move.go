@@ -192,6 +192,7 @@ func (s *Server) swapRule(db, table string, rule config.ShardRule) error {
 	}
 	lv.version = old.version + 1
 	s.current.Store(lv)
+	go s.tables.ruleChanged(lv.router, db, table)
 	s.log.Info("shard rule swapped", zap.String("table", db+"."+table), zap.String("subtables", strings.Join(move.Targets(rule), ",")),
 		zap.Uint64("version", lv.version))
 	return nil

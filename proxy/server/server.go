@@ -172,8 +172,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}()
 	}
 	wg.Wait()
-	s.startMoves()
 	s.tables = newTables(s)
+	s.startMoves()
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
 	s.tables.start()
