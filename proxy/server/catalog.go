@@ -24,7 +24,7 @@ type tables struct {
 	srv     *Server
 	catalog *schema.Catalog
 	infos   map[schema.Key]router.TableInfo // under mu once built: a cutover replaces entries
-	sidecar *sequence.Sidecar // nil without sequences
+	sidecar *sequence.Sidecar               // nil without sequences
 	seqs    *sequence.Set
 
 	loadMu sync.Mutex     // one load of the definitions at a time
