@@ -199,20 +199,31 @@ func setKind(sql, up string) string {
 // replaced by ?, blanks kept only between words (one space) and keywords
 // and names lower-cased: statements that differ only in their constants
 // and layout share it.
-func Fingerprint(sql string) string {
-	var b strings.Builder
+func Fingerprint(sql string) string { return string(AppendFingerprint(nil, sql)) }
+
+// AppendFingerprint appends sql's Fingerprint to dst, without allocating
+// when dst has room.
+func AppendFingerprint(dst []byte, sql string) []byte {
+	b := dst
+	base := len(dst)
 	space := false
 	var last byte
 	wordish := func(c byte) bool { return isIdentByte(c) || c == '?' || c == '`' || c == '@' }
-	emit := func(s string) {
+	emitLower := func(s string) {
 		// Blanks count only between two words: "id = 1" and "id=1" are
 		// one fingerprint.
-		if space && b.Len() > 0 && wordish(last) && wordish(s[0]) {
-			b.WriteByte(' ')
+		if space && len(b) > base && wordish(last) && wordish(s[0]) {
+			b = append(b, ' ')
 		}
 		space = false
-		b.WriteString(s)
-		last = s[len(s)-1]
+		for k := 0; k < len(s); k++ {
+			c := s[k]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+		}
+		last = b[len(b)-1]
 	}
 	for i := 0; i < len(sql); {
 		c := sql[i]
@@ -237,37 +248,37 @@ func Fingerprint(sql string) string {
 			if end < 0 {
 				end = len(sql)
 			}
-			emit("?")
+			emitLower("?")
 			i = end
 		case c == '`':
 			end := scanQuoted(sql, i, '`')
 			if end < 0 {
 				end = len(sql)
 			}
-			emit(strings.ToLower(sql[i:end]))
+			emitLower(sql[i:end])
 			i = end
 		case isDigit(c) && (i == 0 || !isIdentByte(sql[i-1])):
 			end, _ := scanNumber(sql, i)
 			if end <= i {
 				end = i + 1
 			}
-			emit("?")
+			emitLower("?")
 			i = end
 		case isIdentByte(c):
 			j := i
 			for j < len(sql) && isIdentByte(sql[j]) {
 				j++
 			}
-			emit(strings.ToLower(sql[i:j]))
+			emitLower(sql[i:j])
 			i = j
 		case c == ';':
 			i++
 		default:
-			emit(string(c))
+			emitLower(sql[i : i+1])
 			i++
 		}
 	}
-	return b.String()
+	return b
 }
 
 // splitStatements splits a text at the semicolons outside quotes and

@@ -80,14 +80,32 @@ func RelayResultLogical(x *Executor, bc *backend.Conn, tables []string, cursor b
 
 // LogicalName maps a subtable name of one of tables (the logical name,
 // "_", then digits: hash and range subtables and the periods of date
-// rules) to that logical name.
+// rules; or "_gN_" then digits: the subtables of a later generation) to
+// that logical name.
 func LogicalName(tables []string, name []byte) (string, bool) {
 	for _, t := range tables {
-		if len(name) > len(t)+1 && string(name[:len(t)]) == t && name[len(t)] == '_' && allDigits(name[len(t)+1:]) {
-			return t, true
+		if len(name) > len(t)+1 && string(name[:len(t)]) == t && name[len(t)] == '_' {
+			rest := name[len(t)+1:]
+			if len(rest) > 1 && rest[0] == 'g' {
+				if i := indexByte(rest, '_'); i > 1 && allDigits(rest[1:i]) {
+					rest = rest[i+1:]
+				}
+			}
+			if allDigits(rest) {
+				return t, true
+			}
 		}
 	}
 	return "", false
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
 }
 
 func allDigits(b []byte) bool {
