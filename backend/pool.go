@@ -89,7 +89,7 @@ type Node struct {
 	epoch atomic.Uint64
 
 	// Counters for operators.
-	dials, dialFails, acquireTimeouts atomic.Uint64
+	dials, dialFails, acquireTimeouts, waitNanos atomic.Uint64
 	stmtEvictions                     atomic.Uint64 // cached statements given back after 1461
 
 	stop chan struct{}
@@ -232,6 +232,7 @@ type Stats struct {
 	DialFailures    uint64
 	AcquireTimeouts uint64
 	StmtEvictions   uint64 // cached statements given back after the server's max_prepared_stmt_count (1461)
+	WaitNanos       uint64 // time callers of Get waited for a free connection (the pool was full)
 }
 
 // Stats returns a snapshot of the node's pool.
@@ -241,7 +242,7 @@ func (n *Node) Stats() Stats {
 	n.mu.Unlock()
 	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
-		StmtEvictions: n.stmtEvictions.Load()}
+		StmtEvictions: n.stmtEvictions.Load(), WaitNanos: n.waitNanos.Load()}
 }
 
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
@@ -311,6 +312,8 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	select {
 	case n.sem <- struct{}{}:
 	default:
+		waitStart := time.Now()
+		defer func() { n.waitNanos.Add(uint64(time.Since(waitStart))) }()
 		t := time.NewTimer(n.opts.AcquireTimeout)
 		select {
 		case n.sem <- struct{}{}:

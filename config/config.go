@@ -45,6 +45,7 @@ func Default() *Config {
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
 		PlanCacheSize:            4096,
+		DigestSize:               4096,
 		FallbackMaxRows:          1_000_000,
 		FallbackMaxBytes:         256 << 20,
 		FallbackMaxTime:          time.Minute,
@@ -225,6 +226,9 @@ type Config struct {
 	Sidecar Sidecar `yaml:"sidecar"`
 	// Move tunes online resharding and import.
 	Move MoveOptions `yaml:"move"`
+	// DigestSize bounds the statement shapes the query digest keeps (the
+	// least run are evicted); 0 turns the digest off. Default 4096.
+	DigestSize int `yaml:"digest_size"`
 
 	// pos maps key paths to lines of the bytes this Config was parsed from;
 	// nil for a Config built in code.

@@ -132,6 +132,9 @@ func (c *Config) validateGlobals(v *validator) {
 	if c.SlowLogTime < 0 {
 		v.add("slow_log_time", "%d is negative; use 0 to turn the slow log off", c.SlowLogTime)
 	}
+	if c.DigestSize < 0 || c.DigestSize > 10_000_000 {
+		v.add("digest_size", "%d is out of range 0..10000000", c.DigestSize)
+	}
 	if m := c.Move; m.CutoverTimeout < 0 || m.CopyWorkers < 0 || m.CopyWorkers > 256 || m.BatchRows < 0 || m.BatchRows > 100000 || m.ApplyWorkers < 0 || m.ApplyWorkers > 256 || m.ThrottleLatency < 0 {
 		v.add("move", "cutover_timeout must be positive, copy_workers and apply_workers 1..256, batch_rows 1..100000, throttle_latency 0 or more (0 or absent: the default)")
 	}

@@ -131,8 +131,9 @@ func (m *Manager) Start(spec Spec) (*Workflow, error) {
 	if err := m.store.Save(m.ctx, w); err != nil {
 		return nil, err
 	}
+	out := w.clone()
 	m.launch(w)
-	return w, nil
+	return &out, nil
 }
 
 func (m *Manager) launch(w *Workflow) {
@@ -255,9 +256,18 @@ func (m *Manager) Close() {
 	m.store.Close()
 }
 
+// clone copies w deeply enough to be read while the run goes on.
+func (w *Workflow) clone() Workflow {
+	c := *w
+	c.State.Start, c.State.Copied = maps.Clone(w.State.Start), maps.Clone(w.State.Copied)
+	c.State.Applied, c.State.Reverse = maps.Clone(w.State.Applied), maps.Clone(w.State.Reverse)
+	c.State.Diffs = slices.Clone(w.State.Diffs)
+	return c
+}
+
 func (r *run) status() Status {
 	r.mu.Lock()
-	st := Status{Workflow: *r.w, Running: true}
+	st := Status{Workflow: r.w.clone(), Running: true}
 	st.Spec.Source = nil // no password in listings
 	base, c, a := r.copyBase, r.copier, r.applier
 	r.mu.Unlock()
@@ -281,9 +291,7 @@ func (r *run) status() Status {
 func (r *run) save(ctx context.Context, f func(s *State)) error {
 	r.mu.Lock()
 	f(&r.w.State)
-	w := *r.w
-	w.State.Start, w.State.Copied = maps.Clone(w.State.Start), maps.Clone(w.State.Copied)
-	w.State.Applied, w.State.Reverse = maps.Clone(w.State.Applied), maps.Clone(w.State.Reverse)
+	w := r.w.clone()
 	r.mu.Unlock()
 	return r.m.store.Save(ctx, &w)
 }
@@ -1014,4 +1022,22 @@ func Targets(rule config.ShardRule) []string {
 		out = append(out, t.Node+":"+t.Name)
 	}
 	return slices.Clip(out)
+}
+
+// Running returns the status of the workflows this proxy runs now, from
+// memory (no sidecar query): for the metrics.
+func (m *Manager) Running() []Status {
+	m.mu.Lock()
+	runs := make([]*run, 0, len(m.runs))
+	for _, r := range m.runs {
+		if r.leased.Load() {
+			runs = append(runs, r)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]Status, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.status())
+	}
+	return out
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients]: make sure the named tools are installed (mariadb and
+# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium]: make sure the named tools are installed (mariadb and
 # sysbench when none are named). clients are the client libraries of the client matrix (clients/clients_test.go):
 # PyMySQL, mysqlclient and SQLAlchemy for Debian's /usr/bin/python3, MariaDB Connector/J with a JDK, PHP with
 # PDO_MySQL and mysqli.
@@ -47,8 +47,12 @@ missing_pkgs() {
 			{ have php && php -r 'exit(extension_loaded("pdo_mysql") && extension_loaded("mysqli") ? 0 : 1);' >/dev/null 2>&1; } ||
 				echo php-mysql
 			;;
+		chromium)
+			# The status page's browser test (proxy/server/status_test.go).
+			have chromium || echo chromium
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium]" >&2
 			exit 2
 			;;
 		esac

@@ -158,6 +158,7 @@ func (x *Executor) convertRows(bc *backend.Conn, ncols int, r *backend.Outcome) 
 		if vals, err = mysql.ParseTextRow(p, ncols, vals); err != nil {
 			return err
 		}
+		x.Rows++
 		if err := x.w.Row(vals, nil); err != nil {
 			return err
 		}

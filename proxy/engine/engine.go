@@ -100,6 +100,11 @@ type Executor struct {
 	// tables are the logical tables of the plan being executed: column
 	// definitions name them, not their subtables.
 	tables []string
+	// Rows counts the rows sent to the client and ErrCode is the code of
+	// the last backend error relayed; the caller reads and resets them
+	// (statement statistics).
+	Rows    uint64
+	ErrCode uint16
 }
 
 // NewExecutor returns an executor that takes connections from conns and

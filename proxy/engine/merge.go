@@ -53,6 +53,7 @@ func (x *Executor) merge(plan *router.Plan) error {
 		if visible != len(mg.cols.defs) {
 			raw = nil // helper columns are cut: the row is re-encoded
 		}
+		x.Rows++
 		if err := x.w.Row(row[:visible], raw); err != nil {
 			return err
 		}

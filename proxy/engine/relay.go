@@ -179,6 +179,7 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 			r.OK = false
 			if len(p.Small) >= 3 {
 				r.ErrCode = binary.LittleEndian.Uint16(p.Small[1:3])
+				x.ErrCode = r.ErrCode
 			}
 			return r, nil
 		case p.First == mysql.LocalInfileHeader && p.Small != nil:
@@ -247,6 +248,7 @@ func (x *Executor) relayRows(bc *backend.Conn, r *backend.Outcome) error {
 			r.OK = false
 			return nil
 		}
+		x.Rows++
 	}
 }
 

@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
-	"sort"
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/mysql"
@@ -52,16 +53,17 @@ type Stats struct {
 
 // NodeStats is one backend node's pool and health.
 type NodeStats struct {
-	Name            string `json:"name"`
-	Addr            string `json:"addr"`
-	Up              bool   `json:"up"`
-	InUse           int    `json:"in_use"`
-	Idle            int    `json:"idle"`
-	Max             int    `json:"max"`
-	Dials           uint64 `json:"dials_total"`
-	DialFailures    uint64 `json:"dial_failures_total"`
-	AcquireTimeouts uint64 `json:"acquire_timeouts_total"`
-	StmtEvictions   uint64 `json:"stmt_evictions_total"`
+	Name            string  `json:"name"`
+	Addr            string  `json:"addr"`
+	Up              bool    `json:"up"`
+	InUse           int     `json:"in_use"`
+	Idle            int     `json:"idle"`
+	Max             int     `json:"max"`
+	Dials           uint64  `json:"dials_total"`
+	DialFailures    uint64  `json:"dial_failures_total"`
+	AcquireTimeouts uint64  `json:"acquire_timeouts_total"`
+	WaitSeconds     float64 `json:"acquire_wait_seconds_total"` // time statements waited for a pooled connection
+	StmtEvictions   uint64  `json:"stmt_evictions_total"`
 	// Replicas are the node's read replicas (slave) and what their last
 	// check found.
 	Replicas []ReplicaStats `json:"replicas,omitempty"`
@@ -98,7 +100,8 @@ func (s *Server) Stats() Stats {
 	for _, nd := range s.order {
 		x := nd.Stats()
 		ns := NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
-			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions}
+			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions,
+			WaitSeconds: float64(x.WaitNanos) / 1e9}
 		for _, r := range nd.Replicas() {
 			rs, ps := r.Status(), r.Stats()
 			lag := -1.0
@@ -127,6 +130,9 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("/changes", s.auth(http.HandlerFunc(s.serveChanges)))
 	mux.Handle("/admin/workflows", s.auth(http.HandlerFunc(s.serveWorkflows)))
 	mux.Handle("/admin/workflows/", s.auth(http.HandlerFunc(s.serveWorkflows)))
+	mux.Handle("/admin/digest", s.auth(http.HandlerFunc(s.serveDigest)))
+	mux.Handle("/admin/series", s.auth(http.HandlerFunc(s.serveSeries)))
+	mux.Handle("/status", s.auth(http.HandlerFunc(s.serveStatus)))
 	mux.Handle("/debug/pprof/", s.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", s.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
@@ -272,48 +278,10 @@ func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	enc.Encode(s.Stats())
 }
 
-// serveMetrics writes the stats in the Prometheus text format.
+// serveMetrics serves the Prometheus exposition of the proxy's registry
+// (metrics.go).
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	st := s.Stats()
-	var b strings.Builder
-	metric := func(name, typ, help string, v any) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
-	}
-	metric("shardgate_client_connections", "gauge", "Client connections open now.", st.Sessions)
-	metric("shardgate_client_connections_total", "counter", "Client connections accepted.", st.ConnsTotal)
-	metric("shardgate_client_connections_rejected_total", "counter", "Client connections refused (allow_ips, max_connections).", st.ConnsRejected)
-	metric("shardgate_accept_errors_total", "counter", "Accept failures waited out (out of file descriptors or memory).", st.AcceptErrors)
-	metric("shardgate_packets_too_large_total", "counter", "Client packets over the pre-login limit or max_allowed_packet.", st.PacketsTooLarge)
-	metric("shardgate_long_data_too_large_total", "counter", "Prepared executions refused for long data over max_allowed_packet.", st.LongDataTooLarge)
-	metric("shardgate_client_write_timeouts_total", "counter", "Clients disconnected by client_write_timeout.", st.WriteTimeouts)
-	metric("shardgate_unauthenticated_rejected_total", "counter", "Connections refused past max_unauthenticated_connections.", st.UnauthenticatedRejected)
-	metric("shardgate_idle_in_transaction_closed_total", "counter", "Clients disconnected by idle_in_transaction_timeout.", st.IdleTxnClosed)
-	metric("shardgate_queries_total", "counter", "COM_QUERY statements run.", st.Queries)
-	metric("shardgate_errors_total", "counter", "ERR packets the proxy itself sent.", st.ErrorsSent)
-	metric("shardgate_cutover_held_statements_total", "counter", "Statements a cutover held until the new shard rule was in force.", st.HeldStatements)
-	metric("shardgate_plan_cache_hits_total", "counter", "Statements on sharded schemas routed from the plan cache without parsing.", st.PlanCacheHits)
-	metric("shardgate_plan_cache_misses_total", "counter", "Statements on sharded schemas the planner parsed and planned.", st.PlanCacheMisses)
-	metric("shardgate_plan_cache_shapes", "gauge", "Statement shapes the plan caches hold.", st.PlanCacheShapes)
-	nodes := st.Nodes
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	per := func(name, typ, help string, f func(NodeStats) any) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		for _, n := range nodes {
-			fmt.Fprintf(&b, "%s{node=%q} %v\n", name, n.Name, f(n))
-		}
-	}
-	per("shardgate_backend_up", "gauge", "1 when the node is up.", func(n NodeStats) any {
-		if n.Up {
-			return 1
-		}
-		return 0
-	})
-	per("shardgate_backend_conns_in_use", "gauge", "Pooled connections checked out.", func(n NodeStats) any { return n.InUse })
-	per("shardgate_backend_conns_idle", "gauge", "Idle pooled connections.", func(n NodeStats) any { return n.Idle })
-	per("shardgate_backend_dials_total", "counter", "Backend connections opened.", func(n NodeStats) any { return n.Dials })
-	per("shardgate_backend_acquire_timeouts_total", "counter", "Statements that timed out waiting for a pooled connection.", func(n NodeStats) any { return n.AcquireTimeouts })
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	w.Write([]byte(b.String()))
+	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(s.log)}).ServeHTTP(w, r)
 }
 
 // serveChanges streams the change streams of logical tables as JSON lines
@@ -347,6 +315,8 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	fl, _ := w.(http.Flusher)
 	bw := bufio.NewWriterSize(w, 64<<10)
@@ -355,6 +325,7 @@ func (s *Server) serveChanges(w http.ResponseWriter, r *http.Request) {
 		if _, err := bw.Write(ch.JSON); err != nil {
 			break // the client went away; r.Context() ends the readers
 		}
+		s.metrics.changes.Inc()
 		if len(changes) == 0 {
 			if bw.Flush() != nil {
 				break

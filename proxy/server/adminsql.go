@@ -31,13 +31,19 @@ import (
 //	admin workflow(opt,name) values('cutover'|'rollback'|'complete'|'cancel'|'verify'|'repair', 'name')
 //	show workflow status
 //
+// and the query digest (metrics.go):
+//
+//	show shardgate digest
+//	admin digest(opt) values('reset')
+//
 // Node changes act at once and last until the next reload or restart
 // (ks.yaml is not written); server changes go through Reload, so they
 // are validated like a reloaded file.
 var (
-	adminRE      = regexp.MustCompile(`(?is)^\s*admin\s+(node|server|reshard|import|workflow)\s*\(([^)]*)\)\s*values\s*\((.*)\)\s*;?\s*$`)
-	adminShowRE  = regexp.MustCompile(`(?is)^\s*show\s+(proxy|node|schema|workflow)\s+(config|status)\s*;?\s*$`)
-	adminValueRE = regexp.MustCompile(`\s*'((?:[^'\\]|\\.|'')*)'\s*(,|$)`)
+	adminRE       = regexp.MustCompile(`(?is)^\s*admin\s+(node|server|reshard|import|workflow|digest)\s*\(([^)]*)\)\s*values\s*\((.*)\)\s*;?\s*$`)
+	adminShowRE   = regexp.MustCompile(`(?is)^\s*show\s+(proxy|node|schema|workflow)\s+(config|status)\s*;?\s*$`)
+	adminDigestRE = regexp.MustCompile(`(?is)^\s*show\s+shardgate\s+digest\s*;?\s*$`)
+	adminValueRE  = regexp.MustCompile(`\s*'((?:[^'\\]|\\.|'')*)'\s*(,|$)`)
 )
 
 // adminSQL handles sql when it is admin SQL; handled is false otherwise.
@@ -49,6 +55,10 @@ func (h *handler) adminSQL(sql, keyword string) (handled bool, err error) {
 			return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: shardgate's admin SQL is admin node(opt,node,k,v) values(...) or admin server(opt,k,v) values(...)")
 		}
 	case "SHOW":
+		if adminDigestRE.MatchString(sql) {
+			m = []string{sql, "digest", "opt", "'show'"}
+			break
+		}
 		show := adminShowRE.FindStringSubmatch(sql)
 		if show == nil {
 			return false, nil
@@ -70,6 +80,8 @@ func (h *handler) adminSQL(sql, keyword string) (handled bool, err error) {
 		return true, h.adminNode(vals)
 	case "reshard", "import", "workflow":
 		return true, h.adminMove(strings.ToLower(m[1]), vals)
+	case "digest":
+		return true, h.adminDigest(vals)
 	}
 	if len(vals) == 3 && vals[0] == "show" && vals[1] == "workflow" {
 		return true, h.adminMove("show", nil)
@@ -313,4 +325,28 @@ func (s *Server) schemaRows() [][][]byte {
 		}
 	}
 	return rows
+}
+
+// adminDigest shows or resets the query digest.
+func (h *handler) adminDigest(v []string) error {
+	c, d := h.c, h.c.srv.metrics.digest
+	if d == nil {
+		return mysql.NewError(mysql.ErNotSupported, "the query digest is off (digest_size: 0)")
+	}
+	switch strings.ToLower(v[0]) {
+	case "show":
+		var rows [][][]byte
+		for _, r := range d.Snapshot() {
+			rows = append(rows, rowOf(r.Fingerprint, r.User, r.Schema, r.Route, strconv.FormatUint(r.Count, 10), strconv.FormatUint(r.Overcount, 10),
+				strconv.FormatInt(r.Total.Microseconds(), 10), strconv.FormatInt(r.Min.Microseconds(), 10), strconv.FormatInt(r.Max.Microseconds(), 10),
+				strconv.FormatInt(r.P99.Microseconds(), 10), strconv.FormatUint(r.Rows, 10), strconv.FormatUint(r.Errors, 10),
+				r.First.UTC().Format("2006-01-02 15:04:05"), r.Last.UTC().Format("2006-01-02 15:04:05")))
+		}
+		return engine.WriteResultSet(c, textColumns("Fingerprint", "User", "Schema", "Route", "Count", "Overcount", "Total_us", "Min_us", "Max_us",
+			"P99_us", "Rows_Sent", "Errors", "First_Seen", "Last_Seen"), rows)
+	case "reset":
+		d.Reset()
+		return c.writeOK(mysql.OK{Status: c.status()})
+	}
+	return mysql.NewError(mysql.ErWrongArguments, "admin digest(opt) values('reset'), or show shardgate digest")
 }

@@ -33,12 +33,14 @@ import (
 type conn struct {
 	// gates are the gates of moving tables this session is inside (move.go).
 	gates []*gate
-	srv   *Server
-	nc    net.Conn
-	c     *mysql.Conn
-	id    uint32
-	log   *zap.Logger
-	h     *handler
+	// dkey is scratch for the statement's digest key (metrics.go).
+	dkey []byte
+	srv  *Server
+	nc   net.Conn
+	c    *mysql.Conn
+	id   uint32
+	log  *zap.Logger
+	h    *handler
 
 	salt []byte
 	user string
@@ -233,7 +235,9 @@ func (c *conn) loop() {
 			continue
 		}
 		watched := c.startWatch(p)
+		start := time.Now()
 		quit, err := c.h.dispatch(p)
+		c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
 		c.noteHeld()
 		if watched {
 			c.stopWatch()
@@ -341,6 +345,7 @@ func (c *conn) endStatus() uint16 { return c.status() | c.more }
 func (c *conn) writeErr(err error) {
 	se := mysql.AsSQLError(err)
 	c.srv.errorsSent.Add(1)
+	c.srv.metrics.error(se.Code)
 	c.buf = mysql.AppendErr(c.buf[:0], se)
 	c.c.WritePacket(c.buf)
 	c.c.Flush()

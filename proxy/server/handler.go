@@ -32,6 +32,8 @@ type handler struct {
 	// (logicalRelay).
 	logical     engine.Relay
 	relayTables []string
+	// ob is what the statement under way did, for the metrics (observe).
+	ob stmtObs
 }
 
 func newHandler(c *conn) *handler {
@@ -272,6 +274,7 @@ func (h *handler) query(p []byte) error {
 	}
 	stmt := router.Classify(sql)
 	c.act.set("Query", sql)
+	h.ob = stmtObs{sql: sql, keyword: stmt.Keyword, reads0: st.ReplicaReads}
 	if stmt.Keyword == "ADMIN" || stmt.Keyword == "SHOW" {
 		if handled, err := h.adminSQL(sql, stmt.Keyword); handled {
 			return err
@@ -337,10 +340,11 @@ func (h *handler) query(p []byte) error {
 		return err
 	}
 	var start time.Time
-	if c.srv.sqlLog != nil || c.srv.lv().slow > 0 {
+	if c.srv.sqlLog != nil {
 		start = time.Now()
 	}
 	c.srv.queries.Add(1)
+	h.ob.plan = plan
 	if plan.Kind == router.LoadSplit && c.caps&mysql.ClientLocalFiles == 0 {
 		return mysql.NewError(mysql.ErNotAllowedCommand, "The used command is not allowed with this MariaDB version")
 	}
@@ -703,9 +707,6 @@ func (h *handler) logSQL(sql, node string, d time.Duration, err error) {
 	if c.srv.sqlLog != nil {
 		c.srv.sqlLog.Info("sql", zap.Uint32("conn", c.id), zap.String("user", c.user), zap.String("db", c.st.DB),
 			zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql), zap.Error(err))
-	}
-	if c.srv.lv().slow > 0 && d >= c.srv.lv().slow {
-		c.log.Warn("slow query", zap.String("node", node), zap.Duration("took", d), zap.String("sql", sql))
 	}
 }
 

@@ -94,6 +94,7 @@ func (h *handler) queryOne(sql string) error {
 		return err
 	}
 	c.srv.queries.Add(1)
+	h.ob.plan = plan
 	if plan.Kind == router.Forward {
 		// One target: a result set is relayed through the concatenation
 		// path (one target), anything else through the writes path, both

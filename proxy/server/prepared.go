@@ -554,6 +554,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	if !ps.Classified {
 		ps.Class, ps.Classified = router.Classify(ps.SQL), true
 	}
+	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, plan: plan, reads0: c.st.ReplicaReads}
 	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
 	err = h.settle(h.x.Execute(plan, text))
 	c.st.Read = session.ReadMaster
@@ -577,6 +578,10 @@ var inlineCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": t
 func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
 	h, c := s.h, s.h.c
 	c.srv.queries.Add(1)
+	if !ps.Classified {
+		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+	}
+	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, node: node, reads0: c.st.ReplicaReads}
 	// As for text statements: a write a read-only master refuses before
 	// the session did anything there waits for the switch (afterReadOnly).
 	// (Not with long data: it is sent once.)

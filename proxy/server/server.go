@@ -59,7 +59,10 @@ type Server struct {
 	swapMu         sync.Mutex
 	overrides      map[string]config.ShardRule
 	heldStatements atomic.Uint64
-	coll           byte // collation announced in the handshake
+	// metrics: Prometheus, the digest and the status page's series.
+	metrics     *metrics
+	stopSampler chan struct{}
+	coll        byte // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
@@ -150,6 +153,13 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		sha2Cache: make(map[string]string),
 	}
 	s.current.Store(lv)
+	var names []string
+	for _, nc := range cfg.Nodes {
+		names = append(names, nc.Name)
+	}
+	s.metrics = newMetrics(s, cfg.DigestSize, names)
+	s.stopSampler = make(chan struct{})
+	go s.sampler(s.stopSampler)
 	for _, nc := range cfg.Nodes {
 		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
 		s.nodes[nc.Name] = n
@@ -322,6 +332,7 @@ wait:
 	if s.moves != nil {
 		s.moves.Close()
 	}
+	close(s.stopSampler)
 	s.tables.close()
 	for _, n := range s.order {
 		n.Close()

@@ -58,6 +58,7 @@ func (s *State) replicaConn(n *backend.Node) *backend.Conn {
 			return nil
 		}
 	}
+	s.ReplicaReads++
 	return bc
 }
 

@@ -21,6 +21,10 @@ type State struct {
 	// the node it began on.
 	singleNodeTxn bool
 
+	// ReplicaReads counts the reads the session sent to replicas (for the
+	// metrics of where statements ran).
+	ReplicaReads uint64
+
 	// Read says whether the statement under way may read from a replica
 	// (set by the caller for each statement); Consistency is the schema's
 	// read_consistency. gtids holds, per node, the GTID of the session's
