@@ -90,7 +90,7 @@ type Node struct {
 
 	// Counters for operators.
 	dials, dialFails, acquireTimeouts, waitNanos atomic.Uint64
-	stmtEvictions                     atomic.Uint64 // cached statements given back after 1461
+	stmtEvictions                                atomic.Uint64 // cached statements given back after 1461
 
 	stop chan struct{}
 	done chan struct{}

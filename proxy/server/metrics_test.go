@@ -109,8 +109,8 @@ func TestMetricsUnderLoad(t *testing.T) {
 	for k, want := range map[string]float64{
 		`shardgate_statements_total{kind="update",route="single"}`:  updates,
 		`shardgate_statements_total{kind="delete",route="scatter"}`: deletes,
-		`shardgate_client_errors_total{code="1146"}`: missing,
-		`shardgate_client_errors_total{code="1064"}`: syntax,
+		`shardgate_client_errors_total{code="1146"}`:                missing,
+		`shardgate_client_errors_total{code="1064"}`:                syntax,
 	} {
 		if got := delta(k); got != want {
 			t.Errorf("%s grew by %v, want %v", k, got, want)
