@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,4 +162,48 @@ func TestMetricsUnderLoad(t *testing.T) {
 	resp, _ = http.Post(web.URL+"/admin/digest?reset=1", "text/plain", nil)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+}
+
+// TestGrafanaDashboard: every metric the dashboard in etc/ queries is one
+// the proxy exports (those of replicas and workflows only while they
+// exist, client errors once there was one).
+func TestGrafanaDashboard(t *testing.T) {
+	_, web := metricsEnv(t, "graf")
+	b, err := os.ReadFile("../../etc/grafana-shardgate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(web.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	re := regexp.MustCompile(`shardgate_[a-z_]+`)
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range re.FindAllString(tg.Expr, -1) {
+				n++
+				if strings.HasPrefix(name, "shardgate_replica_") || strings.HasPrefix(name, "shardgate_workflow_") || name == "shardgate_client_errors_total" {
+					continue
+				}
+				if !strings.Contains(string(exposed), "# TYPE "+strings.TrimSuffix(name, "_bucket")+" ") {
+					t.Errorf("panel %q queries %s, which /metrics does not export", p.Title, name)
+				}
+			}
+		}
+	}
+	if len(dash.Panels) < 10 || n < 20 {
+		t.Fatalf("%d panels, %d metric references", len(dash.Panels), n)
+	}
 }
