@@ -405,17 +405,49 @@ func (a *applier) worker(ctx context.Context, q <-chan op) {
 	}()
 	var pending []op
 	var failed error
+	type slot struct {
+		target int
+		pk     string
+	}
+	last := map[slot]int{} // the index in pending of each row's last op
 	flush := func() {
-		for len(pending) > 0 && failed == nil {
-			k := 1
-			for k < len(pending) && k < 500 && pending[k].target == pending[0].target && pending[k].del == pending[0].del {
-				k++
+		if len(pending) == 0 || failed != nil {
+			pending = pending[:0]
+			return
+		}
+		// Each op carries a row's whole state (its after image, or its
+		// absence), so only the last op of each row in each subtable
+		// counts: the rest are dropped, and what is left holds each row
+		// once, so the deletes and the REPLACEs of a subtable run as one
+		// statement each, in any order.
+		clear(last)
+		for i, o := range pending {
+			last[slot{o.target, o.pk}] = i
+		}
+		byTarget := map[int][2][]op{}
+		for i, o := range pending {
+			if last[slot{o.target, o.pk}] != i {
+				continue
 			}
-			failed = a.exec(conns, pending[:k])
-			if failed == nil {
-				a.changes.Add(int64(k))
+			g := byTarget[o.target]
+			k := 0
+			if o.del {
+				k = 1
 			}
-			pending = pending[k:]
+			g[k] = append(g[k], o)
+			byTarget[o.target] = g
+		}
+		for _, g := range byTarget {
+			for _, ops := range g {
+				for len(ops) > 0 && failed == nil {
+					n := min(len(ops), 1000)
+					failed = a.exec(conns, ops[:n])
+					ops = ops[n:]
+				}
+			}
+		}
+		if failed == nil {
+			a.changes.Add(int64(len(pending)))
 		}
 		pending = pending[:0]
 	}

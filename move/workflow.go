@@ -651,6 +651,9 @@ func (r *run) catchUp(ctx context.Context) error {
 		if err := r.await(ctx, errc, sync); err != nil {
 			return err
 		}
+		if r.phase() == PhaseCancelled {
+			return nil // cancelled while catching up
+		}
 		if err := verify(); err != nil {
 			return err
 		}
