@@ -62,6 +62,7 @@ type Server struct {
 	// metrics: Prometheus, the digest and the status page's series.
 	metrics     *metrics
 	stopSampler chan struct{}
+	stopOnce    sync.Once
 	coll        byte // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
@@ -332,7 +333,7 @@ wait:
 	if s.moves != nil {
 		s.moves.Close()
 	}
-	close(s.stopSampler)
+	s.stopOnce.Do(func() { close(s.stopSampler) })
 	s.tables.close()
 	for _, n := range s.order {
 		n.Close()
