@@ -10,7 +10,7 @@
 #   make bench       the load-test ladder (bench/run.sh)
 #   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
 #   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
-#                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 11 minutes)
+#                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 7 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go

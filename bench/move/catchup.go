@@ -36,7 +36,8 @@ type catchRun struct {
 	Applied     float64 `json:"catchup_applied"`
 	AppliedRate float64 `json:"catchup_applied_per_s"`
 	// Backlog is an estimate of the changes waiting when the copy ended:
-	// sysbench's write rate x the time from the workflow's start to then.
+	// sysbench's writes in its per-second reports from the workflow's
+	// start to then.
 	Backlog float64 `json:"backlog_estimate"`
 	// The writer: sysbench's write statements per second over its whole
 	// run (each changes one row), and its window relative to the workflow.
@@ -63,10 +64,16 @@ type catchRun struct {
 	// TotalApplied is changes_applied once settled; BinlogChanges the row
 	// changes of sbtest.sbtest1 in the binary logs from the workflow's
 	// start position to then (they should be equal).
-	TotalApplied  int64  `json:"total_applied"`
-	BinlogChanges int64  `json:"binlog_changes"`
-	Samples       []poll `json:"samples"`
-	sysbench      []byte
+	TotalApplied  int64 `json:"total_applied"`
+	BinlogChanges int64 `json:"binlog_changes"`
+	// ReplaceRows are the inserts and updates among BinlogChanges (the
+	// apply writes each as a row of a REPLACE); ReplaceStmts the REPLACE
+	// statements the servers ran from copy end to the end (Com_replace:
+	// only the apply runs REPLACE then).
+	ReplaceRows  int64  `json:"replace_rows"`
+	ReplaceStmts int64  `json:"replace_statements"`
+	Samples      []poll `json:"-"` // catchup-timeline.csv
+	sysbench     []byte
 }
 
 // catchUp runs every apply-workers setting once per round.
@@ -121,6 +128,7 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 	var lastMove time.Time
 	var last int64 = -1
 	var st status
+	var replace0 int64 = -1
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		s, err := b.api.status(name)
@@ -133,6 +141,11 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 		r.Samples = append(r.Samples, p)
 		if p.Applied != last {
 			last, lastMove = p.Applied, now
+		}
+		if replace0 < 0 && p.Phase != "copying" {
+			if replace0, err = b.comReplace(); err != nil {
+				return r, err
+			}
 		}
 		if running {
 			select {
@@ -195,7 +208,7 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 	if d := r.CatchEnd - r.CopyEnd; d > 0 {
 		r.AppliedRate = r.Applied / d
 	}
-	r.Backlog = r.WriteRate * r.CopyEnd
+	r.Backlog = intervalRate(r.sysbench, -r.SysbenchStart, r.CopyEnd-r.SysbenchStart) * r.CopyEnd
 	if r.SysbenchEnd > r.CatchEnd {
 		r.LiveSeconds = r.SysbenchEnd - r.CatchEnd
 		r.LiveApplied = (appliedAt(r.Samples, r.SysbenchEnd) - r.Applied) / r.LiveSeconds
@@ -213,11 +226,16 @@ func (b *bench) catchOnce(round, aw int) (catchRun, error) {
 	if d := r.Ready - r.CopyEnd; d > 0 {
 		r.ToReady = appliedAt(r.Samples, r.Ready) / d
 	}
-	n, err := b.binlogChanges(st.State.Start)
+	replace1, err := b.comReplace()
 	if err != nil {
 		return r, err
 	}
-	r.BinlogChanges = n
+	r.ReplaceStmts = replace1 - replace0
+	n, ups, err := b.binlogChanges(st.State.Start)
+	if err != nil {
+		return r, err
+	}
+	r.BinlogChanges, r.ReplaceRows = n, ups
 	if _, _, err := b.cancel(name); err != nil {
 		return r, err
 	}
@@ -264,14 +282,29 @@ func intervalRate(out []byte, from, to float64) float64 {
 	return sum / float64(n)
 }
 
+// comReplace is the REPLACE statements the nodes have run (Com_replace).
+func (b *bench) comReplace() (int64, error) {
+	var sum int64
+	for _, nd := range b.nodes {
+		var name string
+		var n int64
+		if err := nd.db.QueryRow("SHOW GLOBAL STATUS LIKE 'Com_replace'").Scan(&name, &n); err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
 // binlogChanges counts the row changes of sbtest.sbtest1 (the source
-// subtables) in the nodes' binary logs from start to their positions now.
-func (b *bench) binlogChanges(start map[string]string) (int64, error) {
+// subtables) in the nodes' binary logs from start to their positions now,
+// and the inserts and updates among them.
+func (b *bench) binlogChanges(start map[string]string) (n, upserts int64, err error) {
 	until := map[string]string{}
 	for _, nd := range b.nodes {
 		var p string
 		if err := nd.db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		until[nd.Name] = p
 	}
@@ -280,14 +313,13 @@ func (b *bench) binlogChanges(start map[string]string) (int64, error) {
 	changes, errc, err := changestream.Subscribe(ctx, changestream.Sources(b.cfg), changestream.Names(b.cfg),
 		changestream.Options{Tables: []string{"sbtest.sbtest1"}, From: start, Until: until, Buffer: 4096})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n int64
-	for range changes {
+	for ch := range changes {
 		n++
+		if ch.Op != "delete" {
+			upserts++
+		}
 	}
-	if err := <-errc; err != nil {
-		return n, err
-	}
-	return n, nil
+	return n, upserts, <-errc
 }

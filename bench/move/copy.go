@@ -122,14 +122,21 @@ func (b *bench) cancel(name string) (time.Time, time.Time, error) {
 	if err != nil {
 		return c0, c1, err
 	}
-	s, err := b.api.status(name)
-	if err != nil {
-		return c0, c1, err
+	// The reply comes before the workflow's goroutine has returned: give
+	// it a moment to stop running.
+	for try := 0; ; try++ {
+		s, err := b.api.status(name)
+		if err != nil {
+			return c0, c1, err
+		}
+		if s.State.Phase == "cancelled" && !s.Running {
+			return c0, c1, nil
+		}
+		if s.State.Phase != "cancelled" || try == 100 {
+			return c0, c1, fmt.Errorf("workflow %s after cancel: phase %s, running %v", name, s.State.Phase, s.Running)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if s.State.Phase != "cancelled" || s.Running {
-		return c0, c1, fmt.Errorf("workflow %s after cancel: phase %s, running %v", name, s.State.Phase, s.Running)
-	}
-	return c0, c1, nil
 }
 
 // anchor copies both source subtables into sbanchor.<subtable> on their

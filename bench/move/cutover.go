@@ -148,14 +148,17 @@ type latStats struct {
 
 // cutoverResult is the cutover section.
 type cutoverResult struct {
-	Events     []pauseEvent   `json:"events"`
-	Verify     []verifyRun    `json:"verify"`
-	Window     latStats       `json:"window_all"`   // statements of every window
-	Baseline   latStats       `json:"baseline_all"` // statements of every baseline
-	Whole      latStats       `json:"whole_run"`    // every statement of the section
-	Statements int            `json:"statements"`
-	Seconds    float64        `json:"load_seconds"`
-	Errors     map[string]int `json:"errors,omitempty"`
+	Events []pauseEvent `json:"events"`
+	Verify []verifyRun  `json:"verify"`
+	Window latStats     `json:"window_all"` // statements of every window
+	// The same, cutovers' windows and rollbacks' apart.
+	CutoverWindow  latStats       `json:"window_cutovers"`
+	RollbackWindow latStats       `json:"window_rollbacks"`
+	Baseline       latStats       `json:"baseline_all"` // statements of every baseline
+	Whole          latStats       `json:"whole_run"`    // every statement of the section
+	Statements     int            `json:"statements"`
+	Seconds        float64        `json:"load_seconds"`
+	Errors         map[string]int `json:"errors,omitempty"`
 }
 
 // verifyRun is one workflow's verify figures.
@@ -219,6 +222,7 @@ func (b *bench) cutovers() error {
 	all := stopLoad()
 	res := &cutoverResult{Verify: vr, Statements: len(all), Seconds: time.Since(l.base).Seconds(), Errors: l.errs}
 	var win, base []stmt
+	kinds := map[string][]stmt{}
 	for i := range evs {
 		e := &evs[i]
 		from := time.Duration(e.Start * float64(time.Second))
@@ -227,7 +231,9 @@ func (b *bench) cutovers() error {
 		bl := between(all, from-2*time.Second, from)
 		e.Window, e.Baseline = summarize(w), summarize(bl)
 		win, base = append(win, w...), append(base, bl...)
+		kinds[e.Kind] = append(kinds[e.Kind], w...)
 	}
+	res.CutoverWindow, res.RollbackWindow = summarize(kinds["cutover"]), summarize(kinds["rollback"])
 	res.Events, res.Window, res.Baseline, res.Whole = evs, summarize(win), summarize(base), summarize(all)
 	b.res.Cutover = res
 	var n int

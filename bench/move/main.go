@@ -49,7 +49,7 @@ var (
 	user      = flag.String("user", "shardgate", "account on the proxy and the nodes")
 	password  = flag.String("password", "shardgate", "its password")
 	rows      = flag.Int("rows", 200000, "rows of sbtest1 (already loaded through the proxy with ids 1..rows)")
-	rounds    = flag.Int("rounds", 2, "rounds of the copy sweep and its anchors, and of the catch-up settings")
+	rounds    = flag.Int("rounds", 3, "rounds of the copy sweep and its anchors, and of the catch-up settings")
 	workers   = flag.String("copy-workers", "1,2,4,8", "copy workers swept")
 	batches   = flag.String("batch-rows", "100,1000,5000", "rows per batch swept")
 	applyWs   = flag.String("apply-workers", "1,4,16", "apply workers of the catch-up runs")
@@ -59,6 +59,7 @@ var (
 	loadConns = flag.Int("load-conns", 8, "goroutines of the load client during the cutovers")
 	loadRate  = flag.Int("load-rate", 2000, "statements per second of the load client in all (0: as fast as it can)")
 	sections  = flag.String("sections", "copy,catchup,cutover", "sections to run")
+	proxySrc  = flag.String("proxy-source", "", "how the proxy was built, for the report (default: the working tree's commit and changes)")
 	since     = flag.Int64("script-start", 0, "Unix time the calling script began (the report gives the run time from it)")
 	out       = flag.String("out", "", "report directory (default bench/results/<date>-move)")
 )
@@ -310,6 +311,7 @@ func environment(b *bench) envBlock {
 		_ = nd.db.QueryRow("SELECT @@innodb_buffer_pool_size, @@innodb_flush_log_at_trx_commit, CONCAT(@@binlog_format, '/', @@binlog_row_image, '/', @@binlog_row_metadata, ' sync_binlog=', @@sync_binlog)").Scan(&bp, &flush, &binlog)
 		e.Servers = append(e.Servers, fmt.Sprintf("%s %s: buffer pool %d MB, flush_log_at_trx_commit=%s, binlog %s", nd.Name, nd.Addr, bp>>20, flush, binlog))
 	}
+	e.ProxySource = *proxySrc
 	e.ProxyGOMAXPROCS = os.Getenv("GOMAXPROCS")
 	if e.ProxyGOMAXPROCS == "" {
 		e.ProxyGOMAXPROCS = strconv.Itoa(runtime.NumCPU()) + " (default)"

@@ -48,6 +48,7 @@ type envBlock struct {
 	Dirty           []string `json:"dirty,omitempty"` // git status of the proxy's packages when the run began
 	Servers         []string `json:"servers"`
 	ProxyGOMAXPROCS string   `json:"proxy_gomaxprocs"`
+	ProxySource     string   `json:"proxy_source,omitempty"` // how bench/move.sh built the proxy, when not from the working tree
 	LoadStart       string   `json:"loadavg_start"`
 	LoadEnd         string   `json:"loadavg_end"`
 }
@@ -94,6 +95,9 @@ func (s spread) pm() float64 {
 
 // fmtRate formats a median with its ± percentage.
 func (s spread) fmt(prec int) string {
+	if len(s.vals) == 0 {
+		return "–"
+	}
 	if len(s.vals) < 2 {
 		return fmt.Sprintf("%.*f", prec, s.median())
 	}
@@ -167,6 +171,20 @@ func (b *bench) anchorSpread(kind string) (rate, mbs, dbUS spread, runs []anchor
 	return
 }
 
+// verdict judges a median ratio against a goal (at least goal), saying
+// when the rounds' range crosses it.
+func verdict(med, lo, hi, goal float64) string {
+	switch {
+	case lo >= goal:
+		return "met"
+	case hi < goal:
+		return "**not met**"
+	case med >= goal:
+		return "met by the median, not by every round"
+	}
+	return "**not met** by the median (some rounds reach it)"
+}
+
 // verifySpreads are the verify rates of the copy sweep (nothing written
 // beside it), the catch-up runs and the cutover runs.
 func (b *bench) verifySpreads() (idle, catch, cut spread) {
@@ -193,7 +211,7 @@ func (b *bench) verifies() []verifyRun {
 	var out []verifyRun
 	for _, c := range b.res.Copy {
 		if c.VerifySeconds > 0 {
-			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("copy sweep (%d x %d), nothing else running", c.Workers, c.Batch),
+			out = append(out, verifyRun{Workflow: c.Workflow, Context: fmt.Sprintf("copy sweep (%d x %d), no writes to the table", c.Workers, c.Batch),
 				Rows: c.VerifyRows, Seconds: c.VerifySeconds, RowsSec: float64(c.VerifyRows) / c.VerifySeconds})
 		}
 	}
@@ -216,17 +234,21 @@ func (b *bench) markdown() string {
 	p("# Online resharding (package move): copy, catch-up, verify, cutover — %s\n\n", r.Date)
 	p("One run of `make bench-move` (`bench/move.sh`, driver `bench/move`): the proxy's admin API reshards `sbtest.sbtest1` (%d sysbench rows, ids 1..%d) from hash 1+1 subtables (`sbtest1_0000` on node1, `sbtest1_0001` on node2) to hash 4+4 (`sbtest1_g1_0000..0007`), again and again; every workflow but the cutover ones is cancelled (its new subtables dropped) once measured. ", r.Rows, r.Rows)
 	p("Data: %.1f MB by DATA_LENGTH of the two source subtables after ANALYZE TABLE (%.1f MB of column bytes, %d B/row); every MB/s figure uses DATA_LENGTH. ", float64(r.DataBytes)/1e6, float64(r.RowBytes)/1e6, r.DataBytes/int64(max(r.Rows, 1)))
-	p("Medians over rounds, interleaved (each round runs every setting once, in the same order); **±** is half the min–max range over the median (with 2 rounds the median is their mean). Everything shares 2 cores: MariaDB x2, the proxy, sysbench or the load client, and this driver.\n\n")
+	p("Medians over rounds, interleaved (each round runs every setting once, in the same order); **±** is half the min–max range over the median%s. Everything shares 2 cores: MariaDB x2, the proxy, sysbench or the load client, and this driver.\n\n", map[bool]string{true: " (with 2 rounds the median is their mean)", false: ""}[*rounds == 2])
 
 	e := r.Env
 	p("## Environment\n\n")
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s x %d |\n| kernel | %s |\n| Go | %s (proxy GOMAXPROCS %s) |\n| MariaDB | %s |\n| sysbench | %s |\n", e.CPU, e.CPUs, e.Kernel, e.Go, e.ProxyGOMAXPROCS, e.MariaDB, e.Sysbench)
-	dirty := "clean"
-	if len(e.Dirty) > 0 {
-		dirty = "uncommitted changes: " + strings.Join(e.Dirty, " ")
+	if e.ProxySource != "" {
+		p("| proxy | %s; its config is `ks.yaml` here (log level info) |\n", e.ProxySource)
+	} else {
+		dirty := "no uncommitted changes in its packages"
+		if len(e.Dirty) > 0 {
+			dirty = "built from the working tree with uncommitted changes: " + strings.Join(e.Dirty, " ")
+		}
+		p("| proxy | commit %s (%s); its config is `ks.yaml` here (log level info) |\n", e.Commit, dirty)
 	}
-	p("| proxy | commit %s (%s); its config is `ks.yaml` here (log level info) |\n", e.Commit, dirty)
 	for _, s := range e.Servers {
 		p("| server | %s |\n", s)
 	}
@@ -271,10 +293,12 @@ func (b *bench) markdown() string {
 		p("| anchor: INTO OUTFILE + LOAD DATA INFILE | %.0f rows/s, %.1f MB/s | ±%.0f%% (%s) | |\n", ofR.median(), ofM.median(), ofR.pm(), ofR.list(0))
 	}
 	if best != nil && len(dumpRuns) > 0 {
-		p("| copy best / dump anchor | %.2f | %.2f–%.2f | goal ≥ 1 |\n", best.rate.median()/dumpR.median(), slices.Min(best.rate.vals)/slices.Max(dumpR.vals), slices.Max(best.rate.vals)/slices.Min(dumpR.vals))
+		lo, hi := slices.Min(best.rate.vals)/slices.Max(dumpR.vals), slices.Max(best.rate.vals)/slices.Min(dumpR.vals)
+		p("| copy best / dump anchor | %.2f | %.2f–%.2f | goal ≥ 1: %s |\n", best.rate.median()/dumpR.median(), lo, hi, verdict(best.rate.median()/dumpR.median(), lo, hi, 1))
 	}
 	if best != nil && len(ofRuns) > 0 {
-		p("| copy best / outfile anchor | %.2f | %.2f–%.2f | goal ≥ 1 |\n", best.rate.median()/ofR.median(), slices.Min(best.rate.vals)/slices.Max(ofR.vals), slices.Max(best.rate.vals)/slices.Min(ofR.vals))
+		lo, hi := slices.Min(best.rate.vals)/slices.Max(ofR.vals), slices.Max(best.rate.vals)/slices.Min(ofR.vals)
+		p("| copy best / outfile anchor | %.2f | %.2f–%.2f | goal ≥ 1: %s |\n", best.rate.median()/ofR.median(), lo, hi, verdict(best.rate.median()/ofR.median(), lo, hi, 1))
 	}
 	type awCell struct {
 		aw                         int
@@ -298,15 +322,15 @@ func (b *bench) markdown() string {
 		a.maxLag.vals = append(a.maxLag.vals, c.MaxLag)
 	}
 	for _, a := range aws {
-		p("| catch-up, %d apply workers | %.0f changes/s = %.2f x the write rate (%.0f/s) | ±%.0f%% (%s); ratio %s | max lag %s s |\n", a.aw, a.rate.median(), a.ratio.median(), a.write.median(),
-			a.rate.pm(), a.rate.list(0), a.ratio.list(2), a.maxLag.list(0))
+		p("| catch-up, %d apply workers | %.0f changes/s = %.2f x the write rate (%.0f/s) | ±%.0f%% (%s); ratio %s | keep up (ratio ≥ 1): %s; max lag %s s |\n", a.aw, a.rate.median(), a.ratio.median(), a.write.median(),
+			a.rate.pm(), a.rate.list(0), a.ratio.list(2), verdict(a.ratio.median(), slices.Min(a.ratio.vals), slices.Max(a.ratio.vals), 1), a.maxLag.list(0))
 	}
 	vsIdle, vsCatch, vsCut := b.verifySpreads()
 	if len(vsIdle.vals) > 0 {
-		p("| verify, nothing else running (copy sweep) | %.0f rows/s | ±%.0f%% over %d workflows (%.0f–%.0f) | verify_rows / verify_seconds |\n", vsIdle.median(), vsIdle.pm(), len(vsIdle.vals), slices.Min(vsIdle.vals), slices.Max(vsIdle.vals))
+		p("| verify, no writes to the table (copy sweep) | %.0f rows/s | ±%.0f%% over %d workflows (%.0f–%.0f) | verify_rows / verify_seconds |\n", vsIdle.median(), vsIdle.pm(), len(vsIdle.vals), slices.Min(vsIdle.vals), slices.Max(vsIdle.vals))
 	}
 	if len(vsCut.vals) > 0 {
-		p("| verify, light load (cutover runs) | %.0f rows/s | ±%.0f%% over %d workflows (%s) | verify_rows / verify_seconds |\n", vsCut.median(), vsCut.pm(), len(vsCut.vals), vsCut.list(0))
+		p("| verify, load client writing (cutover runs) | %.0f rows/s | ±%.0f%% over %d workflows (%s) | verify_rows / verify_seconds |\n", vsCut.median(), vsCut.pm(), len(vsCut.vals), vsCut.list(0))
 	}
 	if len(vsCatch.vals) > 0 {
 		p("| verify, catch-up runs | %.0f rows/s | ±%.0f%% over %d workflows (%s) | includes the apply running on to the snapshot's position |\n", vsCatch.median(), vsCatch.pm(), len(vsCatch.vals), vsCatch.list(0))
@@ -321,18 +345,26 @@ func (b *bench) markdown() string {
 			}
 			slices.Sort(ps)
 			if len(ps) > 0 {
-				p("| %s pause (pause_ms) | p50 %.1f ms, p99 %.1f ms | max %.1f ms over %d | goal < 1000 ms, stretch < 100 ms |\n", kind, pct(ps, 50), pct(ps, 99), ps[len(ps)-1], len(ps))
+				goal := "goal < 1 s: met; stretch < 100 ms: met"
+				switch {
+				case pct(ps, 99) >= 1000:
+					goal = "goal < 1 s: **not met**"
+				case pct(ps, 99) >= 100:
+					goal = "goal < 1 s: met; stretch < 100 ms: **not met**"
+				}
+				p("| %s pause (pause_ms) | p50 %.1f ms, p99 %.1f ms | max %.1f ms over %d | %s |\n", kind, pct(ps, 50), pct(ps, 99), ps[len(ps)-1], len(ps), goal)
 			}
 		}
 		p("| statements started during a cutover or rollback | p50 %.2f ms, p99 %.2f ms, max %.2f ms | %d statements, %d errors | baseline (2 s before each): p50 %.2f, p99 %.2f ms |\n",
 			c.Window.P50, c.Window.P99, c.Window.Max, c.Window.N, c.Window.Errors, c.Baseline.P50, c.Baseline.P99)
-		p("| added latency during the pause | p50 %+.2f ms, p99 %+.2f ms | | window minus baseline |\n", c.Window.P50-c.Baseline.P50, c.Window.P99-c.Baseline.P99)
+		p("| added latency during the pause | p50 %+.2f ms, p99 %+.2f ms | cutover windows alone: p50 %+.2f, p99 %+.2f ms | window minus baseline |\n", c.Window.P50-c.Baseline.P50, c.Window.P99-c.Baseline.P99,
+			c.CutoverWindow.P50-c.Baseline.P50, c.CutoverWindow.P99-c.Baseline.P99)
 	}
 	p("\n")
 
 	if len(cells) > 0 {
 		p("## 1. Copy throughput by copy workers and batch rows\n\n")
-		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying` (the copy figures are read there), then followed to `ready` (a catch-up with nothing written beside it, and a verify) and cancelled. It is cancelled only from `ready` because a cancel during `catching-up` does not end a workflow in this commit: `catchUp` (move/workflow.go) goes on from `await` to `verify` after the cancel, which saves phase `ready` again over `cancelled` (after the new subtables were dropped; if a next workflow has created them again, the resurrected one verifies and applies into its tables, and the table stays taken by it). rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), and writes multi-row REPLACEs of BatchRows rows through `workers` writers, checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
+		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying` (the copy figures are read there), then followed to `ready` (a catch-up with nothing written beside it, and a verify) and cancelled. Cancelling from `ready` gives a verify figure with nothing written beside it (section 4); before fc7516a a cancel during `catching-up` did not end a workflow (it went on to verify and saved `ready` over `cancelled`). rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), and writes multi-row REPLACEs of BatchRows rows through `workers` writers, checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
 		p("| workers | batch rows | rows/s (median ±) | MB/s | rounds rows/s | wall s | proxy CPU µs/row | MariaDB CPU µs/row |\n|---:|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, c := range cells {
 			p("| %d | %d | %s | %.1f | %s | %.2f | %.2f | %.2f |\n", c.w, c.b, c.rate.fmt(0), c.mbs.median(), c.rate.list(0), c.wall.median(), c.proxyUS.median(), c.dbUS.median())
@@ -402,11 +434,11 @@ func (b *bench) markdown() string {
 		p("## 3. Catch-up under sysbench oltp_write_only\n\n")
 		p("Each run: sysbench `oltp_write_only` (%d threads, `--skip-trx=on`: single-row autocommit writes, 4 per event: UPDATE k, UPDATE c, DELETE, INSERT; errors 1062/1213/1205/1020 ignored) writes through the proxy for %d s; 1 s after it starts, a workflow starts (CopyWorkers 4, BatchRows 1000, ThrottleLatency 0, ApplyWorkers as given), so the copy runs under the writes and the catch-up begins with their backlog. Status polled every 100 ms. Times are seconds since the workflow's POST.\n\n", *threads, *writeSecs)
 		p("- **copy end**: first status out of `copying`; **catch-up end** = first status `ready` less verify_seconds (the verify runs right after the apply has reached the positions read when the catch-up began); **applied/s** = changes_applied at catch-up end / (catch-up end − copy end). The apply starts at the position read before the copy, so it also reads past the copy's own REPLACEs into the new subtables in the binary log (filtered out, not counted).\n")
-		p("- **write rate**: sysbench's write statements per second over its whole run (`queries performed: write` / total time); each changes one row, so it is row changes per second. **backlog** ≈ write rate x copy end (the writes the copy left to the apply). **ratio** = applied/s / write rate: above 1 the apply gains on the writer.\n")
+		p("- **write rate**: sysbench's write statements per second over its whole run (`queries performed: write` / total time); each changes one row, so it is row changes per second. **backlog** ≈ the writes sysbench reported per second from the workflow's start to copy end (what the copy left to the apply; an estimate to the second). **ratio** = applied/s / write rate: above 1 the apply gains on the writer.\n")
 		p("- **copy end→ready applied/s**: changes_applied at the first `ready` status / (ready − copy end), the verify included (during it the apply is first held, then runs on to the snapshot's position).\n")
 		p("- **live**: from catch-up end until sysbench stops (when it is still writing): seconds, the apply's rate, and sysbench's own per-second write reports for those seconds; **drain**: from sysbench's end to the last sample whose changes_applied moved, and the changes applied per second in it (the apply with no writer beside it); **max lag**: largest `lag_seconds` of any sample, and after catch-up end (age of the oldest change read but not yet applied, 1 s resolution; 0 while copying, before the apply starts).\n")
-		p("- **applied / binlog**: changes_applied once everything settled, and the row changes of `sbtest1_0000/0001` in the binary logs from the workflow's start position to then, counted by `changestream` (each one change). They should match.\n\n")
-		p("| round | apply workers | copy rows/s | copy end s | catch-up end s | ready s | backlog | applied in catch-up | applied/s | copy end→ready applied/s | write rate | ratio | live s: applied/s vs writes/s | drain s: applied/s | max lag s (after catch-up) | applied / binlog | sysbench ignored errors |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|\n")
+		p("- **applied / binlog**: changes_applied once everything settled, and the row changes of `sbtest1_0000/0001` in the binary logs from the workflow's start position to then, counted by `changestream` (each one change). They should match. **changes/REPLACE**: the inserts and updates among those changes over the REPLACE statements the two servers ran from copy end to the end (`Com_replace`; nothing else runs REPLACE then). The apply writes inserts and updates as REPLACEs, keeping only the last change of a row within a batch, so this says how well it batches.\n\n")
+		p("| round | apply workers | copy rows/s | copy end s | catch-up end s | ready s | backlog | applied in catch-up | applied/s | copy end→ready applied/s | write rate | ratio | live s: applied/s vs writes/s | drain s: applied/s | max lag s (after catch-up) | applied / binlog | changes/REPLACE | sysbench ignored errors |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|\n")
 		for _, c := range r.CatchUp {
 			live := "–"
 			if c.LiveSeconds > 0 {
@@ -416,8 +448,12 @@ func (b *bench) markdown() string {
 			if c.DrainRate > 0 {
 				drain = fmt.Sprintf("%.1f: %.0f", c.Drain, c.DrainRate)
 			}
-			p("| %d | %d | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s | %s | %.0f (%.0f) | %d / %d | %d |\n", c.Round, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.CatchEnd, c.Ready,
-				c.Backlog, c.Applied, c.AppliedRate, c.ToReady, c.WriteRate, c.AppliedRate/c.WriteRate, live, drain, c.MaxLag, c.MaxLagLive, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
+			perStmt := 0.0
+			if c.ReplaceStmts > 0 {
+				perStmt = float64(c.ReplaceRows) / float64(c.ReplaceStmts)
+			}
+			p("| %d | %d | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s | %s | %.0f (%.0f) | %d / %d | %.2f | %d |\n", c.Round, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.CatchEnd, c.Ready,
+				c.Backlog, c.Applied, c.AppliedRate, c.ToReady, c.WriteRate, c.AppliedRate/c.WriteRate, live, drain, c.MaxLag, c.MaxLagLive, c.TotalApplied, c.BinlogChanges, perStmt, c.SysbenchErrs)
 		}
 		p("\n| apply workers | catch-up applied/s (median ±) | write rate | ratio (rounds) | live applied/s / writes/s (rounds) | drain applied/s (median ±) | max lag s (rounds) |\n|---:|---:|---:|---|---|---:|---|\n")
 		for _, a := range aws {
@@ -447,7 +483,7 @@ func (b *bench) markdown() string {
 		for _, x := range v {
 			p("| %s | %s | %d | %.3f | %.0f |\n", x.Workflow, x.Context, x.Rows, x.Seconds, x.RowsSec)
 		}
-		p("\nMedian rows/s: %s in the copy sweep (nothing written beside it), %s in the cutover runs (the load client's 1 000 updates/s beside it), %s in the catch-up runs. verify_seconds counts from the start of the verify to its end, so it includes holding the apply, taking the snapshots, and the apply running on to the snapshots' positions: when the apply is behind (as in the catch-up runs, where sysbench writes on), that wait is most of it.\n\n", vsIdle.fmt(0), vsCut.fmt(0), vsCatch.fmt(0))
+		p("\nMedian rows/s: %s in the copy sweep (nothing written beside it), %s in the cutover runs (the load client's 1 000 updates/s beside it), %s in the catch-up runs. verify_seconds counts from the start of the verify to its end, so it includes holding the apply, taking the snapshots, and the apply running on to the snapshots' positions: the further the apply is behind, and the busier the cores, the longer.\n\n", vsIdle.fmt(0), vsCut.fmt(0), vsCatch.fmt(0))
 	}
 	if c := r.Cutover; c != nil {
 		p("## 5. Cutover and rollback pause\n\n")
@@ -461,7 +497,8 @@ func (b *bench) markdown() string {
 		for _, x := range []struct {
 			name string
 			s    latStats
-		}{{"in a cutover/rollback window", c.Window}, {"baseline (2 s before each)", c.Baseline}, {"whole section (copies and verifies included)", c.Whole}} {
+		}{{"in a cutover or rollback window", c.Window}, {"in a cutover window", c.CutoverWindow}, {"in a rollback window (the POST also drops the 8 new subtables)", c.RollbackWindow},
+			{"baseline (2 s before each)", c.Baseline}, {"whole section (copies and verifies included)", c.Whole}} {
 			p("| %s | %d | %.2f | %.2f | %.2f | %d |\n", x.name, x.s.N, x.s.P50, x.s.P99, x.s.Max, x.s.Errors)
 		}
 		p("\nAdded latency of statements that started during a pause window: p50 %+.2f ms, p99 %+.2f ms (window minus baseline). %d statements in %.0f s; rows through the proxy afterwards: %d.",
@@ -476,7 +513,7 @@ func (b *bench) markdown() string {
 		}
 		p(" Statements within 3 s of each event: `raw/statements.csv.gz` (not committed).\n\n")
 	}
-	p("## Files\n\n`results.json` (everything, including each catch-up run's samples), `copy.csv`, `anchors.csv`, `catchup.csv`, `catchup-timeline.csv`, `verify.csv`, `cutover.csv`, `ks.yaml` (the proxy's config), `proxy.log`, `prepare.log`, `move.log` (the driver's log); `raw/` (not committed): sysbench outputs, statements around each pause.\n")
+	p("## Files\n\n`results.json` (everything but the samples), `copy.csv`, `anchors.csv`, `catchup.csv`, `catchup-timeline.csv`, `verify.csv`, `cutover.csv`, `ks.yaml` (the proxy's config), `proxy.log`, `prepare.log`, `move.log` (the driver's log); `raw/` (not committed): sysbench outputs, statements around each pause.\n")
 	return m.String()
 }
 
@@ -498,12 +535,12 @@ func (b *bench) writeCSV() error {
 	for _, a := range r.Anchors {
 		w("anchors.csv", "%d,%s,%d,%.3f,%.3f,%.3f,%.0f,%.2f,%.2f\n", a.Round, a.Kind, a.Rows, a.Seconds, a.Export, a.Load, a.RowsPerSec, a.MBPerSec, a.DBCPU)
 	}
-	w("catchup.csv", "round,workflow,apply_workers,copy_rows_per_s,copy_end_s,ready_s,verify_seconds,catchup_end_s,catchup_applied,applied_per_s,copy_end_to_ready_applied_per_s,backlog_estimate,write_rate,ratio,sysbench_writes,sysbench_start_s,sysbench_end_s,live_seconds,live_applied_per_s,live_write_rate,max_lag_s,max_lag_live_s,drain_s,drain_applied_per_s,total_applied,binlog_changes,sysbench_ignored_errors\n")
+	w("catchup.csv", "round,workflow,apply_workers,copy_rows_per_s,copy_end_s,ready_s,verify_seconds,catchup_end_s,catchup_applied,applied_per_s,copy_end_to_ready_applied_per_s,backlog_estimate,write_rate,ratio,sysbench_writes,sysbench_start_s,sysbench_end_s,live_seconds,live_applied_per_s,live_write_rate,max_lag_s,max_lag_live_s,drain_s,drain_applied_per_s,total_applied,binlog_changes,replace_rows,replace_statements,sysbench_ignored_errors\n")
 	w("catchup-timeline.csv", "workflow,apply_workers,t_s,phase,rows_copied,changes_applied,lag_s\n")
 	for _, c := range r.CatchUp {
-		w("catchup.csv", "%d,%s,%d,%.0f,%.2f,%.2f,%.3f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.1f,%.1f,%.2f,%.0f,%d,%d,%d\n", c.Round, c.Workflow, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.Ready, c.VerifySecs,
+		w("catchup.csv", "%d,%s,%d,%.0f,%.2f,%.2f,%.3f,%.2f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%d,%.2f,%.2f,%.2f,%.0f,%.0f,%.1f,%.1f,%.2f,%.0f,%d,%d,%d,%d,%d\n", c.Round, c.Workflow, c.ApplyWorkers, c.CopyRowsSec, c.CopyEnd, c.Ready, c.VerifySecs,
 			c.CatchEnd, c.Applied, c.AppliedRate, c.ToReady, c.Backlog, c.WriteRate, c.AppliedRate/c.WriteRate, c.Writes, c.SysbenchStart, c.SysbenchEnd, c.LiveSeconds, c.LiveApplied, c.LiveWriteRate,
-			c.MaxLag, c.MaxLagLive, c.Drain, c.DrainRate, c.TotalApplied, c.BinlogChanges, c.SysbenchErrs)
+			c.MaxLag, c.MaxLagLive, c.Drain, c.DrainRate, c.TotalApplied, c.BinlogChanges, c.ReplaceRows, c.ReplaceStmts, c.SysbenchErrs)
 		for _, s := range c.Samples {
 			w("catchup-timeline.csv", "%s,%d,%.3f,%s,%d,%d,%.0f\n", c.Workflow, c.ApplyWorkers, s.T, s.Phase, s.Copied, s.Applied, s.Lag)
 		}
