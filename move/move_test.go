@@ -161,6 +161,11 @@ func TestImportKeepsEveryValue(t *testing.T) {
 	if err := m.Command("vals", move.CmdComplete); err != nil {
 		t.Fatal(err)
 	}
+	// The changes applied are saved with the state (no longer live).
+	done := wait(t, m, "vals", move.PhaseCompleted)
+	if done.State.ChangesApplied < 9 {
+		t.Errorf("after complete: %d changes applied saved; want the 9 or more written after the copy", done.State.ChangesApplied)
+	}
 	want := dump(t, sdb, "t")
 	got := dump(t, open(t, dst, "vals_dst"), "t_0000", "t_0001", "t_0002")
 	if len(got) != len(want) {

@@ -69,7 +69,9 @@ type run struct {
 	applier  *applier // the forward apply, then the reverse one
 	started  time.Time
 	copyBase int64 // rows copied before this run
-	leased   atomic.Bool
+	// applyBase is the changes applied before the running applier began.
+	applyBase int64
+	leased    atomic.Bool
 }
 
 type command struct {
@@ -269,7 +271,7 @@ func (r *run) status() Status {
 	r.mu.Lock()
 	st := Status{Workflow: r.w.clone(), Running: true}
 	st.Spec.Source = nil // no password in listings
-	base, c, a := r.copyBase, r.copier, r.applier
+	base, c, a, applyBase := r.copyBase, r.copier, r.applier, r.applyBase
 	r.mu.Unlock()
 	if c != nil && st.State.Phase == PhaseCopying {
 		done := c.rows.Load()
@@ -282,7 +284,7 @@ func (r *run) status() Status {
 		}
 	}
 	if a != nil {
-		st.State.ChangesApplied = a.changes.Load()
+		st.State.ChangesApplied = applyBase + a.changes.Load()
 		st.LagSeconds = a.lag().Seconds()
 	}
 	return st
@@ -291,6 +293,9 @@ func (r *run) status() Status {
 func (r *run) save(ctx context.Context, f func(s *State)) error {
 	r.mu.Lock()
 	f(&r.w.State)
+	if r.applier != nil {
+		r.w.State.ChangesApplied = r.applyBase + r.applier.changes.Load()
+	}
 	w := r.w.clone()
 	r.mu.Unlock()
 	return r.m.store.Save(ctx, &w)
@@ -568,7 +573,7 @@ func (r *run) startApply(ctx context.Context, streams []changestream.Source, nam
 	errc := make(chan error, 1)
 	go func() { errc <- a.run(actx, streams, names, sp.Logical()) }()
 	r.mu.Lock()
-	r.applier = a
+	r.applier, r.applyBase = a, r.w.State.ChangesApplied
 	r.mu.Unlock()
 	return a, errc, stop, nil
 }
