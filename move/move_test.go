@@ -121,8 +121,8 @@ func TestImportKeepsEveryValue(t *testing.T) {
 		t.Skip("integration test: needs MariaDB (skipped under -short)")
 	}
 	src, dst := cluster.Servers[0], cluster.Servers[1]
-	exec(t, open(t, src, ""), "CREATE DATABASE vals_src")
-	exec(t, open(t, dst, ""), "CREATE DATABASE vals_dst")
+	exec(t, open(t, src, ""), "DROP DATABASE IF EXISTS vals_src", "CREATE DATABASE vals_src")
+	exec(t, open(t, dst, ""), "DROP DATABASE IF EXISTS vals_dst", "DROP DATABASE IF EXISTS vals_sidecar", "CREATE DATABASE vals_dst")
 	sdb := open(t, src, "vals_src")
 	exec(t, sdb, "SET time_zone = '+00:00'", typed)
 	for i := 0; i < 30; i++ {
