@@ -615,15 +615,7 @@ func (r *run) catchUp(ctx context.Context) error {
 		return err
 	}
 	defer stop()
-	sync := func(ctx context.Context) error {
-		p, err := positions(streams)
-		if err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		return a.waitFor(wctx, p)
-	}
+	sync := func(ctx context.Context) error { return presync(ctx, a, streams) }
 	var srcTables, dstTables []table
 	byNode := map[string][]table{}
 	for _, s := range sources {
@@ -728,18 +720,7 @@ func (r *run) catchUp(ctx context.Context) error {
 					cmd.reply <- fmt.Errorf("an import has no cutover: point the application at the proxy, then complete")
 					continue
 				}
-				var ok bool
-				var err error
-				for try := 0; try < 10 && !ok && err == nil; try++ {
-					if try > 0 && !r.idle(ctx, time.Second) {
-						err = ctx.Err()
-					} else {
-						ok, err = r.cutover(ctx, a, streams, targets)
-					}
-				}
-				if err == nil && !ok {
-					err = fmt.Errorf("cutover did not finish within cutover_timeout (%v) in 10 tries; nothing changed", sp.Options.WithDefaults().CutoverTimeout)
-				}
+				ok, err := r.retrySwap(ctx, "cutover", func() (bool, error) { return r.cutover(ctx, a, streams, targets) })
 				cmd.reply <- err
 				if ok {
 					return nil
@@ -778,11 +759,14 @@ func (r *run) await(ctx context.Context, errc <-chan error, sync func(context.Co
 	}
 }
 
-// cutover tries one cutover: it reports false (and changed nothing) when
-// the pause would have exceeded cutover_timeout.
-func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.Source, targets []copyTarget) (bool, error) {
+// swap tries one pause-and-swap of the table's rule to to: the apply a
+// (of streams) catches up outside the pause, then inside it; finish says
+// what to save with the new phase (it may read positions, under the
+// pause). It reports false, and changed nothing, when the pause would have
+// exceeded cutover_timeout. A cutover and a rollback are both one swap.
+func (r *run) swap(ctx context.Context, what string, a *applier, streams []changestream.Source, to config.ShardRule,
+	finish func(paused time.Duration) (func(*State), error)) (bool, error) {
 	sp := r.spec()
-	timeout := sp.Options.WithDefaults().CutoverTimeout
 	r.mu.Lock()
 	r.w.State.Cutovers++
 	r.mu.Unlock()
@@ -792,48 +776,70 @@ func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.So
 		return false, err
 	}
 	t0 := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
 	defer cancel()
 	resume, err := r.m.env.Pause(pctx, sp.DB, sp.Table)
 	if err != nil {
-		r.m.log.Info("cutover postponed: transactions on the table did not end in time", zap.String("workflow", sp.Name), zap.Error(err))
+		r.m.log.Info(what+" postponed: transactions on the table did not end in time", zap.String("workflow", sp.Name), zap.Error(err))
 		return false, nil
 	}
 	p, err := positions(streams)
 	if err == nil {
 		err = a.waitFor(pctx, p)
 	}
-	var rev map[string]string
+	var set func(*State)
 	if err == nil {
-		var tstreams []changestream.Source
-		tstreams, err = r.nodeStreams(targets)
-		if err == nil {
-			rev, err = positions(tstreams)
-		}
+		set, err = finish(time.Since(t0))
 	}
 	if err == nil {
-		el := time.Since(t0)
-		err = r.save(ctx, func(s *State) {
-			s.Phase, s.Reverse, s.Applied, s.PauseMillis, s.Error = PhaseSwitched, rev, a.position(), float64(el.Microseconds())/1000, ""
-		})
+		err = r.save(ctx, set)
 	}
 	if err != nil {
 		_ = resume(nil)
 		if errors.Is(err, context.DeadlineExceeded) {
-			r.m.log.Info("cutover postponed: the new subtables did not catch up in time", zap.String("workflow", sp.Name))
+			r.m.log.Info(what+" postponed: the new layout did not catch up in time", zap.String("workflow", sp.Name))
 			return false, nil
 		}
 		return false, err
 	}
-	to := sp.To
 	if err := resume(&to); err != nil {
 		return false, err
 	}
-	r.m.log.Info("cutover done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
-	r.mu.Lock()
-	r.w.State.PauseMillis = float64(time.Since(t0).Microseconds()) / 1000
-	r.mu.Unlock()
+	r.m.log.Info(what+" done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
 	return true, nil
+}
+
+// retrySwap runs try (one swap) until it succeeds, at most ten times, a
+// second apart.
+func (r *run) retrySwap(ctx context.Context, what string, try func() (bool, error)) (bool, error) {
+	for n := 0; n < 10; n++ {
+		if n > 0 && !r.idle(ctx, time.Second) {
+			return false, ctx.Err()
+		}
+		if ok, err := try(); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, fmt.Errorf("%s did not finish within cutover_timeout (%v) in 10 tries; nothing changed", what, r.spec().Options.WithDefaults().CutoverTimeout)
+}
+
+// cutover swaps to the new rule: the new layout's positions are where the
+// reverse stream starts.
+func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.Source, targets []copyTarget) (bool, error) {
+	return r.swap(ctx, "cutover", a, streams, r.spec().To, func(paused time.Duration) (func(*State), error) {
+		tstreams, err := r.nodeStreams(targets)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := positions(tstreams)
+		if err != nil {
+			return nil, err
+		}
+		applied := a.position()
+		return func(s *State) {
+			s.Phase, s.Reverse, s.Applied, s.PauseMillis, s.Error = PhaseSwitched, rev, applied, float64(paused.Microseconds())/1000, ""
+		}, nil
+	})
 }
 
 // presync waits (at most a minute) until a has applied the streams'
@@ -911,17 +917,7 @@ func (r *run) reverse(ctx context.Context) error {
 		case cmd := <-r.cmds:
 			switch cmd.name {
 			case CmdRollback:
-				var ok bool
-				var err error
-				for try := 0; try < 10 && !ok && err == nil; try++ {
-					if try > 0 {
-						time.Sleep(time.Second)
-					}
-					ok, err = r.rollback(ctx, a, streams)
-				}
-				if err == nil && !ok {
-					err = errors.New("rollback did not finish within cutover_timeout in 10 tries; nothing changed")
-				}
+				ok, err := r.retrySwap(ctx, "rollback", func() (bool, error) { return r.rollback(ctx, a, streams) })
 				if ok {
 					stop()
 					err = r.drop(targets)
@@ -947,40 +943,12 @@ func (r *run) reverse(ctx context.Context) error {
 
 // rollback is a cutover back to the old rule.
 func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source) (bool, error) {
-	sp := r.spec()
-	if err := presync(ctx, a, streams); err != nil {
-		return false, err
-	}
-	t0 := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
-	defer cancel()
-	resume, err := r.m.env.Pause(pctx, sp.DB, sp.Table)
-	if err != nil {
-		return false, nil
-	}
-	p, err := positions(streams)
-	if err == nil {
-		err = a.waitFor(pctx, p)
-	}
-	if err == nil {
-		el := time.Since(t0)
-		err = r.save(ctx, func(s *State) {
-			s.Phase, s.Reverse, s.PauseMillis = PhaseRolledBack, a.position(), float64(el.Microseconds())/1000
-		})
-	}
-	if err != nil {
-		_ = resume(nil)
-		if errors.Is(err, context.DeadlineExceeded) {
-			return false, nil
-		}
-		return false, err
-	}
-	from := sp.From
-	if err := resume(&from); err != nil {
-		return false, err
-	}
-	r.m.log.Info("rollback done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
-	return true, nil
+	return r.swap(ctx, "rollback", a, streams, r.spec().From, func(paused time.Duration) (func(*State), error) {
+		applied := a.position()
+		return func(s *State) {
+			s.Phase, s.Reverse, s.PauseMillis = PhaseRolledBack, applied, float64(paused.Microseconds())/1000
+		}, nil
+	})
 }
 
 // cancel ends a workflow before its cutover: the new subtables are
