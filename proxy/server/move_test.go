@@ -330,7 +330,8 @@ func benchSummary(out string) string {
 
 // TestImportFromStandalone: a table on a MariaDB server that is not behind
 // the proxy is imported into a table sharded over two nodes while the
-// application keeps writing to the standalone server; the workflow says
+// application keeps writing to the standalone server; the proxy is stopped
+// during the copy and a new one resumes it; the workflow says
 // when it is in sync (verified, no difference); the application stops
 // there, complete applies the rest, and the sharded table then holds
 // exactly the standalone table's rows, served through the proxy.
@@ -381,12 +382,37 @@ func TestImportFromStandalone(t *testing.T) {
 	}
 	defer stopBench()
 
+	// A slow copy, so that the proxy can be stopped in the middle of it.
 	req := map[string]any{"kind": "import", "table": "app.sbtest1", "name": "imp",
-		"source": map[string]string{"addr": legacy.Addr, "user": legacy.User, "password": legacy.Password}, "source_table": "legacy.sbtest1"}
+		"source": map[string]string{"addr": legacy.Addr, "user": legacy.User, "password": legacy.Password}, "source_table": "legacy.sbtest1",
+		"options": map[string]any{"CopyWorkers": 1, "BatchRows": 100}}
 	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
 		t.Fatalf("start: %d %s", code, body)
 	}
+	deadline := time.Now().Add(time.Minute)
+	for workflowFromStore(t, c).State.RowsCopied == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no chunk checkpointed in a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	if err := p.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	web.Close()
+	if ws := workflowFromStore(t, c); ws.State.Phase != move.PhaseCopying || ws.State.RowsCopied >= 50000 {
+		t.Fatalf("after the stop: phase %s, %d rows copied; want the copy interrupted", ws.State.Phase, ws.State.RowsCopied)
+	}
+	// A new proxy resumes the import.
+	p = startProxy(t, cfg)
+	web = httptest.NewServer(p.srv.AdminHandler())
+	defer web.Close()
 	st := waitPhase(t, web.URL, "imp", move.PhaseReady, 3*time.Minute)
+	if st.State.RowsCopied > 50000+2*1000 { // chunks of at least 1 000 rows
+		t.Fatalf("%d rows copied for 50000: the resumed copy started over", st.State.RowsCopied)
+	}
 	if len(st.State.Diffs) != 0 {
 		t.Fatalf("verify found differences: %+v", st.State.Diffs)
 	}
