@@ -780,3 +780,42 @@ func (c *Conn) KillQuery(threadID uint32, query bool) error {
 	_, err := c.Exec(q)
 	return err
 }
+
+// ExecPair sends two statements whose answers are OK or ERR (XA END and
+// XA PREPARE, say) in one write and reads both answers: one round trip
+// instead of two. first and second are each statement's error; ok is the
+// second's OK. On a compressed connection the two go one after the other.
+func (c *Conn) ExecPair(q1, q2 string) (ok mysql.OK, first, second error) {
+	if c.Compressed() {
+		if _, first = c.Exec(q1); c.broken {
+			return ok, first, first
+		}
+		res, err := c.Exec(q2)
+		if res != nil {
+			ok = res.OK
+		}
+		return ok, first, err
+	}
+	c.bound()
+	defer c.unbound()
+	for _, q := range [2]string{q1, q2} {
+		c.ResetSeq()
+		b := make([]byte, 0, 1+len(q))
+		b = append(append(b, mysql.ComQuery), q...)
+		if err := c.WritePacket(b); err != nil {
+			c.broken = true
+			return ok, err, err
+		}
+	}
+	if err := c.Flush(); err != nil {
+		c.broken = true
+		return ok, err, err
+	}
+	c.SetSeq(1)
+	if _, first = c.readOK(); c.broken {
+		return ok, first, first
+	}
+	c.SetSeq(1)
+	ok, second = c.readOK()
+	return ok, first, second
+}

@@ -78,6 +78,7 @@ var DenyKinds = []string{"shutdown", "set_global", "account", "read_lock", "plug
 const (
 	TransactionMulti  = "multi"
 	TransactionSingle = "single"
+	TransactionXA     = "xa"
 )
 
 // Config is the whole ks.yaml. The kingshard keys come first with kingshard's
@@ -189,6 +190,10 @@ type Config struct {
 	// TransactionMode says what a transaction may do across nodes:
 	// TransactionMulti (the default) opens it on every node it reaches and
 	// commits them one after another; TransactionSingle refuses the
+	// statement that would reach a second node; TransactionXA commits a
+	// transaction that reached several nodes with XA two-phase commit and
+	// a decision log in the sidecar (see XA). A schema's own
+	// transaction_mode overrides it.
 	// DenyStatements are the kinds of statements (DenyKinds) clients may
 	// not run through the proxy's shared backend account. Default: all;
 	// [] allows them all.
@@ -226,6 +231,8 @@ type Config struct {
 	Sidecar Sidecar `yaml:"sidecar"`
 	// Move tunes online resharding and import.
 	Move MoveOptions `yaml:"move"`
+	// XA tunes two-phase commit (transaction_mode: xa).
+	XA XAOptions `yaml:"xa"`
 	// DigestSize bounds the statement shapes the query digest keeps (the
 	// least run are evicted); 0 turns the digest off. Default 4096.
 	DigestSize int `yaml:"digest_size"`
@@ -291,6 +298,49 @@ type Schema struct {
 	// (any replica within max_replica_lag), session (also the session's
 	// own writes; the default) or strong (no replica reads at all).
 	ReadConsistency string `yaml:"read_consistency"`
+	// TransactionMode overrides the top-level transaction_mode for the
+	// sessions of this schema: multi, single or xa; "" (default): the
+	// top-level one.
+	TransactionMode string `yaml:"transaction_mode"`
+}
+
+// XAOptions tunes two-phase commit and its recovery.
+type XAOptions struct {
+	// Instance names this proxy in the branch ids it writes; a proxy that
+	// starts under the name of one that died takes over its prepared
+	// branches at once. Default: the host name and the port of addr.
+	Instance string `yaml:"instance"`
+	// RecoveryInterval is how often the proxy looks for prepared branches
+	// nobody is finishing (XA RECOVER on every node). Default 5s.
+	RecoveryInterval time.Duration `yaml:"recovery_interval"`
+	// Lease is how long a proxy that stops renewing its registration in
+	// the sidecar is still taken for alive: after it, other proxies
+	// finish its prepared branches. Default 10s.
+	Lease time.Duration `yaml:"lease"`
+}
+
+// TxnMode returns the transaction mode of user's schema.
+func (c *Config) TxnMode(user string) string {
+	for i := range c.Schemas {
+		if c.Schemas[i].User == user && c.Schemas[i].TransactionMode != "" {
+			return c.Schemas[i].TransactionMode
+		}
+	}
+	return c.TransactionMode
+}
+
+// UsesXA reports whether any schema (or the top level) uses
+// transaction_mode xa, and so the sidecar's decision log.
+func (c *Config) UsesXA() bool {
+	if c.TransactionMode == TransactionXA {
+		return true
+	}
+	for i := range c.Schemas {
+		if c.Schemas[i].TransactionMode == TransactionXA {
+			return true
+		}
+	}
+	return false
 }
 
 // Read consistency levels (read_consistency).
@@ -565,6 +615,20 @@ func (c *Config) applyDefaults() {
 				c.Sidecar.Node = c.Schemas[i].Default
 			}
 		}
+	}
+	if c.UsesXA() && c.Sidecar.Node == "" {
+		for i := range c.Schemas {
+			if c.Schemas[i].Default != "" {
+				c.Sidecar.Node = c.Schemas[i].Default
+				break
+			}
+		}
+	}
+	if c.XA.RecoveryInterval == 0 {
+		c.XA.RecoveryInterval = 5 * time.Second
+	}
+	if c.XA.Lease == 0 {
+		c.XA.Lease = 10 * time.Second
 	}
 	if c.Sidecar.DB == "" {
 		c.Sidecar.DB = "shardgate_sidecar"

@@ -472,8 +472,16 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.ShutdownTimeout < 0 {
 		v.add("shutdown_timeout", "%v is negative", c.ShutdownTimeout)
 	}
-	if c.TransactionMode != TransactionMulti && c.TransactionMode != TransactionSingle {
-		v.add("transaction_mode", "must be %q or %q, got %q", TransactionMulti, TransactionSingle, c.TransactionMode)
+	if !slices.Contains([]string{TransactionMulti, TransactionSingle, TransactionXA}, c.TransactionMode) {
+		v.add("transaction_mode", "must be %q, %q or %q, got %q", TransactionMulti, TransactionSingle, TransactionXA, c.TransactionMode)
+	}
+	for i := range c.Schemas {
+		if m := c.Schemas[i].TransactionMode; m != "" && !slices.Contains([]string{TransactionMulti, TransactionSingle, TransactionXA}, m) {
+			v.add(fmt.Sprintf("schema_list[%d].transaction_mode", i), "must be %q, %q or %q, got %q", TransactionMulti, TransactionSingle, TransactionXA, m)
+		}
+	}
+	if c.XA.RecoveryInterval < 0 || c.XA.Lease < 0 {
+		v.add("xa", "recovery_interval and lease must not be negative")
 	}
 	for i, k := range c.DenyStatements {
 		if !slices.Contains(DenyKinds, k) {

@@ -26,9 +26,9 @@ var allowed = map[string]struct {
 	"sequence":      {[]string{"backend", "mysql"}, nil},
 	"changestream":  {[]string{"config"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal"}},
 	"move":          {[]string{"changestream", "config", "router"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
-	"proxy/session": {[]string{"backend", "config", "mysql", "router"}, nil},
+	"proxy/session": {[]string{"backend", "config", "mysql", "router", "xa"}, nil},
 	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
-	"proxy/server": {[]string{"backend", "changestream", "config", "digest", "move", "mysql", "proxy/engine", "proxy/session", "router", "schema", "sequence"},
+	"proxy/server": {[]string{"backend", "changestream", "config", "digest", "move", "mysql", "proxy/engine", "proxy/session", "router", "schema", "sequence", "xa"},
 		[]string{"go.uber.org/zap", "github.com/prometheus/client_golang/"}},
 	"cmd/proxy":            {[]string{"config", "proxy/server"}, []string{"go.uber.org/zap"}},
 	"cmd/shardgate":        {[]string{"move"}, nil},
@@ -41,6 +41,7 @@ var allowed = map[string]struct {
 	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},
 	"bench/move":           {[]string{"changestream", "config"}, []string{"github.com/go-sql-driver/mysql"}},
 	"digest":               {nil, nil},
+	"xa":                   {[]string{"backend", "mysql"}, []string{"go.uber.org/zap"}},
 }
 
 // TestImportGraph reads every package's direct imports (tests excluded)

@@ -94,6 +94,7 @@ func (c *conn) handshake() error {
 		c.user = hr.User
 		c.act.setUser(c.user)
 	}
+	c.st.SetTxnMode(srv.cfg().TxnMode(c.user), srv.xa)
 	if _, ok := srv.rt().DefaultNode(c.user); !ok {
 		e := mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host())
 		c.writeErr(e)

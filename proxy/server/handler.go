@@ -790,6 +790,7 @@ func (h *handler) changeUser(p []byte) error {
 		c.user = cu.User
 	}
 	c.act.setUser(cu.User)
+	c.st.SetTxnMode(c.srv.cfg().TxnMode(c.user), c.srv.xa)
 	c.st.DB = ""
 	c.act.setDB("")
 	if cu.Charset != 0 {

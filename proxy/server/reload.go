@@ -138,6 +138,9 @@ func restartKeys(old, cfg *config.Config) []string {
 			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): nodes or default changed (needs a restart)", i, ns.User))
 		}
 	}
+	if cfg.UsesXA() && !old.UsesXA() {
+		out = append(out, "transaction_mode xa appears (needs a restart: the XA coordinator starts with the proxy)")
+	}
 	a.Schemas = b.Schemas
 	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
 	t := av.Type()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/xa"
 )
 
 // serverCaps are the capabilities the proxy offers clients.
@@ -59,6 +61,9 @@ type Server struct {
 	swapMu         sync.Mutex
 	overrides      map[string]config.ShardRule
 	heldStatements atomic.Uint64
+	// xa coordinates two-phase commit when a schema uses transaction_mode
+	// xa (nil otherwise).
+	xa *xa.Coordinator
 	// metrics: Prometheus, the digest and the status page's series.
 	metrics     *metrics
 	stopSampler chan struct{}
@@ -184,11 +189,32 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	wg.Wait()
 	s.tables = newTables(s)
+	if cfg.UsesXA() {
+		s.startXA(cfg)
+	}
 	s.startMoves()
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
 	s.tables.start()
 	return s, nil
+}
+
+// startXA registers this proxy in the sidecar's XA decision log and
+// finishes the branches an earlier life of it left prepared, before any
+// client is served.
+func (s *Server) startXA(cfg *config.Config) {
+	name := cfg.XA.Instance
+	if name == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(cfg.Addr)
+		name = host + ":" + port
+	}
+	s.xa = xa.New(xa.Options{Sidecar: s.nodes[cfg.Sidecar.Node], DB: cfg.Sidecar.DB,
+		Nodes: func() []*backend.Node { return s.order }, Name: name,
+		Interval: cfg.XA.RecoveryInterval, Lease: cfg.XA.Lease, Log: s.log})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.xa.Start(ctx)
 }
 
 func (s *Server) healthChanged(node string, up bool, err error) {
@@ -332,6 +358,9 @@ wait:
 	}
 	if s.moves != nil {
 		s.moves.Close()
+	}
+	if s.xa != nil {
+		s.xa.Close()
 	}
 	s.stopOnce.Do(func() { close(s.stopSampler) })
 	s.tables.close()

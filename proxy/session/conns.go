@@ -223,6 +223,9 @@ func (s *State) keep() {
 // locks and open transactions) when the session left state on it.
 func (s *State) ReleaseAll() {
 	dirty := s.sticky || s.txn != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
+	if s.xaTxn.ID != 0 {
+		s.End(false) // XA branches end with XA ROLLBACK, not a new login
+	}
 	for _, bc := range s.pinned {
 		if dirty && !bc.Private() { // a private one is closed by Put
 			// A new login on the same connection drops everything the

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
+	"github.com/shardgate/shardgate/xa"
 )
 
 // State is one client session's state and the backend connections it
@@ -90,6 +92,14 @@ type State struct {
 	savepoints []savepoint
 	joined     []*backend.Conn // connections the open transaction has begun on
 
+	// xa is the two-phase commit coordinator when the session's
+	// transaction_mode is xa (nil otherwise); xaTxn is the open
+	// transaction's id once it began as XA on a node (zero otherwise);
+	// branches is scratch space for End.
+	xa       *xa.Coordinator
+	xaTxn    xa.Txn
+	branches []*backend.Conn
+
 	// Stmts are the prepared statements the proxy keeps for the session.
 	Stmts Stmts
 }
@@ -99,6 +109,16 @@ type State struct {
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
 	return &State{nodes: nodes, singleNodeTxn: singleNodeTxn, Variant: variant, Coll: coll, HandshakeColl: coll,
 		MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
+}
+
+// SetTxnMode sets the session's transaction_mode (config.TransactionMulti,
+// TransactionSingle or TransactionXA); co is the coordinator xa needs.
+func (s *State) SetTxnMode(mode string, co *xa.Coordinator) {
+	s.singleNodeTxn = mode == config.TransactionSingle
+	s.xa = nil
+	if mode == config.TransactionXA {
+		s.xa = co
+	}
 }
 
 // HoldsState reports whether losing a connection the session holds loses

@@ -20,9 +20,11 @@ import (
 // in a transaction already (the replayed SET autocommit=0 opens one on each
 // new node), so COMMIT and ROLLBACK fan out the same way.
 //
-// This is not two-phase commit: when a later node fails to commit, the
-// earlier ones have committed. The client gets ERROR 1180 naming the nodes
-// that committed and those rolled back.
+// In transaction_mode multi this is not two-phase commit: when a later
+// node fails to commit, the earlier ones have committed. The client gets
+// ERROR 1180 naming the nodes that committed and those rolled back. In
+// transaction_mode xa (xa.go) each node's part is an XA branch and COMMIT
+// is two-phase when there are several.
 
 // TxnVerb is what a transaction statement does.
 type TxnVerb uint8
@@ -298,6 +300,9 @@ type savepoint struct{ name, sql string }
 // transaction. When a commit fails part way, the remaining nodes are
 // rolled back and the error (1180) says which nodes committed.
 func (s *State) End(commit bool) error {
+	if s.xaTxn.ID != 0 {
+		return s.endXA(commit)
+	}
 	// Said in full when the session's completion_type (the backend's too)
 	// would chain a transaction or close the connection: the proxy does
 	// what the client's statement means. Plain otherwise, as the client
@@ -405,7 +410,14 @@ func (s *State) releaseAfterTxn(keep []*backend.Conn) {
 // joinTxn opens the session's transaction on a connection to a node it
 // has not reached yet.
 func (s *State) joinTxn(bc *backend.Conn) error {
-	if s.txn != "" {
+	if s.xa != nil && s.xaEligible() {
+		if s.xaTxn.ID == 0 {
+			s.xaTxn = s.xa.Begin()
+		}
+		if _, err := bc.Exec("XA START " + s.xaTxn.XID(bc.Node().Name)); err != nil {
+			return fmt.Errorf("starting the XA transaction on node %s: %w", bc.Node().Name, err)
+		}
+	} else if s.txn != "" {
 		if _, err := bc.Exec(s.txn); err != nil {
 			return fmt.Errorf("starting the transaction on node %s: %w", bc.Node().Name, err)
 		}

@@ -1,0 +1,200 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/xa"
+)
+
+// Transactions in transaction_mode xa: every node the transaction reaches
+// begins it with XA START (joinTxn) instead of START TRANSACTION, and End
+// finishes the branches (package xa has the protocol). START TRANSACTION
+// READ ONLY has nothing to commit and runs as in multi. SAVEPOINT, ROLLBACK
+// TO and RELEASE SAVEPOINT work inside XA branches as in plain
+// transactions; statements that commit implicitly (DDL) commit the
+// transaction first, two-phase, as COMMIT would.
+
+// XA stages a test hook (XAHook) is called at.
+const (
+	// XABeforeDecision: every branch is prepared; the decision is not
+	// written yet.
+	XABeforeDecision = "before-decision"
+	// XABeforeCommit: the decision is written; XA COMMIT is about to go
+	// to node.
+	XABeforeCommit = "before-commit"
+)
+
+// XAHook, when set (by fault tests and the proxy's failpoint), is called
+// at each XA stage of a two-phase commit with the node concerned ("" for
+// XABeforeDecision).
+var XAHook atomic.Pointer[func(stage, node string)]
+
+func xaHook(stage, node string) {
+	if h := XAHook.Load(); h != nil {
+		(*h)(stage, node)
+	}
+}
+
+// xaEligible reports whether the open transaction runs as XA: all but
+// START TRANSACTION READ ONLY.
+func (s *State) xaEligible() bool {
+	return !strings.Contains(s.txn, "READ ONLY")
+}
+
+// XATxn returns the open XA transaction's id (zero when none).
+func (s *State) XATxn() xa.Txn { return s.xaTxn }
+
+// endXA ends an XA transaction: ROLLBACK everywhere; COMMIT on one node in
+// one phase; COMMIT on several in two.
+func (s *State) endXA(commit bool) error {
+	t := s.xaTxn
+	branches := s.branches[:0]
+	for _, bc := range s.pinned {
+		if slices.Contains(s.joined, bc) {
+			branches = append(branches, bc)
+		}
+	}
+	s.branches = branches
+	s.xaTxn = xa.Txn{}
+	s.txn = ""
+	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
+	s.Status &^= mysql.StatusInTrans
+	s.EndWarnings = 0
+	var err error
+	var warned []*backend.Conn
+	switch {
+	case !commit:
+		_, warned = s.xaRollback(t, branches, 0)
+	case len(branches) == 1:
+		err = s.xaOnePhase(t, branches[0])
+	case len(branches) > 1:
+		err = s.xaTwoPhase(t, branches)
+	}
+	clear(s.branches)
+	s.releaseAfterTxn(warned)
+	return err
+}
+
+// xaOnePhase commits the only branch: XA END and XA COMMIT ... ONE PHASE in
+// one round trip. When it does not commit (a deadlock made the branch
+// rollback-only, say) it is rolled back and the client gets the server's
+// error.
+func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
+	x := t.XID(bc.Node().Name)
+	_, e1, e2 := bc.ExecPair("XA END "+x, "XA COMMIT "+x+" ONE PHASE")
+	if e1 == nil && e2 == nil {
+		return nil
+	}
+	err := cmpErr(e1, e2)
+	if !bc.Broken() {
+		if _, e := bc.Exec("XA ROLLBACK " + x); e != nil && !isNota(e) {
+			bc.MarkBroken()
+		}
+	}
+	return err
+}
+
+// xaTwoPhase commits branches with two-phase commit.
+func (s *State) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
+	s.xa.Enter(t)
+	prepared := 0
+	var err error
+	for _, bc := range branches {
+		x := t.XID(bc.Node().Name)
+		if _, e1, e2 := bc.ExecPair("XA END "+x, "XA PREPARE "+x); e1 != nil || e2 != nil {
+			err = cmpErr(e1, e2)
+			break
+		}
+		prepared++
+	}
+	if err == nil {
+		xaHook(XABeforeDecision, "")
+		var outcome xa.Outcome
+		outcome, err = s.xa.Decide(context.Background(), t)
+		switch outcome {
+		case xa.Commit:
+			done := true
+			for _, bc := range branches {
+				xaHook(XABeforeCommit, bc.Node().Name)
+				if _, e := bc.Exec("XA COMMIT " + t.XID(bc.Node().Name)); e != nil {
+					// The decision is durable: the client is told the
+					// transaction committed, and recovery commits this
+					// branch once the node answers. Its connection closes
+					// now, so the branch is free for recovery.
+					done = false
+					bc.MarkBroken()
+					bc.Abort()
+				}
+			}
+			s.xa.Finish(t, true, done)
+			return nil
+		case xa.Unknown:
+			var names []string
+			for _, bc := range branches {
+				names = append(names, bc.Node().Name)
+				bc.MarkBroken()
+				bc.Abort()
+			}
+			s.xa.Finish(t, false, false)
+			return mysql.NewError(mysql.ErErrorDuringCommit,
+				"Got error during COMMIT: the transaction is prepared on %s but its commit decision could not be written or read (%v); recovery commits or rolls it back everywhere once the sidecar answers",
+				strings.Join(names, ", "), err)
+		}
+		err = mysql.NewError(mysql.ErXARBRollback, "XA_RBROLLBACK: Transaction branch was rolled back: the commit decision could not be written (%v); the transaction was rolled back on every node", err)
+	} else {
+		prepared++ // the failing branch may have prepared before its answer was lost
+	}
+	done, _ := s.xaRollback(t, branches, prepared)
+	s.xa.Finish(t, false, done)
+	return err
+}
+
+// xaRollback rolls back every branch: XA END (which fails harmlessly on a
+// branch that is prepared or rollback-only already) and XA ROLLBACK, in one
+// round trip. A branch that cannot be rolled back has its connection
+// closed: the server rolls back an unprepared branch then; a prepared one
+// (among the first prepared) is left to recovery, and done is false. It
+// returns the connections whose answer had warnings (1196).
+func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared int) (done bool, warned []*backend.Conn) {
+	done = true
+	for i, bc := range branches {
+		if !bc.Broken() {
+			x := t.XID(bc.Node().Name)
+			ok, _, e := bc.ExecPair("XA END "+x, "XA ROLLBACK "+x)
+			if e == nil || isNota(e) {
+				if ok.Warnings > 0 {
+					s.EndWarnings += ok.Warnings
+					warned = append(warned, bc)
+				}
+				continue
+			}
+			bc.MarkBroken()
+			bc.Abort()
+		}
+		if i < prepared {
+			done = false
+		}
+	}
+	return done, warned
+}
+
+func cmpErr(e1, e2 error) error {
+	if e1 != nil {
+		return e1
+	}
+	return e2
+}
+
+// isNota reports XAER_NOTA: the branch is not there (finished already).
+func isNota(err error) bool {
+	var se *mysql.SQLError
+	return errors.As(err, &se) && se.Code == mysql.ErXAERNota
+}

@@ -1,0 +1,275 @@
+package xa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// Report is what one recovery round found and did.
+type Report struct {
+	Prepared    int      // shardgate branches XA RECOVER listed
+	Committed   int      // branches committed
+	RolledBack  int      // branches rolled back
+	Left        int      // branches left to their session or to a live proxy
+	Unreachable []string // nodes that did not answer
+}
+
+// registration is an xa_instances row as a round starts.
+type registration struct{ fenced, alive bool }
+
+// Recover finishes the prepared branches nobody else is finishing: this
+// instance's that are not in flight, and those of instances that are not
+// alive (fenced here first). A branch commits when its transaction has a
+// commit decision and rolls back otherwise. Once every node answered and
+// every branch was finished, the decisions of instances fenced before the
+// round began, and of transactions their sessions left to recovery, are
+// deleted. Every action is logged.
+func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
+	c.recoverMu.Lock()
+	defer c.recoverMu.Unlock()
+	var rep Report
+	own := c.instance.Load()
+	started := time.Now()
+
+	res, err := c.exec(ctx, "SELECT id, fenced IS NOT NULL, heartbeat >= NOW(6) - INTERVAL "+
+		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND FROM "+c.db+".xa_instances")
+	if err != nil {
+		return rep, err
+	}
+	regs := make(map[uint64]registration, len(res.Rows))
+	for _, r := range res.Rows {
+		id, _ := strconv.ParseUint(string(r[0]), 10, 64)
+		regs[id] = registration{fenced: string(r[1]) == "1", alive: string(r[2]) == "1"}
+	}
+
+	// The prepared branches, node by node, on connections of their own
+	// (outside the pools: XA RECOVER and XA COMMIT leave nothing behind,
+	// but recovery must not wait behind clients).
+	type listed struct {
+		node     *backend.Node
+		conn     *backend.Conn
+		branches []Branch
+	}
+	var lists []listed
+	defer func() {
+		for _, l := range lists {
+			l.conn.Close()
+		}
+	}()
+	for _, n := range c.o.Nodes() {
+		bs, bc, err := list(ctx, n)
+		if err != nil {
+			rep.Unreachable = append(rep.Unreachable, n.Name)
+			c.o.Log.Warn("xa recovery: cannot list prepared branches", zap.String("node", n.Name), zap.Error(err))
+			continue
+		}
+		rep.Prepared += len(bs)
+		lists = append(lists, listed{n, bc, bs})
+	}
+
+	// What is whose: read after the listing, so a transaction this proxy
+	// finished after its branch was listed is seen as finished.
+	c.mu.Lock()
+	inFlight := func(t Txn) bool { _, ok := c.inFlight[t]; return ok }
+	var take []Branch
+	fence := map[uint64]bool{}
+	for _, l := range lists {
+		for _, b := range l.branches {
+			r, known := regs[b.Txn.Instance]
+			switch {
+			case own != 0 && b.Txn.Instance == own:
+				if inFlight(b.Txn) {
+					rep.Left++
+					continue
+				}
+			case known && !r.fenced && r.alive:
+				rep.Left++ // another live proxy's
+				continue
+			case known && !r.fenced:
+				fence[b.Txn.Instance] = true
+			}
+			take = append(take, b)
+		}
+	}
+	owedBefore := map[Txn]bool{}
+	for t, at := range c.owed {
+		if at.Before(started) {
+			owedBefore[t] = true
+		}
+	}
+	c.mu.Unlock()
+	for id, r := range regs {
+		if id != own && !r.fenced && !r.alive {
+			fence[id] = true // no branches, but its decisions are garbage once fenced
+		}
+	}
+
+	// Fence before reading decisions: a fenced instance cannot write one
+	// any more, so what is read is final.
+	for id := range fence {
+		res, err := c.exec(ctx, "UPDATE "+c.db+".xa_instances SET fenced = NOW(6) WHERE id = "+strconv.FormatUint(id, 10)+
+			" AND fenced IS NULL AND heartbeat < NOW(6) - INTERVAL "+strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND")
+		if err != nil {
+			return rep, err
+		}
+		if res.OK.AffectedRows == 0 {
+			// It renewed its registration meanwhile: alive after all.
+			take = slices.DeleteFunc(take, func(b Branch) bool {
+				if b.Txn.Instance == id {
+					rep.Left++
+					return true
+				}
+				return false
+			})
+			continue
+		}
+		c.o.Log.Info("xa recovery: fenced an instance that stopped renewing its registration", zap.Uint64("instance", id))
+	}
+
+	commit, err := c.commitDecisions(ctx, take)
+	if err != nil {
+		return rep, err
+	}
+	clean := len(rep.Unreachable) == 0
+	for _, b := range take {
+		l := lists[slices.IndexFunc(lists, func(l listed) bool { return l.node.Name == b.Node })]
+		verb := "XA ROLLBACK "
+		if commit[b.Gtrid] {
+			verb = "XA COMMIT "
+		}
+		_, err := l.conn.Exec(verb + xidSQL(b.Gtrid, b.Bqual))
+		var se *mysql.SQLError
+		switch {
+		case err == nil:
+			if commit[b.Gtrid] {
+				rep.Committed++
+				c.recCommit.Add(1)
+			} else {
+				rep.RolledBack++
+				c.recAbort.Add(1)
+			}
+			c.o.Log.Info("xa recovery: finished a prepared branch", zap.String("node", b.Node), zap.String("gtrid", b.Gtrid),
+				zap.String("action", strings.TrimSpace(verb)))
+		case errors.As(err, &se) && se.Code == mysql.ErXAERNota:
+			// Finished meanwhile (by its session or another proxy).
+		default:
+			clean = false
+			c.o.Log.Warn("xa recovery: cannot finish a prepared branch", zap.String("node", b.Node), zap.String("gtrid", b.Gtrid),
+				zap.String("action", strings.TrimSpace(verb)), zap.Error(err))
+		}
+	}
+	if !clean {
+		return rep, nil
+	}
+	// Every node answered and every branch listed is finished: the
+	// decisions of instances fenced before this round, and of the
+	// transactions left to recovery before it, are no longer needed.
+	for id, r := range regs {
+		if !r.fenced || id == own {
+			continue
+		}
+		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE instance = "+strconv.FormatUint(id, 10)); err != nil {
+			return rep, err
+		}
+		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_instances WHERE id = "+strconv.FormatUint(id, 10)); err != nil {
+			return rep, err
+		}
+	}
+	for t := range owedBefore {
+		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE gtrid = "+quote(t.Gtrid())); err != nil {
+			return rep, err
+		}
+		c.mu.Lock()
+		delete(c.owed, t)
+		c.mu.Unlock()
+	}
+	return rep, nil
+}
+
+// commitDecisions returns which of the branches' transactions have a
+// commit decision.
+func (c *Coordinator) commitDecisions(ctx context.Context, bs []Branch) (map[string]bool, error) {
+	commit := map[string]bool{}
+	for len(bs) > 0 {
+		n := min(len(bs), 500)
+		var b strings.Builder
+		b.WriteString("SELECT gtrid FROM " + c.db + ".xa_decisions WHERE outcome = 'commit' AND gtrid IN (")
+		for i, br := range bs[:n] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(quote(br.Gtrid))
+		}
+		b.WriteByte(')')
+		res, err := c.exec(ctx, b.String())
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range res.Rows {
+			commit[string(r[0])] = true
+		}
+		bs = bs[n:]
+	}
+	return commit, nil
+}
+
+// list returns the prepared shardgate branches on n (XA RECOVER) and the
+// connection that listed them.
+func list(ctx context.Context, n *backend.Node) ([]Branch, *backend.Conn, error) {
+	bc, err := n.Dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := bc.Exec("XA RECOVER")
+	if err != nil {
+		bc.Close()
+		return nil, nil, err
+	}
+	var bs []Branch
+	for _, r := range res.Rows {
+		if len(r) != 4 {
+			bc.Close()
+			return nil, nil, fmt.Errorf("XA RECOVER on node %s: %d columns", n.Name, len(r))
+		}
+		format, _ := strconv.Atoi(string(r[0]))
+		gl, _ := strconv.Atoi(string(r[1]))
+		bl, _ := strconv.Atoi(string(r[2]))
+		data := r[3]
+		if format != FormatID || gl < 0 || bl < 0 || gl+bl != len(data) {
+			continue // another transaction manager's
+		}
+		b := Branch{Node: n.Name, Gtrid: string(data[:gl]), Bqual: string(data[gl:])}
+		t, ok := parseGtrid(b.Gtrid)
+		if !ok {
+			continue
+		}
+		b.Txn = t
+		bs = append(bs, b)
+	}
+	return bs, bc, nil
+}
+
+// Pending lists the prepared shardgate branches on the nodes, for tests
+// and operators (SHOW-like views): node by node, what XA RECOVER says.
+func Pending(ctx context.Context, nodes []*backend.Node) ([]Branch, error) {
+	var all []Branch
+	for _, n := range nodes {
+		bs, bc, err := list(ctx, n)
+		if err != nil {
+			return all, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		bc.Close()
+		all = append(all, bs...)
+	}
+	return all, nil
+}
