@@ -56,6 +56,12 @@ func run(cfgPath, logLevel string) error {
 		defer sqlLog.Sync()
 	}
 
+	if fp := os.Getenv("SHARDGATE_FAILPOINT"); fp != "" {
+		if err := server.SetFailpoint(fp); err != nil {
+			return err
+		}
+		log.Warn("failpoint armed: this process kills itself at that point (tests only)", zap.String("failpoint", fp))
+	}
 	srv, err := server.New(cfg, server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath})
 	if err != nil {
 		return err

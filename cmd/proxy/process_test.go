@@ -117,6 +117,7 @@ type settings struct {
 	nodeExtra string                // more keys for every node, indented by the caller
 	schema    string                // more keys of the schema (a shard list)
 	wrap      []string              // argv prefix that execs the proxy ("sh -c ... $0")
+	env       []string              // more environment variables (NAME=value)
 }
 
 // proc is the proxy binary running as a child process.
@@ -167,6 +168,9 @@ func startProxy(t *testing.T, s settings) *proc {
 	argv := append(append([]string(nil), s.wrap...), proxyBin, "-config", cfgPath)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if len(s.env) > 0 {
+		p.cmd.Env = append(os.Environ(), s.env...)
+	}
 	// The proxy dies with the test binary, whatever ends it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

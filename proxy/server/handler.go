@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -616,7 +617,15 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
-	bc, err := st.Acquire(node, false)
+	if st.XATxn().ID != 0 && slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" }) {
+		// SET autocommit commits the open transaction first, as in
+		// MariaDB (where a SET autocommit = 1 inside XA is refused, the
+		// proxy's XA is the session's ordinary transaction).
+		if err := st.End(true); err != nil {
+			return err
+		}
+	}
+	bc, err := st.AcquireOutsideTxn(node)
 	if err != nil {
 		return err
 	}

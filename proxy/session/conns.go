@@ -74,7 +74,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	// The transaction reaches this node: an explicit one begins there, and
 	// its savepoints (also those of a transaction autocommit=0 began) are
 	// set there, after the session's settings (autocommit, isolation).
-	if (s.txn != "" || s.Status&mysql.StatusAutocommit == 0) && !slices.Contains(s.joined, bc) {
+	if (s.txn != "" || s.Status&mysql.StatusAutocommit == 0) && !s.outsideTxn && !slices.Contains(s.joined, bc) {
 		if err := s.joinTxn(bc); err != nil {
 			bc.MarkBroken() // its transaction state is unknown
 			s.unpin(bc)
@@ -84,6 +84,16 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		s.joined = append(s.joined, bc)
 	}
 	return bc, nil
+}
+
+// AcquireOutsideTxn is Acquire for a tracked SET: in transaction_mode xa
+// it does not begin the transaction on the connection when the session
+// has none open there (a SET opens none in MariaDB, and SET autocommit
+// is refused inside an XA transaction).
+func (s *State) AcquireOutsideTxn(node string) (*backend.Conn, error) {
+	s.outsideTxn = s.xa != nil
+	defer func() { s.outsideTxn = false }()
+	return s.Acquire(node, false)
 }
 
 // Release decides whether the session keeps bc or returns it to its pool,

@@ -96,9 +96,11 @@ type State struct {
 	// transaction_mode is xa (nil otherwise); xaTxn is the open
 	// transaction's id once it began as XA on a node (zero otherwise);
 	// branches is scratch space for End.
-	xa       *xa.Coordinator
-	xaTxn    xa.Txn
-	branches []*backend.Conn
+	xa    *xa.Coordinator
+	xaTxn xa.Txn
+	// outsideTxn makes Acquire leave the transaction out (AcquireOutsideTxn).
+	outsideTxn bool
+	branches   []*backend.Conn
 
 	// Stmts are the prepared statements the proxy keeps for the session.
 	Stmts Stmts

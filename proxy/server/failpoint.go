@@ -1,0 +1,45 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/shardgate/shardgate/proxy/session"
+	"github.com/shardgate/shardgate/xa"
+)
+
+// SetFailpoint makes the proxy kill itself with SIGKILL at one point of a
+// two-phase commit, for tests of recovery against the real process
+// (environment variable SHARDGATE_FAILPOINT, read by cmd/proxy; never set
+// it in production):
+//
+//	xa-before-decision        every branch prepared, no decision written
+//	xa-before-commit:<node>   decision written, XA COMMIT about to go to <node>
+func SetFailpoint(spec string) error {
+	stage, node, _ := strings.Cut(spec, ":")
+	var want string
+	switch stage {
+	case "xa-before-decision":
+		want = session.XABeforeDecision
+	case "xa-before-commit":
+		want = session.XABeforeCommit
+		if node == "" {
+			return fmt.Errorf("failpoint %q: name the node (xa-before-commit:<node>)", spec)
+		}
+	default:
+		return fmt.Errorf("unknown failpoint %q (xa-before-decision, xa-before-commit:<node>)", spec)
+	}
+	h := func(s, n string) {
+		if s == want && n == node {
+			syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+	session.XAHook.Store(&h)
+	return nil
+}
+
+// XA returns the two-phase commit coordinator (nil when no schema uses
+// transaction_mode xa).
+func (s *Server) XA() *xa.Coordinator { return s.xa }

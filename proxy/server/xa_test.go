@@ -1,0 +1,233 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/internal/mariadbtest"
+	"github.com/shardgate/shardgate/proxy/session"
+)
+
+// xaCluster starts three servers of the test's own and a proxy in
+// transaction_mode xa over them, with xa_t.acct hash-sharded on id into
+// one subtable per node (acct_0000 on node1: ids 3, 6, 9; acct_0001 on
+// node2: 1, 4, 7; acct_0002 on node3: 2, 5, 8), balance 100 each, and the
+// sidecar on node1. Recovery runs every 200 ms.
+func xaCluster(t *testing.T) (*mariadbtest.Cluster, *proxy, *sql.DB, []*sql.DB) {
+	t.Helper()
+	backends(t) // skips under -short
+	c, err := mariadbtest.Start("", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	cfg := newConfig(t, c.Servers...)
+	cfg.TransactionMode = config.TransactionXA
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "xa_t", Table: "acct", Key: "id", Type: "hash",
+		Nodes: []string{"node1", "node2", "node3"}, Locations: []int{1, 1, 1}}}
+	cfg.Sidecar = config.Sidecar{Node: "node1", DB: "shardgate_sidecar"}
+	cfg.XA = config.XAOptions{RecoveryInterval: 200 * time.Millisecond, Lease: 2 * time.Second}
+	var direct []*sql.DB
+	for _, s := range c.Servers {
+		d := openDB(t, directDSN(s, "", ""))
+		mustExec(t, d, "CREATE DATABASE xa_t")
+		direct = append(direct, d)
+	}
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn("xa_t", ""))
+	mustExec(t, db, "CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL)",
+		"INSERT INTO acct VALUES (1,100),(2,100),(3,100),(4,100),(5,100),(6,100),(7,100),(8,100),(9,100)")
+	return c, p, db, direct
+}
+
+// xaBalances reads balances of ids 1..9 through the proxy, in id order.
+func xaBalances(t *testing.T, db querier) string {
+	t.Helper()
+	var b []string
+	for _, r := range queryStrings(t, db, "SELECT balance FROM acct ORDER BY id") {
+		b = append(b, r[0])
+	}
+	return strings.Join(b, ",")
+}
+
+// prepared lists what XA RECOVER shows on each server.
+func prepared(t *testing.T, direct []*sql.DB) string {
+	t.Helper()
+	var out []string
+	for i, d := range direct {
+		for _, r := range queryStrings(t, d, "XA RECOVER") {
+			out = append(out, fmt.Sprintf("node%d:%s", i+1, r[3]))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestXATransactions: in transaction_mode xa, transactions across 2 and 3
+// nodes commit and roll back on all of them; a transaction on one node
+// commits in one phase (no decision written); savepoints, autocommit=0 and
+// prepared statements work as in a plain transaction; a fenced instance
+// cannot commit (everything rolls back, error 1402); a node lost before
+// PREPARE rolls everything back; a node lost after the decision is
+// committed by recovery when it returns. Nothing stays prepared, and the
+// decision log empties.
+func TestXATransactions(t *testing.T) {
+	c, p, db, direct := xaCluster(t)
+	co := p.srv.XA()
+	const start = "100,100,100,100,100,100,100,100,100"
+	check := func(t *testing.T, want string) {
+		t.Helper()
+		if got := xaBalances(t, db); got != want {
+			t.Fatalf("balances %s, want %s", got, want)
+		}
+		if got := prepared(t, direct); got != "" {
+			t.Fatalf("branches left prepared: %s", got)
+		}
+	}
+	reset := func(t *testing.T) {
+		mustExec(t, db, "UPDATE acct SET balance = 100")
+	}
+	decided := func() uint64 { return co.Stats().Decided }
+
+	t.Run("commit on 2 and 3 nodes", func(t *testing.T) {
+		defer reset(t)
+		d0 := decided()
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = balance - 10 WHERE id = 3", "UPDATE acct SET balance = balance + 10 WHERE id = 1", "COMMIT")
+		check(t, "110,100,90,100,100,100,100,100,100")
+		mustExec(t, cn, "START TRANSACTION", "UPDATE acct SET balance = balance - 30 WHERE id = 3",
+			"UPDATE acct SET balance = balance + 20 WHERE id = 1", "UPDATE acct SET balance = balance + 10 WHERE id = 2", "COMMIT")
+		check(t, "130,110,60,100,100,100,100,100,100")
+		if got := decided() - d0; got != 2 {
+			t.Errorf("%d commit decisions written, want 2", got)
+		}
+	})
+	t.Run("rollback on 2 and 3 nodes", func(t *testing.T) {
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 3", "UPDATE acct SET balance = 0 WHERE id = 1", "ROLLBACK")
+		check(t, start)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id IN (1, 2, 3)")
+		if got := xaBalances(t, cn); got != "0,0,0,100,100,100,100,100,100" {
+			t.Errorf("inside the transaction: %s", got)
+		}
+		mustExec(t, cn, "ROLLBACK")
+		check(t, start)
+	})
+	t.Run("one node commits in one phase", func(t *testing.T) {
+		defer reset(t)
+		d0 := decided()
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 3", "UPDATE acct SET balance = 2 WHERE id = 6", "COMMIT")
+		check(t, "100,100,1,100,100,2,100,100,100")
+		if got := decided() - d0; got != 0 {
+			t.Errorf("%d decisions written for a one-node transaction, want 0", got)
+		}
+	})
+	t.Run("savepoints", func(t *testing.T) {
+		defer reset(t)
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 3", "SAVEPOINT a",
+			"UPDATE acct SET balance = 2 WHERE id = 1", "UPDATE acct SET balance = 3 WHERE id = 2", "ROLLBACK TO SAVEPOINT a",
+			"UPDATE acct SET balance = 4 WHERE id = 4", "SAVEPOINT b", "UPDATE acct SET balance = 5 WHERE id = 5", "RELEASE SAVEPOINT b", "COMMIT")
+		check(t, "100,100,1,4,5,100,100,100,100")
+	})
+	t.Run("autocommit=0", func(t *testing.T) {
+		defer reset(t)
+		cn := conn(t, db)
+		mustExec(t, cn, "SET autocommit = 0", "UPDATE acct SET balance = 7 WHERE id = 3", "UPDATE acct SET balance = 7 WHERE id = 1", "COMMIT",
+			"UPDATE acct SET balance = 8 WHERE id = 3", "UPDATE acct SET balance = 8 WHERE id = 2", "ROLLBACK",
+			"UPDATE acct SET balance = 9 WHERE id = 5", "UPDATE acct SET balance = 9 WHERE id = 6", "COMMIT", "SET autocommit = 1")
+		check(t, "7,100,7,100,9,9,100,100,100")
+	})
+	t.Run("prepared statements", func(t *testing.T) {
+		defer reset(t)
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tx.Prepare("UPDATE acct SET balance = balance + ? WHERE id = ?")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range [][2]int{{-5, 3}, {3, 1}, {2, 2}} {
+			if _, err := st.Exec(a[0], a[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, "103,102,95,100,100,100,100,100,100")
+	})
+	t.Run("fenced instance cannot commit", func(t *testing.T) {
+		defer reset(t)
+		mustExec(t, direct[0], fmt.Sprintf("UPDATE shardgate_sidecar.xa_instances SET fenced = NOW(6) WHERE id = %d", co.Instance()))
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 3", "UPDATE acct SET balance = 0 WHERE id = 1")
+		_, err := cn.ExecContext(context.Background(), "COMMIT")
+		wantSQLError(t, err, 1402, "XA100")
+		check(t, start)
+		// The next heartbeat registers the proxy again.
+		old := co.Instance()
+		eventually(t, 10*time.Second, "a new registration", func() bool { return co.Instance() != old })
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 3", "UPDATE acct SET balance = 1 WHERE id = 1", "COMMIT")
+		check(t, "1,100,1,100,100,100,100,100,100")
+	})
+	t.Run("node lost before prepare", func(t *testing.T) {
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 3", "UPDATE acct SET balance = 0 WHERE id = 1")
+		if err := c.Servers[1].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cn.ExecContext(context.Background(), "COMMIT"); err == nil {
+			t.Fatal("COMMIT succeeded with node2 gone before PREPARE")
+		}
+		cn.Close()
+		if err := c.Servers[1].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "node2 up", func() bool { return db.QueryRow("SELECT COUNT(*) FROM acct").Scan(new(int)) == nil })
+		check(t, start)
+	})
+	t.Run("node lost after the decision", func(t *testing.T) {
+		defer reset(t)
+		var once sync.Once
+		h := func(stage, node string) {
+			if stage == session.XABeforeCommit && node == "node2" {
+				once.Do(func() { c.Servers[1].Kill() })
+			}
+		}
+		session.XAHook.Store(&h)
+		defer session.XAHook.Store(nil)
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 50 WHERE id = 3", "UPDATE acct SET balance = 150 WHERE id = 1",
+			"UPDATE acct SET balance = 10 WHERE id = 2", "COMMIT") // reported committed
+		session.XAHook.Store(nil)
+		cn.Close()
+		if got := queryValue(t, direct[0], "SELECT balance FROM xa_t.acct_0000 WHERE id = 3"); got != "50" {
+			t.Errorf("node1 after COMMIT: %s, want 50", got)
+		}
+		if got := queryValue(t, direct[2], "SELECT balance FROM xa_t.acct_0002 WHERE id = 2"); got != "10" {
+			t.Errorf("node3 after COMMIT: %s, want 10", got)
+		}
+		if err := c.Servers[1].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		d1 := openDB(t, directDSN(c.Servers[1], "", ""))
+		eventually(t, 15*time.Second, "recovery to commit node2's branch", func() bool {
+			var v string
+			return d1.QueryRow("SELECT balance FROM xa_t.acct_0001 WHERE id = 1").Scan(&v) == nil && v == "150"
+		})
+		eventually(t, 10*time.Second, "node2 up", func() bool { return db.QueryRow("SELECT COUNT(*) FROM acct").Scan(new(int)) == nil })
+		direct[1] = d1
+		check(t, "150,10,50,100,100,100,100,100,100")
+	})
+	eventually(t, 10*time.Second, "the decision log to empty", func() bool {
+		return queryValue(t, direct[0], "SELECT COUNT(*) FROM shardgate_sidecar.xa_decisions") == "0"
+	})
+}
