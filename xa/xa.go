@@ -100,6 +100,7 @@ type Options struct {
 
 // Stats are counters of what the coordinator did, for metrics.
 type Stats struct {
+	OnePhase                        uint64 // one-node transactions committed (NoteOnePhase)
 	Decided, Refused                uint64 // commit decisions written; refused (fenced, failed, unknown)
 	RecoveredCommit, RecoveredAbort uint64 // branches recovery committed, rolled back
 	InFlight                        int    // transactions between their first XA PREPARE and Finish
@@ -126,7 +127,7 @@ type Coordinator struct {
 
 	recoverMu sync.Mutex
 
-	decided, refused, recCommit, recAbort atomic.Uint64
+	onePhase, decided, refused, recCommit, recAbort atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -211,11 +212,15 @@ func (c *Coordinator) Finish(t Txn, committed, done bool) {
 	c.mu.Unlock()
 }
 
+// NoteOnePhase counts a one-node transaction committed with XA COMMIT
+// ... ONE PHASE.
+func (c *Coordinator) NoteOnePhase() { c.onePhase.Add(1) }
+
 // Stats returns the coordinator's counters.
 func (c *Coordinator) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Decided: c.decided.Load(), Refused: c.refused.Load(),
+	return Stats{OnePhase: c.onePhase.Load(), Decided: c.decided.Load(), Refused: c.refused.Load(),
 		RecoveredCommit: c.recCommit.Load(), RecoveredAbort: c.recAbort.Load(),
 		InFlight: len(c.inFlight), Owed: len(c.owed)}
 }

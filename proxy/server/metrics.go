@@ -379,6 +379,16 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 			one("shardgate_replica_reads_total", "Reads sent to the replica.", k, float64(r.Reads), "node", n.Name, "replica", r.Addr)
 		}
 	}
+	if c.s.xa != nil {
+		x := c.s.xa.Stats()
+		one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.OnePhase), "phases", "one")
+		one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.Decided), "phases", "two")
+		one("shardgate_xa_decisions_refused_total", "Two-phase commits rolled back because their decision could not be written (fenced, sidecar failed).", k, float64(x.Refused))
+		one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredCommit), "action", "commit")
+		one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredAbort), "action", "rollback")
+		one("shardgate_xa_in_flight", "Two-phase commits under way.", g, float64(x.InFlight))
+		one("shardgate_xa_left_to_recovery", "Transactions whose session left prepared branches to recovery (a node failed mid-commit).", g, float64(x.Owed))
+	}
 	if c.s.moves != nil {
 		for _, w := range c.s.moves.Running() {
 			l := []string{"workflow", w.Spec.Name, "table", w.Spec.Logical(), "kind", w.Spec.Kind}

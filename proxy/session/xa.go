@@ -91,6 +91,7 @@ func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
 	x := t.XID(bc.Node().Name)
 	_, e1, e2 := bc.ExecPair("XA END "+x, "XA COMMIT "+x+" ONE PHASE")
 	if e1 == nil && e2 == nil {
+		s.xa.NoteOnePhase()
 		return nil
 	}
 	err := cmpErr(e1, e2)
