@@ -105,6 +105,11 @@ type Executor struct {
 	// (statement statistics).
 	Rows    uint64
 	ErrCode uint16
+	// BeforeOK, when set, runs before the OK of a write on several
+	// targets (DML, LOAD DATA) goes to the client; its error is answered
+	// instead. The caller commits there the transaction the statement ran
+	// in (transaction_mode xa).
+	BeforeOK func() error
 }
 
 // NewExecutor returns an executor that takes connections from conns and

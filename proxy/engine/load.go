@@ -71,6 +71,11 @@ func (x *Executor) loadSplit(plan *router.Plan) error {
 	if total.Info == "" {
 		total.Info = "Records: 0  Deleted: 0  Skipped: 0  Warnings: 0"
 	}
+	if x.BeforeOK != nil {
+		if err := x.BeforeOK(); err != nil {
+			return err
+		}
+	}
 	return x.w.OK(total)
 }
 

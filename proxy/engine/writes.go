@@ -69,6 +69,11 @@ func (x *Executor) writes(plan *router.Plan) error {
 		// subtables' AUTO_INCREMENT: the statement's id is the first.
 		total.LastInsertID = plan.FirstID
 	}
+	if x.BeforeOK != nil {
+		if err := x.BeforeOK(); err != nil {
+			return err
+		}
+	}
 	return x.w.OK(total)
 }
 

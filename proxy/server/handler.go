@@ -203,6 +203,35 @@ func (h *handler) forwardComment(p []byte) error {
 // client that went away or holds half a packet ends the session; a lost
 // backend connection is reported, and ends the session when its state
 // lived there. Other errors go to the client as they are.
+// execute runs a plan the proxy answers itself (Executor.Execute). In
+// transaction_mode xa, a write outside any transaction that reaches
+// several nodes runs as one XA transaction: committed, two-phase, before
+// its OK is sent, or rolled back everywhere when a node fails it.
+func (h *handler) execute(plan *router.Plan, sql string) error {
+	st := h.c.st
+	if (plan.Kind != router.SumOK && plan.Kind != router.LoadSplit) || !st.BeginImplicitXA(plan.Nodes()) {
+		return h.settle(h.x.Execute(plan, sql))
+	}
+	h.x.BeforeOK = h.commitImplicit
+	err := h.x.Execute(plan, sql)
+	h.x.BeforeOK = nil
+	if st.ImplicitOpen() {
+		// It failed before its commit: undone on every node.
+		if rerr := st.End(false); rerr != nil {
+			h.c.log.Warn("rolling back a failed write across nodes", zap.Error(rerr))
+		}
+		var se *mysql.SQLError
+		if errors.As(err, &se) {
+			msg, _, _ := strings.Cut(se.Message, "; already applied on: ")
+			err = &mysql.SQLError{Code: se.Code, State: se.State, Message: msg + "; rolled back on every node (transaction_mode xa)"}
+		}
+	}
+	return h.settle(err)
+}
+
+// commitImplicit commits the transaction execute opened (BeforeOK).
+func (h *handler) commitImplicit() error { return h.c.st.End(true) }
+
 func (h *handler) settle(err error) error {
 	if err == nil {
 		return nil // before anything escapes: this is every statement's path
@@ -351,7 +380,7 @@ func (h *handler) query(p []byte) error {
 	}
 	st.Read = h.readMode(sql, stmt, plan.Kind, multi)
 	if plan.Kind != router.Forward {
-		err = h.settle(h.x.Execute(plan, sql))
+		err = h.execute(plan, sql)
 		switch {
 		case err == nil && plan.Sticky && stmt.Keyword == "LOCK":
 			st.NoteLocks(plan.Nodes())

@@ -556,7 +556,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, plan: plan, reads0: c.st.ReplicaReads}
 	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
-	err = h.settle(h.x.Execute(plan, text))
+	err = h.execute(plan, text)
 	c.st.Read = session.ReadMaster
 	c.binary = false
 	if err == nil && plan.Advance != nil {

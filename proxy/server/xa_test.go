@@ -164,6 +164,26 @@ func TestXATransactions(t *testing.T) {
 		}
 		check(t, "103,102,95,100,100,100,100,100,100")
 	})
+	t.Run("one statement on several nodes", func(t *testing.T) {
+		defer reset(t)
+		d0 := decided()
+		mustExec(t, db, "UPDATE acct SET balance = balance + 1")
+		check(t, "101,101,101,101,101,101,101,101,101")
+		if got := decided() - d0; got != 1 {
+			t.Errorf("%d commit decisions for one UPDATE on three nodes, want 1", got)
+		}
+		// id 10 goes to node2, id 2 (which exists) to node3: node2's
+		// insert is undone when node3's fails.
+		_, err := db.Exec("INSERT INTO acct VALUES (10, 1), (2, 5)")
+		me := wantSQLError(t, err, 1062, "23000")
+		if !strings.Contains(me.Message, "rolled back on every node") {
+			t.Errorf("error message %q does not say the statement was rolled back", me.Message)
+		}
+		if got := queryValue(t, db, "SELECT COUNT(*) FROM acct WHERE id = 10"); got != "0" {
+			t.Errorf("the row node2 inserted survived the failed statement")
+		}
+		check(t, "101,101,101,101,101,101,101,101,101")
+	})
 	t.Run("fenced instance cannot commit", func(t *testing.T) {
 		defer reset(t)
 		mustExec(t, direct[0], fmt.Sprintf("UPDATE shardgate_sidecar.xa_instances SET fenced = NOW(6) WHERE id = %d", co.Instance()))

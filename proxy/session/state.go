@@ -98,6 +98,9 @@ type State struct {
 	// branches is scratch space for End.
 	xa    *xa.Coordinator
 	xaTxn xa.Txn
+	// implicit is set while the transaction of one statement
+	// (BeginImplicitXA) is open.
+	implicit bool
 	// outsideTxn makes Acquire leave the transaction out (AcquireOutsideTxn).
 	outsideTxn bool
 	branches   []*backend.Conn
@@ -192,6 +195,7 @@ func (s *State) Reset() {
 		s.ReleaseAll()
 	}
 	s.txn = ""
+	s.implicit = false
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
 	s.joined = s.joined[:0]

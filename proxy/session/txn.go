@@ -318,6 +318,7 @@ func (s *State) End(commit bool) error {
 		}
 	}
 	s.txn = ""
+	s.implicit = false
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
 	s.joined = s.joined[:0]

@@ -47,6 +47,27 @@ func (s *State) xaEligible() bool {
 	return !strings.Contains(s.txn, "READ ONLY")
 }
 
+// BeginImplicitXA opens, in transaction_mode xa, the transaction of one
+// statement outside any transaction that writes on several nodes (in
+// MariaDB one statement is one transaction): its nodes begin XA branches as
+// the statement reaches them, and the caller ends it with End. The
+// client's status flags do not show it. It reports whether it opened one.
+func (s *State) BeginImplicitXA(nodes []string) bool {
+	if s.xa == nil || len(nodes) < 2 || s.InTxn() {
+		return false
+	}
+	s.txn = "START TRANSACTION"
+	s.implicit = true
+	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
+	return true
+}
+
+// ImplicitOpen reports whether the transaction BeginImplicitXA opened is
+// still open.
+func (s *State) ImplicitOpen() bool { return s.implicit }
+
 // XATxn returns the open XA transaction's id (zero when none).
 func (s *State) XATxn() xa.Txn { return s.xaTxn }
 
@@ -62,6 +83,7 @@ func (s *State) endXA(commit bool) error {
 	}
 	s.branches = branches
 	s.xaTxn = xa.Txn{}
+	s.implicit = false
 	s.txn = ""
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
