@@ -160,8 +160,10 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 			}
 			c.o.Log.Info("xa recovery: finished a prepared branch", zap.String("node", b.Node), zap.String("gtrid", b.Gtrid),
 				zap.String("action", strings.TrimSpace(verb)))
-		case errors.As(err, &se) && se.Code == mysql.ErXAERNota:
-			// Finished meanwhile (by its session or another proxy).
+		case errors.As(err, &se) && (se.Code == mysql.ErXAERNota || !commit[b.Gtrid] && se.Code == mysql.ErXARBRollback):
+			// Finished meanwhile (by its session or another proxy), or
+			// rolled back (MariaDB answers XA_RBROLLBACK for a branch
+			// that wrote nothing).
 		default:
 			clean = false
 			c.o.Log.Warn("xa recovery: cannot finish a prepared branch", zap.String("node", b.Node), zap.String("gtrid", b.Gtrid),

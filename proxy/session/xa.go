@@ -118,7 +118,7 @@ func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
 	}
 	err := cmpErr(e1, e2)
 	if !bc.Broken() {
-		if _, e := bc.Exec("XA ROLLBACK " + x); e != nil && !isNota(e) {
+		if _, e := bc.Exec("XA ROLLBACK " + x); e != nil && !rolledBack(e) {
 			bc.MarkBroken()
 		}
 	}
@@ -192,7 +192,7 @@ func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared int) (do
 		if !bc.Broken() {
 			x := t.XID(bc.Node().Name)
 			ok, _, e := bc.ExecPair("XA END "+x, "XA ROLLBACK "+x)
-			if e == nil || isNota(e) {
+			if e == nil || rolledBack(e) {
 				if ok.Warnings > 0 {
 					s.EndWarnings += ok.Warnings
 					warned = append(warned, bc)
@@ -216,8 +216,10 @@ func cmpErr(e1, e2 error) error {
 	return e2
 }
 
-// isNota reports XAER_NOTA: the branch is not there (finished already).
-func isNota(err error) bool {
+// rolledBack reports the errors of an XA ROLLBACK that leave the branch
+// rolled back: XAER_NOTA (not there: finished already) and XA_RBROLLBACK
+// (MariaDB's answer for a branch that wrote nothing).
+func rolledBack(err error) bool {
 	var se *mysql.SQLError
-	return errors.As(err, &se) && se.Code == mysql.ErXAERNota
+	return errors.As(err, &se) && (se.Code == mysql.ErXAERNota || se.Code == mysql.ErXARBRollback)
 }
