@@ -47,9 +47,11 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	regs := make(map[uint64]registration, len(res.Rows))
+	var newest uint64 // registrations after it began after this read
 	for _, r := range res.Rows {
 		id, _ := strconv.ParseUint(string(r[0]), 10, 64)
 		regs[id] = registration{fenced: string(r[1]) == "1", alive: string(r[2]) == "1"}
+		newest = max(newest, id)
 	}
 
 	// The prepared branches, node by node, on connections of their own
@@ -92,8 +94,8 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 					rep.Left++
 					continue
 				}
-			case known && !r.fenced && r.alive:
-				rep.Left++ // another live proxy's
+			case known && !r.fenced && r.alive, !known && b.Txn.Instance > newest:
+				rep.Left++ // another live proxy's (or one that registered since)
 				continue
 			case known && !r.fenced:
 				fence[b.Txn.Instance] = true
@@ -202,25 +204,20 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 // commit decision.
 func (c *Coordinator) commitDecisions(ctx context.Context, bs []Branch) (map[string]bool, error) {
 	commit := map[string]bool{}
-	for len(bs) > 0 {
-		n := min(len(bs), 500)
-		var b strings.Builder
-		b.WriteString("SELECT gtrid FROM " + c.db + ".xa_decisions WHERE outcome = 'commit' AND gtrid IN (")
-		for i, br := range bs[:n] {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(quote(br.Gtrid))
-		}
-		b.WriteByte(')')
-		res, err := c.exec(ctx, b.String())
+	gs := make([]string, len(bs))
+	for i, b := range bs {
+		gs[i] = b.Gtrid
+	}
+	for len(gs) > 0 {
+		n := min(len(gs), 500)
+		res, err := c.exec(ctx, "SELECT gtrid FROM "+c.db+".xa_decisions WHERE outcome = 'commit' AND gtrid IN "+inList(gs[:n]))
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range res.Rows {
 			commit[string(r[0])] = true
 		}
-		bs = bs[n:]
+		gs = gs[n:]
 	}
 	return commit, nil
 }

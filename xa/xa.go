@@ -280,6 +280,20 @@ func quote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
+// inList is ('g1','g2',...).
+func inList(gs []string) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, g := range gs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(quote(g))
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
 // exec runs one autocommitted statement on a sidecar connection.
 func (c *Coordinator) exec(ctx context.Context, q string) (*backend.Result, error) {
 	bc, err := c.conn(ctx)
@@ -383,8 +397,27 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 
 func (c *Coordinator) loop() {
 	defer close(c.done)
-	beat := time.NewTicker(max(c.o.Lease/4, 10*time.Millisecond))
-	defer beat.Stop()
+	// Renewals have a goroutine of their own: a slow recovery round (a
+	// node that does not answer) must not make the lease run out.
+	beatDone := make(chan struct{})
+	go func() {
+		defer close(beatDone)
+		beat := time.NewTicker(max(c.o.Lease/4, 10*time.Millisecond))
+		defer beat.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-beat.C:
+				ctx, cancel := context.WithTimeout(context.Background(), c.o.Lease)
+				if err := c.heartbeat(ctx); err != nil {
+					c.o.Log.Warn("xa: renewing the registration", zap.Error(err))
+				}
+				cancel()
+			}
+		}
+	}()
+	defer func() { <-beatDone }()
 	rec := time.NewTicker(c.o.Interval)
 	defer rec.Stop()
 	flush := time.NewTicker(200 * time.Millisecond)
@@ -395,10 +428,6 @@ func (c *Coordinator) loop() {
 		case <-c.stop:
 			cancel()
 			return
-		case <-beat.C:
-			if err := c.heartbeat(ctx); err != nil {
-				c.o.Log.Warn("xa: renewing the registration", zap.Error(err))
-			}
 		case <-rec.C:
 			if c.instance.Load() != 0 {
 				if _, err := c.Recover(ctx); err != nil {
@@ -421,16 +450,7 @@ func (c *Coordinator) flushForget(ctx context.Context) {
 	c.mu.Unlock()
 	for len(batch) > 0 {
 		n := min(len(batch), 500)
-		var b strings.Builder
-		b.WriteString("DELETE FROM " + c.db + ".xa_decisions WHERE gtrid IN (")
-		for i, g := range batch[:n] {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(quote(g))
-		}
-		b.WriteByte(')')
-		if _, err := c.exec(ctx, b.String()); err != nil {
+		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE gtrid IN "+inList(batch[:n])); err != nil {
 			c.o.Log.Warn("xa: forgetting decisions", zap.Error(err))
 			c.mu.Lock()
 			if len(c.forget) < 1<<16 {
