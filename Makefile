@@ -7,8 +7,10 @@
 #   make test-mtr    MariaDB's suite main in full, text and binary protocols, directly and through the proxy (mtr/run.sh)
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
-#   make bench       the load-test ladder (bench/run.sh)
+#   make bench       the load-test ladder (bench/run.sh), then transaction_mode xa against multi (bench/xa.sh)
 #   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
+#   make bench-xa    transaction_mode xa against multi: two-node and one-node write transactions, tps ratio and CPU
+#                    (bench/xa.sh; about 6.5 minutes)
 #   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
 #                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 7 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
@@ -19,7 +21,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream bench-move clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream bench-move bench-xa clean
 
 all: build
 
@@ -42,7 +44,7 @@ test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz
 	bench/smoke.sh
 	mtr/run.sh
@@ -74,8 +76,11 @@ fuzz:
 		done; \
 	done; rm -f "$$tmp"
 
+# bench/xa.sh reads the same knobs as bench/run.sh (THREADS, ROUNDS, DURATION, ...); an OUT of your own gets its
+# results in $OUT/xa, beside (not over) the ladder's.
 bench:
 	bench/run.sh
+	OUT=$${OUT:+$$OUT/xa} bench/xa.sh
 
 bench-conns:
 	bench/conns.sh
@@ -85,6 +90,9 @@ bench-stream:
 
 bench-move:
 	bench/move.sh
+
+bench-xa:
+	bench/xa.sh
 
 clean:
 	rm -rf bin
