@@ -33,6 +33,7 @@ func xaCluster(t *testing.T) (*mariadbtest.Cluster, *proxy, *sql.DB, []*sql.DB) 
 		Nodes: []string{"node1", "node2", "node3"}, Locations: []int{1, 1, 1}}}
 	cfg.Sidecar = config.Sidecar{Node: "node1", DB: "shardgate_sidecar"}
 	cfg.XA = config.XAOptions{RecoveryInterval: 200 * time.Millisecond, Lease: 2 * time.Second}
+	cfg.Backend.CommandTimeout = 2 * time.Second // a paused sidecar fails the decision quickly
 	var direct []*sql.DB
 	for _, s := range c.Servers {
 		d := openDB(t, directDSN(s, "", ""))
@@ -197,6 +198,51 @@ func TestXATransactions(t *testing.T) {
 		eventually(t, 10*time.Second, "a new registration", func() bool { return co.Instance() != old })
 		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 3", "UPDATE acct SET balance = 1 WHERE id = 1", "COMMIT")
 		check(t, "1,100,1,100,100,100,100,100,100")
+	})
+	// The sidecar (node1) stops answering once both branches are prepared:
+	// the decision can be neither written nor read, the client is told so
+	// (1180), the branches stay prepared, and recovery finishes them all
+	// the same way once it answers again.
+	t.Run("sidecar unreachable at the decision", func(t *testing.T) {
+		var once sync.Once
+		h := func(stage, node string) {
+			if stage == session.XABeforeDecision {
+				once.Do(func() { c.Servers[0].Pause() })
+			}
+		}
+		session.XAHook.Store(&h)
+		defer session.XAHook.Store(nil)
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1", "UPDATE acct SET balance = 0 WHERE id = 2")
+		_, err := cn.ExecContext(context.Background(), "COMMIT")
+		session.XAHook.Store(nil)
+		c.Servers[0].Resume()
+		me := wantSQLError(t, err, 1180, "HY000")
+		if !strings.Contains(me.Message, "recovery commits or rolls it back") {
+			t.Errorf("message %q", me.Message)
+		}
+		cn.Close()
+		// The decision insert may still have run once the server went on
+		// (it had the statement): recovery finishes both branches the
+		// same way, whichever way that is.
+		eventually(t, 15*time.Second, "recovery to finish the branches", func() bool {
+			var n int
+			for _, d := range direct {
+				rows, err := d.Query("XA RECOVER")
+				if err != nil {
+					return false
+				}
+				for rows.Next() {
+					n++
+				}
+				rows.Close()
+			}
+			return n == 0
+		})
+		if got := xaBalances(t, db); got != start && got != "0,0,100,100,100,100,100,100,100" {
+			t.Fatalf("balances %s: the transaction is half committed", got)
+		}
+		reset(t)
 	})
 	t.Run("node lost before prepare", func(t *testing.T) {
 		cn := conn(t, db)
