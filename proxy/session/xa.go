@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/shardgate/shardgate/backend"
@@ -94,7 +95,7 @@ func (s *State) endXA(commit bool) error {
 	var warned []*backend.Conn
 	switch {
 	case !commit:
-		_, warned = s.xaRollback(t, branches, 0)
+		_, warned = s.xaRollback(t, branches, nil)
 	case len(branches) == 1:
 		err = s.xaOnePhase(t, branches[0])
 	case len(branches) > 1:
@@ -125,18 +126,22 @@ func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
 	return err
 }
 
-// xaTwoPhase commits branches with two-phase commit.
+// xaTwoPhase commits branches with two-phase commit. Each phase goes to
+// every node at the same time (each branch has its own connection).
 func (s *State) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
 	s.xa.Enter(t)
-	prepared := 0
-	var err error
-	for _, bc := range branches {
+	errs := make([]error, len(branches))
+	onEach(branches, errs, func(bc *backend.Conn) error {
 		x := t.XID(bc.Node().Name)
-		if _, e1, e2 := bc.ExecPair("XA END "+x, "XA PREPARE "+x); e1 != nil || e2 != nil {
-			err = cmpErr(e1, e2)
+		_, e1, e2 := bc.ExecPair("XA END "+x, "XA PREPARE "+x)
+		return cmpErr(e1, e2)
+	})
+	var err error
+	for _, e := range errs {
+		if e != nil {
+			err = e
 			break
 		}
-		prepared++
 	}
 	if err == nil {
 		xaHook(XABeforeDecision, "")
@@ -144,17 +149,21 @@ func (s *State) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
 		outcome, err = s.xa.Decide(context.Background(), t)
 		switch outcome {
 		case xa.Commit:
-			done := true
-			for _, bc := range branches {
+			onEach(branches, errs, func(bc *backend.Conn) error {
 				xaHook(XABeforeCommit, bc.Node().Name)
-				if _, e := bc.Exec("XA COMMIT " + t.XID(bc.Node().Name)); e != nil {
+				_, e := bc.Exec("XA COMMIT " + t.XID(bc.Node().Name))
+				return e
+			})
+			done := true
+			for i, e := range errs {
+				if e != nil {
 					// The decision is durable: the client is told the
 					// transaction committed, and recovery commits this
 					// branch once the node answers. Its connection closes
 					// now, so the branch is free for recovery.
 					done = false
-					bc.MarkBroken()
-					bc.Abort()
+					branches[i].MarkBroken()
+					branches[i].Abort()
 				}
 			}
 			s.xa.Finish(t, true, done)
@@ -172,21 +181,40 @@ func (s *State) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
 				strings.Join(names, ", "), err)
 		}
 		err = mysql.NewError(mysql.ErXARBRollback, "XA_RBROLLBACK: Transaction branch was rolled back: the commit decision could not be written (%v); the transaction was rolled back on every node", err)
-	} else {
-		prepared++ // the failing branch may have prepared before its answer was lost
+	}
+	// A branch may be prepared unless its server answered the PREPARE
+	// with an error (a lost answer may hide a PREPARE that happened).
+	prepared := make([]bool, len(branches))
+	for i, e := range errs {
+		prepared[i] = e == nil || branches[i].Broken()
 	}
 	done, _ := s.xaRollback(t, branches, prepared)
 	s.xa.Finish(t, false, done)
 	return err
 }
 
+// onEach runs f on every branch at the same time and puts its results in
+// errs.
+func onEach(branches []*backend.Conn, errs []error, f func(bc *backend.Conn) error) {
+	var wg sync.WaitGroup
+	for i := 1; i < len(branches); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(branches[i])
+		}()
+	}
+	errs[0] = f(branches[0])
+	wg.Wait()
+}
+
 // xaRollback rolls back every branch: XA END (which fails harmlessly on a
 // branch that is prepared or rollback-only already) and XA ROLLBACK, in one
 // round trip. A branch that cannot be rolled back has its connection
-// closed: the server rolls back an unprepared branch then; a prepared one
-// (among the first prepared) is left to recovery, and done is false. It
-// returns the connections whose answer had warnings (1196).
-func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared int) (done bool, warned []*backend.Conn) {
+// closed: the server rolls back an unprepared branch then; one that may be
+// prepared (prepared[i]; nil: none) is left to recovery, and done is
+// false. It returns the connections whose answer had warnings (1196).
+func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared []bool) (done bool, warned []*backend.Conn) {
 	done = true
 	for i, bc := range branches {
 		if !bc.Broken() {
@@ -202,7 +230,7 @@ func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared int) (do
 			bc.MarkBroken()
 			bc.Abort()
 		}
-		if i < prepared {
+		if prepared != nil && prepared[i] {
 			done = false
 		}
 	}
