@@ -48,6 +48,7 @@ const (
 	ErOptionPreventsStatement   uint16 = 1290 // ER_OPTION_PREVENTS_STATEMENT: "The MariaDB server is running with the %s option so it cannot execute this statement"
 	ErSubqueryNotSupportedUsing uint16 = 1970 // ER_SUBQUERIES_NOT_SUPPORTED: "%s does not support subqueries or stored functions"
 	ErLockWaitTimeout           uint16 = 1205 // ER_LOCK_WAIT_TIMEOUT: also a statement held past a cutover's bound
+	ErLockDeadlock              uint16 = 1213 // ER_LOCK_DEADLOCK: the server rolled the transaction back
 	ErXAERNota                  uint16 = 1397 // ER_XAER_NOTA: "XAER_NOTA: Unknown XID"
 	ErXAERRmfail                uint16 = 1399 // ER_XAER_RMFAIL: the command is not allowed in the XA state
 	ErXARBRollback              uint16 = 1402 // ER_XA_RBROLLBACK: "XA_RBROLLBACK: Transaction branch was rolled back"
@@ -81,6 +82,7 @@ var sqlStates = map[uint16]string{
 	ErOptionPreventsStatement:   "HY000",
 	ErSubqueryNotSupportedUsing: "42000",
 	ErLockWaitTimeout:           "HY000",
+	ErLockDeadlock:              "40001",
 	ErXAERNota:                  "XAE04",
 	ErXAERRmfail:                "XAE07",
 	ErXARBRollback:              "XA100",

@@ -58,6 +58,7 @@ var errorCodes = []struct {
 	{"ErWrongArguments", 1210, ErWrongArguments, "HY000"},
 	{"ErSubqueryNotSupportedUsing", 1970, ErSubqueryNotSupportedUsing, "42000"},
 	{"ErLockWaitTimeout", 1205, ErLockWaitTimeout, "HY000"},
+	{"ErLockDeadlock", 1213, ErLockDeadlock, "40001"},
 	{"ErXAERNota", 1397, ErXAERNota, "XAE04"},
 	{"ErXAERRmfail", 1399, ErXAERRmfail, "XAE07"},
 	{"ErXARBRollback", 1402, ErXARBRollback, "XA100"},

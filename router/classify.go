@@ -527,3 +527,35 @@ func PrepareFromExpr(sql string) (name, expr, near string, ok bool) {
 	}
 	return strings.ToLower(name), expr, "", true
 }
+
+// SetsAutocommitOn reports whether a SET statement that assigns autocommit
+// gives it a value that turns it on: anything but 0, OFF and FALSE (an
+// expression the proxy does not evaluate counts as on).
+func SetsAutocommitOn(sql string) bool {
+	low := strings.ToLower(sql)
+	for off := 0; ; {
+		i := strings.Index(low[off:], "autocommit")
+		if i < 0 {
+			return true
+		}
+		rest := strings.TrimLeft(low[off+i+len("autocommit"):], " \t\r\n")
+		off += i + len("autocommit")
+		switch {
+		case strings.HasPrefix(rest, ":="):
+			rest = rest[2:]
+		case strings.HasPrefix(rest, "="):
+			rest = rest[1:]
+		default:
+			continue
+		}
+		rest = strings.TrimLeft(rest, " \t\r\n")
+		if end := strings.IndexAny(rest, " ,;\t\r\n"); end >= 0 {
+			rest = rest[:end]
+		}
+		switch strings.Trim(rest, "'\"") {
+		case "0", "off", "false":
+			return false
+		}
+		return true
+	}
+}

@@ -100,3 +100,15 @@ func BenchmarkClassify(b *testing.B) {
 		Classify("SELECT c FROM sbtest1 WHERE id=4821")
 	}
 }
+
+func TestSetsAutocommitOn(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SET autocommit=1": true, "SET autocommit = ON": true, "set @@session.autocommit := 'on'": true,
+		"SET autocommit=0": false, "SET AUTOCOMMIT = OFF": false, "SET @@autocommit=false, sql_mode=''": false,
+		"SET sql_mode='', autocommit = 1": true, "SET autocommit = @x": true,
+	} {
+		if got := SetsAutocommitOn(sql); got != want {
+			t.Errorf("SetsAutocommitOn(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

@@ -142,6 +142,23 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	// No commit decision is final only once none can be written: an
+	// unfenced instance (this one, after a decision whose answer was lost)
+	// may have an insert still on its way. An abort row, inserted unless a
+	// row is there, settles it; what is there then is the outcome.
+	if err := c.settleAborts(ctx, take, commit); err != nil {
+		return rep, err
+	}
+	// What this round listed keeps its decision, whatever happened to
+	// it here: XA COMMIT from another connection answers "unknown XID"
+	// while the branch is still attached to a session the server has not
+	// dropped yet, and only a later listing without it shows it finished.
+	listedInst, listedTxn := map[uint64]bool{}, map[Txn]bool{}
+	for _, l := range lists {
+		for _, b := range l.branches {
+			listedInst[b.Txn.Instance], listedTxn[b.Txn] = true, true
+		}
+	}
 	clean := len(rep.Unreachable) == 0
 	for _, b := range take {
 		l := lists[slices.IndexFunc(lists, func(l listed) bool { return l.node.Name == b.Node })]
@@ -175,11 +192,11 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	if !clean {
 		return rep, nil
 	}
-	// Every node answered and every branch listed is finished: the
-	// decisions of instances fenced before this round, and of the
-	// transactions left to recovery before it, are no longer needed.
+	// Every node answered: the decisions of instances fenced before this
+	// round, and of the transactions left to recovery before it, are no
+	// longer needed once this round listed none of their branches.
 	for id, r := range regs {
-		if !r.fenced || id == own {
+		if !r.fenced || id == own || listedInst[id] {
 			continue
 		}
 		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE instance = "+strconv.FormatUint(id, 10)); err != nil {
@@ -190,6 +207,9 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 		}
 	}
 	for t := range owedBefore {
+		if listedTxn[t] {
+			continue
+		}
 		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE gtrid = "+quote(t.Gtrid())); err != nil {
 			return rep, err
 		}
@@ -198,6 +218,43 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 		c.mu.Unlock()
 	}
 	return rep, nil
+}
+
+// settleAborts inserts an abort decision for every branch's transaction
+// that has no commit decision, unless a decision is there by then, and
+// reads back the commit decisions that won (into commit).
+func (c *Coordinator) settleAborts(ctx context.Context, bs []Branch, commit map[string]bool) error {
+	var open []Branch
+	seen := map[string]bool{}
+	for _, b := range bs {
+		if !commit[b.Gtrid] && !seen[b.Gtrid] {
+			seen[b.Gtrid] = true
+			open = append(open, b)
+		}
+	}
+	for rest := open; len(rest) > 0; {
+		n := min(len(rest), 500)
+		var q strings.Builder
+		q.WriteString("INSERT IGNORE INTO " + c.db + ".xa_decisions (gtrid, instance, outcome) VALUES ")
+		for i, b := range rest[:n] {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("(" + quote(b.Gtrid) + "," + strconv.FormatUint(b.Txn.Instance, 10) + ",'abort')")
+		}
+		if _, err := c.exec(ctx, q.String()); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	late, err := c.commitDecisions(ctx, open)
+	if err != nil {
+		return err
+	}
+	for g := range late {
+		commit[g] = true
+	}
+	return nil
 }
 
 // commitDecisions returns which of the branches' transactions have a

@@ -237,6 +237,7 @@ func (c *conn) loop() {
 		watched := c.startWatch(p)
 		start := time.Now()
 		quit, err := c.h.dispatch(p)
+		c.h.endDeadlocked(err)
 		c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
 		c.noteHeld()
 		if watched {

@@ -199,10 +199,6 @@ func (h *handler) forwardComment(p []byte) error {
 	return h.settle(err)
 }
 
-// settle turns what a backend failure means into the session's answer: a
-// client that went away or holds half a packet ends the session; a lost
-// backend connection is reported, and ends the session when its state
-// lived there. Other errors go to the client as they are.
 // execute runs a plan the proxy answers itself (Executor.Execute). In
 // transaction_mode xa, a write outside any transaction that reaches
 // several nodes runs as one XA transaction: committed, two-phase, before
@@ -229,9 +225,35 @@ func (h *handler) execute(plan *router.Plan, sql string) error {
 	return h.settle(err)
 }
 
+// endDeadlocked ends, in transaction_mode xa, the transaction of a
+// statement a node answered with a deadlock (1213): MariaDB rolled that
+// node's part back and ended the transaction there, so the proxy rolls
+// back the other nodes' parts, as one server would have ended it all.
+func (h *handler) endDeadlocked(err error) {
+	st := h.c.st
+	if st.XATxn().ID == 0 {
+		return
+	}
+	code := h.x.ErrCode
+	var se *mysql.SQLError
+	if code == 0 && errors.As(err, &se) {
+		code = se.Code
+	}
+	if code != mysql.ErLockDeadlock {
+		return
+	}
+	if rerr := st.End(false); rerr != nil {
+		h.c.log.Warn("rolling back a deadlocked transaction across nodes", zap.Error(rerr))
+	}
+}
+
 // commitImplicit commits the transaction execute opened (BeforeOK).
 func (h *handler) commitImplicit() error { return h.c.st.End(true) }
 
+// settle turns what a backend failure means into the session's answer: a
+// client that went away or holds half a packet ends the session; a lost
+// backend connection is reported, and ends the session when its state
+// lived there. Other errors go to the client as they are.
 func (h *handler) settle(err error) error {
 	if err == nil {
 		return nil // before anything escapes: this is every statement's path
@@ -350,6 +372,11 @@ func (h *handler) query(p []byte) error {
 			if err := st.CommitImplicitly(); err != nil {
 				return h.settle(err)
 			}
+			st.SetOutsideTxn(true)
+			defer st.SetOutsideTxn(false)
+		case stmt.Keyword == "LOCK" || stmt.Keyword == "UNLOCK":
+			st.SetOutsideTxn(true)
+			defer st.SetOutsideTxn(false)
 		}
 		if stmt.Keyword == "UNLOCK" && router.IsUnlockTables(sql) {
 			return h.unlockTables(p)
@@ -646,10 +673,11 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
-	if st.XATxn().ID != 0 && slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" }) {
-		// SET autocommit commits the open transaction first, as in
-		// MariaDB (where a SET autocommit = 1 inside XA is refused, the
-		// proxy's XA is the session's ordinary transaction).
+	if st.XATxn().ID != 0 && st.Status&mysql.StatusAutocommit == 0 && router.SetsAutocommitOn(sql) &&
+		slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" }) {
+		// Turning autocommit on commits the open transaction first, as in
+		// MariaDB (which refuses it inside XA: the proxy's XA is the
+		// session's ordinary transaction).
 		if err := st.End(true); err != nil {
 			return err
 		}

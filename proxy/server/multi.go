@@ -106,7 +106,7 @@ func (h *handler) queryOne(sql string) error {
 		}
 		plan = &one
 	}
-	err = h.settle(h.x.Execute(plan, sql))
+	err = h.execute(plan, sql)
 	if err == nil && plan.Advance != nil {
 		h.advance(plan.Advance)
 	}

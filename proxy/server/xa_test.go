@@ -185,6 +185,81 @@ func TestXATransactions(t *testing.T) {
 		}
 		check(t, "101,101,101,101,101,101,101,101,101")
 	})
+	t.Run("autocommit=0 and statements that commit implicitly", func(t *testing.T) {
+		defer reset(t)
+		cn := conn(t, db)
+		// SET autocommit = 0 again does not commit; ROLLBACK undoes.
+		mustExec(t, cn, "SET autocommit = 0", "UPDATE acct SET balance = 1 WHERE id = 3", "UPDATE acct SET balance = 1 WHERE id = 1",
+			"SET autocommit = 0", "ROLLBACK")
+		check(t, start)
+		// DDL commits the open transaction, then runs (no XA branch).
+		mustExec(t, cn, "UPDATE acct SET balance = 2 WHERE id = 3", "UPDATE acct SET balance = 2 WHERE id = 1",
+			"CREATE TABLE ddl_in_xa (id INT PRIMARY KEY)", "ROLLBACK")
+		check(t, "2,100,2,100,100,100,100,100,100")
+		mustExec(t, cn, "SET autocommit = 1", "BEGIN", "DROP TABLE ddl_in_xa", "UPDATE acct SET balance = 3 WHERE id = 3", "ROLLBACK")
+		check(t, "2,100,3,100,100,100,100,100,100") // DROP ended the transaction: the UPDATE was autocommitted
+	})
+	t.Run("deadlock ends the transaction on every node", func(t *testing.T) {
+		defer reset(t)
+		a, b := conn(t, db), conn(t, db)
+		mustExec(t, a, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 1", "UPDATE acct SET balance = 1 WHERE id = 3")
+		mustExec(t, b, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 6")
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.ExecContext(context.Background(), "UPDATE acct SET balance = 1 WHERE id = 6")
+			done <- err
+		}()
+		time.Sleep(500 * time.Millisecond)
+		t.Logf("trx: %v", queryStrings(t, direct[0], "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query,'') FROM information_schema.innodb_trx"))
+		select {
+		case err := <-done:
+			t.Fatalf("a's update did not wait: %v", err)
+		default:
+		}
+		eventually(t, 10*time.Second, "a's UPDATE to wait for b's lock", func() bool {
+			return queryValue(t, direct[0], "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'") == "1"
+		})
+		_, errB := b.ExecContext(context.Background(), "UPDATE acct SET balance = 2 WHERE id = 3")
+		errA := <-done
+		victim, survivor := a, b
+		if errA == nil {
+			victim, survivor = b, a
+			wantSQLError(t, errB, 1213, "40001")
+		} else {
+			wantSQLError(t, errA, 1213, "40001")
+		}
+		// The victim's transaction is over on every node: node2's row is
+		// back, and the victim can begin again at once.
+		if victim == a {
+			if got := queryValue(t, direct[1], "SELECT balance FROM xa_t.acct_0001 WHERE id = 1"); got != "100" {
+				t.Errorf("node2's part of the deadlocked transaction: balance %s, want 100 (rolled back)", got)
+			}
+		}
+		mustExec(t, victim, "BEGIN", "ROLLBACK")
+		mustExec(t, survivor, "COMMIT")
+		if got := prepared(t, direct); got != "" {
+			t.Fatalf("branches left prepared: %s", got)
+		}
+	})
+	t.Run("a node lost mid-transaction after a SET", func(t *testing.T) {
+		defer reset(t)
+		cn := conn(t, db)
+		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1", "SET sql_mode = 'STRICT_ALL_TABLES'")
+		var id string
+		if err := direct[1].QueryRow("SELECT trx_mysql_thread_id FROM information_schema.innodb_trx").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, direct[1], "KILL "+id)
+		if _, err := cn.ExecContext(context.Background(), "UPDATE acct SET balance = 0 WHERE id = 4"); err == nil {
+			t.Fatal("a statement on the lost connection succeeded")
+		}
+		// The session's transaction is gone with it: nothing of it may
+		// commit, whatever the client sends next.
+		cn.ExecContext(context.Background(), "UPDATE acct SET balance = 0 WHERE id = 3")
+		cn.ExecContext(context.Background(), "COMMIT")
+		cn.Close()
+		check(t, start)
+	})
 	t.Run("fenced instance cannot commit", func(t *testing.T) {
 		defer reset(t)
 		mustExec(t, direct[0], fmt.Sprintf("UPDATE shardgate_sidecar.xa_instances SET fenced = NOW(6) WHERE id = %d", co.Instance()))

@@ -86,6 +86,13 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	return bc, nil
 }
 
+// SetOutsideTxn, in transaction_mode xa, keeps the statements that follow
+// (until SetOutsideTxn(false)) from beginning the transaction on the
+// connections they use: statements that commit implicitly (DDL, LOCK
+// TABLES) are refused inside an XA branch, and in MariaDB they run
+// outside any transaction.
+func (s *State) SetOutsideTxn(on bool) { s.outsideTxn = on && s.xa != nil }
+
 // AcquireOutsideTxn is Acquire for a tracked SET: in transaction_mode xa
 // it does not begin the transaction on the connection when the session
 // has none open there (a SET opens none in MariaDB, and SET autocommit

@@ -130,7 +130,9 @@ func (s *State) SetTxnMode(mode string, co *xa.Coordinator) {
 // something of the session (its state or its transaction): the client
 // connection must then close, as a server crash would close it.
 func (s *State) HoldsState() bool {
-	return s.sticky || s.Status&mysql.StatusInTrans != 0
+	// joined: a transaction reached a node even when the last response
+	// (a SET run outside it) did not say InTrans.
+	return s.sticky || s.Status&mysql.StatusInTrans != 0 || len(s.joined) > 0
 }
 
 // NoteState records how a statement that made the session sticky can be
@@ -196,6 +198,7 @@ func (s *State) Reset() {
 	}
 	s.txn = ""
 	s.implicit = false
+	s.xaTxn = xa.Txn{}
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
 	s.joined = s.joined[:0]

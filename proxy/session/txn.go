@@ -238,7 +238,8 @@ func (s *State) Begin(sql string) error {
 // CommitImplicitly ends the open transaction with COMMIT when one is open
 // on a node, as DDL does in MySQL.
 func (s *State) CommitImplicitly() error {
-	if len(s.pinned) > 0 && s.InTxn() {
+	if s.InTxn() && (len(s.pinned) > 0 || s.txn != "") {
+		// Also a BEGIN no statement followed: the transaction ends.
 		return s.End(true)
 	}
 	return nil

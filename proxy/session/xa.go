@@ -54,8 +54,8 @@ func (s *State) xaEligible() bool {
 // the statement reaches them, and the caller ends it with End. The
 // client's status flags do not show it. It reports whether it opened one.
 func (s *State) BeginImplicitXA(nodes []string) bool {
-	if s.xa == nil || len(nodes) < 2 || s.InTxn() {
-		return false
+	if s.xa == nil || len(nodes) < 2 || s.InTxn() || len(s.locked) > 0 {
+		return false // under LOCK TABLES, XA START is refused
 	}
 	s.txn = "START TRANSACTION"
 	s.implicit = true
@@ -82,6 +82,12 @@ func (s *State) endXA(commit bool) error {
 			branches = append(branches, bc)
 		}
 	}
+	lost := ""
+	for _, bc := range s.joined {
+		if bc.Broken() || !slices.Contains(branches, bc) {
+			lost = bc.Node().Name // its branch is gone (the server rolled it back)
+		}
+	}
 	s.branches = branches
 	s.xaTxn = xa.Txn{}
 	s.implicit = false
@@ -94,6 +100,9 @@ func (s *State) endXA(commit bool) error {
 	var err error
 	var warned []*backend.Conn
 	switch {
+	case commit && lost != "":
+		s.xaRollback(t, branches, nil)
+		err = mysql.NewError(mysql.ErXARBRollback, "XA_RBROLLBACK: Transaction branch was rolled back: the connection to node %s was lost during the transaction; rolled back on every node", lost)
 	case !commit:
 		_, warned = s.xaRollback(t, branches, nil)
 	case len(branches) == 1:
