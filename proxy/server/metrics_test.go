@@ -194,7 +194,8 @@ func TestGrafanaDashboard(t *testing.T) {
 		for _, tg := range p.Targets {
 			for _, name := range re.FindAllString(tg.Expr, -1) {
 				n++
-				if strings.HasPrefix(name, "shardgate_replica_") || strings.HasPrefix(name, "shardgate_workflow_") || name == "shardgate_client_errors_total" {
+				if strings.HasPrefix(name, "shardgate_replica_") || strings.HasPrefix(name, "shardgate_workflow_") || strings.HasPrefix(name, "shardgate_xa_") ||
+					name == "shardgate_client_errors_total" {
 					continue
 				}
 				if !strings.Contains(string(exposed), "# TYPE "+strings.TrimSuffix(name, "_bucket")+" ") {

@@ -4,6 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -368,6 +373,31 @@ func TestXATransactions(t *testing.T) {
 		direct[1] = d1
 		check(t, "150,10,50,100,100,100,100,100,100")
 	})
+	// The Grafana dashboard's XA panel queries what /metrics exports.
+	web := httptest.NewServer(p.srv.AdminHandler())
+	defer web.Close()
+	resp, err := http.Get(web.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	dash, err := os.ReadFile("../../etc/grafana-shardgate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`shardgate_xa_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 4 {
+		t.Errorf("the dashboard queries %d XA metrics", len(names))
+	}
+	for _, name := range names {
+		if !strings.Contains(string(exposed), "# TYPE "+name+" ") {
+			t.Errorf("the dashboard queries %s, which /metrics does not export", name)
+		}
+	}
+	if !strings.Contains(string(exposed), `shardgate_xa_recovered_branches_total{action="commit"} `) {
+		t.Errorf("no recovered-branch count in /metrics")
+	}
 	eventually(t, 10*time.Second, "the decision log to empty", func() bool {
 		return queryValue(t, direct[0], "SELECT COUNT(*) FROM shardgate_sidecar.xa_decisions") == "0"
 	})
