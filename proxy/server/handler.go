@@ -225,13 +225,14 @@ func (h *handler) execute(plan *router.Plan, sql string) error {
 	return h.settle(err)
 }
 
-// endDeadlocked ends, in transaction_mode xa, the transaction of a
-// statement a node answered with a deadlock (1213): MariaDB rolled that
-// node's part back and ended the transaction there, so the proxy rolls
-// back the other nodes' parts, as one server would have ended it all.
+// endDeadlocked ends the transaction of a statement a node answered with
+// a deadlock (1213): MariaDB rolled that node's part back and ended the
+// transaction there, so the proxy rolls back the other nodes' parts, as
+// one server would have ended it all (left open, their locks would hold
+// up other transactions, and the client's next BEGIN would commit them).
 func (h *handler) endDeadlocked(err error) {
 	st := h.c.st
-	if st.XATxn().ID == 0 {
+	if !st.InTxn() || h.x.ErrCode != mysql.ErLockDeadlock && err == nil {
 		return
 	}
 	code := h.x.ErrCode
