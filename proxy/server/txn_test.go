@@ -500,3 +500,51 @@ func TestMultiStatementAcrossNodes(t *testing.T) {
 	mustExec(t, c, "UPDATE acct SET balance = 100 WHERE id = 1; UPDATE acct SET balance = 100 WHERE id = 5")
 	mustExec(t, db, "UPDATE acct SET balance = 100 WHERE id = 2", "DELETE FROM plain")
 }
+
+// TestDeadlockEndsTransactionEverywhere: in transaction_mode multi, when a
+// node answers a statement with a deadlock (1213), MariaDB has rolled that
+// node's part back and ended the transaction; the proxy rolls back the
+// parts on the other nodes at once, so they neither hold their locks nor
+// get committed by the client's next BEGIN.
+func TestDeadlockEndsTransactionEverywhere(t *testing.T) {
+	_, db := txnProxy(t, config.TransactionMulti)
+	a, b := conn(t, db), conn(t, db)
+	// a: 2 on node2, then 1 on node1; b: 5 on node1; a waits for 5, b for 1.
+	mustExec(t, a, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 2", "UPDATE acct SET balance = 1 WHERE id = 1")
+	mustExec(t, b, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 5")
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ExecContext(context.Background(), "UPDATE acct SET balance = 1 WHERE id = 5")
+		done <- err
+	}()
+	direct := openDB(t, directDSN(backends(t)[0], "", ""))
+	// a's UPDATE of 5 is on the server (waiting for b's lock on it).
+	eventually(t, 10*time.Second, "a's UPDATE to wait for b's lock", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("a's UPDATE of 5 did not wait for b's lock: %v; transactions: %v", err,
+				queryStrings(t, direct, "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query, '') FROM information_schema.innodb_trx"))
+		default:
+		}
+		return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_query LIKE 'UPDATE%id`=5'") != "0"
+	})
+	_, errB := b.ExecContext(context.Background(), "UPDATE acct SET balance = 2 WHERE id = 1")
+	errA := <-done
+	victim, survivor := a, b
+	if errA == nil {
+		victim, survivor = b, a
+		wantSQLError(t, errB, 1213, "40001")
+	} else {
+		wantSQLError(t, errA, 1213, "40001")
+	}
+	// The victim begins again: nothing of its first transaction commits.
+	mustExec(t, victim, "BEGIN", "ROLLBACK")
+	mustExec(t, survivor, "COMMIT")
+	want := "1,1|2,1|5,1|6,100" // a survived: its three updates
+	if victim == a {
+		want = "1,2|2,100|5,2|6,100" // b survived; a's update of 2 (node2) is undone
+	}
+	if got := balances(t, db); got != want {
+		t.Fatalf("balances %s, want %s", got, want)
+	}
+}

@@ -214,15 +214,15 @@ func TestXATransactions(t *testing.T) {
 			_, err := a.ExecContext(context.Background(), "UPDATE acct SET balance = 1 WHERE id = 6")
 			done <- err
 		}()
-		time.Sleep(500 * time.Millisecond)
-		t.Logf("trx: %v", queryStrings(t, direct[0], "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query,'') FROM information_schema.innodb_trx"))
-		select {
-		case err := <-done:
-			t.Fatalf("a's update did not wait: %v", err)
-		default:
-		}
+		// a's UPDATE of 6 is on the server (waiting for b's lock on it).
 		eventually(t, 10*time.Second, "a's UPDATE to wait for b's lock", func() bool {
-			return queryValue(t, direct[0], "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'") == "1"
+			select {
+			case err := <-done:
+				t.Fatalf("a's UPDATE of 6 did not wait for b's lock: %v; transactions: %v", err,
+					queryStrings(t, direct[0], "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query, '') FROM information_schema.innodb_trx"))
+			default:
+			}
+			return queryValue(t, direct[0], "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_query LIKE 'UPDATE%id`=6'") != "0"
 		})
 		_, errB := b.ExecContext(context.Background(), "UPDATE acct SET balance = 2 WHERE id = 3")
 		errA := <-done
