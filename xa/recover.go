@@ -315,8 +315,8 @@ func list(ctx context.Context, n *backend.Node) ([]Branch, *backend.Conn, error)
 	return bs, bc, nil
 }
 
-// Pending lists the prepared shardgate branches on the nodes, for tests
-// and operators (SHOW-like views): node by node, what XA RECOVER says.
+// Pending lists the prepared shardgate branches on the nodes, node by
+// node, as XA RECOVER shows them (the tests' view of what is left).
 func Pending(ctx context.Context, nodes []*backend.Node) ([]Branch, error) {
 	var all []Branch
 	for _, n := range nodes {

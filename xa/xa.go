@@ -253,18 +253,14 @@ func (c *Coordinator) Decide(ctx context.Context, t Txn) (Outcome, error) {
 		return Abort, err
 	}
 	// The answer was lost: the insert may or may not have committed.
+	// An abort row settles it (settleAborts), retried on new connections.
 	for attempt := 0; attempt < 3; attempt++ {
-		if _, err2 := c.exec(ctx, "INSERT IGNORE INTO "+c.db+".xa_decisions (gtrid, instance, outcome) VALUES ("+g+", "+
-			strconv.FormatUint(t.Instance, 10)+", 'abort')"); err2 != nil {
+		commit := map[string]bool{}
+		if err2 := c.settleAborts(ctx, []Branch{{Txn: t, Gtrid: t.Gtrid()}}, commit); err2 != nil {
 			err = err2
 			continue
 		}
-		res, err2 := c.exec(ctx, "SELECT outcome FROM "+c.db+".xa_decisions WHERE gtrid = "+g)
-		if err2 != nil {
-			err = err2
-			continue
-		}
-		if len(res.Rows) == 1 && string(res.Rows[0][0]) == "commit" {
+		if commit[t.Gtrid()] {
 			c.decided.Add(1)
 			return Commit, nil
 		}
@@ -277,8 +273,10 @@ func (c *Coordinator) Decide(ctx context.Context, t Txn) (Outcome, error) {
 
 // quote makes s a string literal (s is a gtrid or a name: no NULs).
 func quote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return "'" + quoter.Replace(s) + "'"
 }
+
+var quoter = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
 
 // inList is ('g1','g2',...).
 func inList(gs []string) string {

@@ -57,7 +57,7 @@ func (x *Executor) writes(plan *router.Plan) error {
 		msg := firstErr.Message
 		if len(plan.Targets) > 1 {
 			msg = fmt.Sprintf("failed on %d of %d targets: %s", len(failed), len(plan.Targets), strings.Join(failed, "; "))
-			if len(done) > 0 {
+			if len(done) > 0 && x.BeforeOK == nil { // with BeforeOK, the caller's transaction undoes them
 				msg += "; already applied on: " + strings.Join(done, ", ")
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"syscall"
 
 	"github.com/shardgate/shardgate/proxy/session"
-	"github.com/shardgate/shardgate/xa"
 )
 
 // SetFailpoint makes the proxy kill itself with SIGKILL at one point of a
@@ -39,7 +38,3 @@ func SetFailpoint(spec string) error {
 	session.XAHook.Store(&h)
 	return nil
 }
-
-// XA returns the two-phase commit coordinator (nil when no schema uses
-// transaction_mode xa).
-func (s *Server) XA() *xa.Coordinator { return s.xa }

@@ -211,15 +211,15 @@ func (h *handler) execute(plan *router.Plan, sql string) error {
 	h.x.BeforeOK = h.commitImplicit
 	err := h.x.Execute(plan, sql)
 	h.x.BeforeOK = nil
-	if st.ImplicitOpen() {
-		// It failed before its commit: undone on every node.
+	if st.TxnSQL() != "" {
+		// It failed before its commit (which ends the transaction):
+		// undone on every node.
 		if rerr := st.End(false); rerr != nil {
 			h.c.log.Warn("rolling back a failed write across nodes", zap.Error(rerr))
 		}
 		var se *mysql.SQLError
 		if errors.As(err, &se) {
-			msg, _, _ := strings.Cut(se.Message, "; already applied on: ")
-			err = &mysql.SQLError{Code: se.Code, State: se.State, Message: msg + "; rolled back on every node (transaction_mode xa)"}
+			err = &mysql.SQLError{Code: se.Code, State: se.State, Message: se.Message + "; rolled back on every node (transaction_mode xa)"}
 		}
 	}
 	return h.settle(err)

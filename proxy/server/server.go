@@ -199,6 +199,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	return s, nil
 }
 
+// XA returns the two-phase commit coordinator (nil when no schema uses
+// transaction_mode xa).
+func (s *Server) XA() *xa.Coordinator { return s.xa }
+
 // startXA registers this proxy in the sidecar's XA decision log and
 // finishes the branches an earlier life of it left prepared, before any
 // client is served.

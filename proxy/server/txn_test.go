@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -512,31 +513,8 @@ func TestDeadlockEndsTransactionEverywhere(t *testing.T) {
 	// a: 2 on node2, then 1 on node1; b: 5 on node1; a waits for 5, b for 1.
 	mustExec(t, a, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 2", "UPDATE acct SET balance = 1 WHERE id = 1")
 	mustExec(t, b, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 5")
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.ExecContext(context.Background(), "UPDATE acct SET balance = 1 WHERE id = 5")
-		done <- err
-	}()
-	direct := openDB(t, directDSN(backends(t)[0], "", ""))
-	// a's UPDATE of 5 is on the server (waiting for b's lock on it).
-	eventually(t, 10*time.Second, "a's UPDATE to wait for b's lock", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("a's UPDATE of 5 did not wait for b's lock: %v; transactions: %v", err,
-				queryStrings(t, direct, "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query, '') FROM information_schema.innodb_trx"))
-		default:
-		}
-		return queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_query LIKE 'UPDATE%id`=5'") != "0"
-	})
-	_, errB := b.ExecContext(context.Background(), "UPDATE acct SET balance = 2 WHERE id = 1")
-	errA := <-done
-	victim, survivor := a, b
-	if errA == nil {
-		victim, survivor = b, a
-		wantSQLError(t, errB, 1213, "40001")
-	} else {
-		wantSQLError(t, errA, 1213, "40001")
-	}
+	victim, survivor := deadlock(t, openDB(t, directDSN(backends(t)[0], "", "")), a, b,
+		"UPDATE acct SET balance = 1 WHERE id = 5", "UPDATE acct SET balance = 2 WHERE id = 1", 5)
 	// The victim begins again: nothing of its first transaction commits.
 	mustExec(t, victim, "BEGIN", "ROLLBACK")
 	mustExec(t, survivor, "COMMIT")
@@ -547,4 +525,34 @@ func TestDeadlockEndsTransactionEverywhere(t *testing.T) {
 	if got := balances(t, db); got != want {
 		t.Fatalf("balances %s, want %s", got, want)
 	}
+}
+
+// deadlock runs aStmt on a, which must wait for a lock b holds (on the row
+// with id waitID, on the server direct reaches), then bStmt on b, which
+// must wait for one a holds: the server kills one of them with 1213. It
+// returns the victim and the survivor.
+func deadlock(t *testing.T, direct *sql.DB, a, b *sql.Conn, aStmt, bStmt string, waitID int) (victim, survivor *sql.Conn) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ExecContext(context.Background(), aStmt)
+		done <- err
+	}()
+	eventually(t, 10*time.Second, "a's statement to wait for b's lock", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("a's %q did not wait for b's lock: %v; transactions: %v", aStmt, err,
+				queryStrings(t, direct, "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query, '') FROM information_schema.innodb_trx"))
+		default:
+		}
+		return queryValue(t, direct, fmt.Sprintf("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_query LIKE 'UPDATE%%id`=%d'", waitID)) != "0"
+	})
+	_, errB := b.ExecContext(context.Background(), bStmt)
+	errA := <-done
+	if errA == nil {
+		wantSQLError(t, errB, 1213, "40001")
+		return b, a
+	}
+	wantSQLError(t, errA, 1213, "40001")
+	return a, b
 }

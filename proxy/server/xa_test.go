@@ -203,36 +203,33 @@ func TestXATransactions(t *testing.T) {
 		check(t, "2,100,2,100,100,100,100,100,100")
 		mustExec(t, cn, "SET autocommit = 1", "BEGIN", "DROP TABLE ddl_in_xa", "UPDATE acct SET balance = 3 WHERE id = 3", "ROLLBACK")
 		check(t, "2,100,3,100,100,100,100,100,100") // DROP ended the transaction: the UPDATE was autocommitted
+		// SET autocommit = 1 commits the open transaction, two-phase.
+		d0 := decided()
+		mustExec(t, cn, "SET autocommit = 0", "UPDATE acct SET balance = 4 WHERE id = 3", "UPDATE acct SET balance = 4 WHERE id = 2",
+			"SET autocommit = 1", "ROLLBACK")
+		check(t, "2,4,4,100,100,100,100,100,100")
+		if got := decided() - d0; got != 1 {
+			t.Errorf("%d decisions for SET autocommit = 1 over two nodes, want 1", got)
+		}
+	})
+	t.Run("read only transactions are not XA", func(t *testing.T) {
+		s0 := co.Stats()
+		cn := conn(t, db)
+		mustExec(t, cn, "START TRANSACTION READ ONLY")
+		if got := queryValue(t, cn, "SELECT SUM(balance) FROM acct"); got != "900" {
+			t.Errorf("SUM %s", got)
+		}
+		mustExec(t, cn, "COMMIT")
+		if s1 := co.Stats(); s1.OnePhase != s0.OnePhase || s1.Decided != s0.Decided {
+			t.Errorf("a READ ONLY transaction committed as XA: %+v, then %+v", s0, s1)
+		}
 	})
 	t.Run("deadlock ends the transaction on every node", func(t *testing.T) {
 		defer reset(t)
 		a, b := conn(t, db), conn(t, db)
 		mustExec(t, a, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 1", "UPDATE acct SET balance = 1 WHERE id = 3")
 		mustExec(t, b, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 6")
-		done := make(chan error, 1)
-		go func() {
-			_, err := a.ExecContext(context.Background(), "UPDATE acct SET balance = 1 WHERE id = 6")
-			done <- err
-		}()
-		// a's UPDATE of 6 is on the server (waiting for b's lock on it).
-		eventually(t, 10*time.Second, "a's UPDATE to wait for b's lock", func() bool {
-			select {
-			case err := <-done:
-				t.Fatalf("a's UPDATE of 6 did not wait for b's lock: %v; transactions: %v", err,
-					queryStrings(t, direct[0], "SELECT trx_state, trx_mysql_thread_id, COALESCE(trx_query, '') FROM information_schema.innodb_trx"))
-			default:
-			}
-			return queryValue(t, direct[0], "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_query LIKE 'UPDATE%id`=6'") != "0"
-		})
-		_, errB := b.ExecContext(context.Background(), "UPDATE acct SET balance = 2 WHERE id = 3")
-		errA := <-done
-		victim, survivor := a, b
-		if errA == nil {
-			victim, survivor = b, a
-			wantSQLError(t, errB, 1213, "40001")
-		} else {
-			wantSQLError(t, errA, 1213, "40001")
-		}
+		victim, survivor := deadlock(t, direct[0], a, b, "UPDATE acct SET balance = 1 WHERE id = 6", "UPDATE acct SET balance = 2 WHERE id = 3", 6)
 		// The victim's transaction is over on every node: node2's row is
 		// back, and the victim can begin again at once.
 		if victim == a {

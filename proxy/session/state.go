@@ -98,9 +98,6 @@ type State struct {
 	// branches is scratch space for End.
 	xa    *xa.Coordinator
 	xaTxn xa.Txn
-	// implicit is set while the transaction of one statement
-	// (BeginImplicitXA) is open.
-	implicit bool
 	// outsideTxn makes Acquire leave the transaction out (AcquireOutsideTxn).
 	outsideTxn bool
 	branches   []*backend.Conn
@@ -196,12 +193,7 @@ func (s *State) Reset() {
 	} else {
 		s.ReleaseAll()
 	}
-	s.txn = ""
-	s.implicit = false
-	s.xaTxn = xa.Txn{}
-	s.savepoints = s.savepoints[:0]
-	clear(s.joined)
-	s.joined = s.joined[:0]
+	s.newTxn("")
 	s.Stmts = Stmts{}
 	s.vars = nil
 	s.sticky = false

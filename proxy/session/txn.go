@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/xa"
 )
 
 // Transactions span nodes lazily. BEGIN and START TRANSACTION are answered
@@ -227,10 +228,7 @@ func (s *State) Begin(sql string) error {
 			return err
 		}
 	}
-	s.txn = sql
-	s.savepoints = s.savepoints[:0]
-	clear(s.joined)
-	s.joined = s.joined[:0]
+	s.newTxn(sql)
 	s.Status |= mysql.StatusInTrans
 	return nil
 }
@@ -293,6 +291,16 @@ func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
 // commits of a transaction across nodes.
 var BeforeCommit atomic.Pointer[func(node string)]
 
+// newTxn makes sql ("" for none) the open transaction's statement, with
+// no savepoint, no node reached and no XA id yet.
+func (s *State) newTxn(sql string) {
+	s.txn = sql
+	s.xaTxn = xa.Txn{}
+	s.savepoints = s.savepoints[:0]
+	clear(s.joined)
+	s.joined = s.joined[:0]
+}
+
 // savepoint is one SAVEPOINT of the open transaction.
 type savepoint struct{ name, sql string }
 
@@ -318,11 +326,7 @@ func (s *State) End(commit bool) error {
 			word = "COMMIT AND NO CHAIN NO RELEASE"
 		}
 	}
-	s.txn = ""
-	s.implicit = false
-	s.savepoints = s.savepoints[:0]
-	clear(s.joined)
-	s.joined = s.joined[:0]
+	s.newTxn("")
 	s.Status &^= mysql.StatusInTrans
 	var done, failed, rolledBack []string
 	var firstErr error

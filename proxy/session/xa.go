@@ -57,17 +57,9 @@ func (s *State) BeginImplicitXA(nodes []string) bool {
 	if s.xa == nil || len(nodes) < 2 || s.InTxn() || len(s.locked) > 0 {
 		return false // under LOCK TABLES, XA START is refused
 	}
-	s.txn = "START TRANSACTION"
-	s.implicit = true
-	s.savepoints = s.savepoints[:0]
-	clear(s.joined)
-	s.joined = s.joined[:0]
+	s.newTxn("START TRANSACTION")
 	return true
 }
-
-// ImplicitOpen reports whether the transaction BeginImplicitXA opened is
-// still open.
-func (s *State) ImplicitOpen() bool { return s.implicit }
 
 // XATxn returns the open XA transaction's id (zero when none).
 func (s *State) XATxn() xa.Txn { return s.xaTxn }
@@ -89,12 +81,7 @@ func (s *State) endXA(commit bool) error {
 		}
 	}
 	s.branches = branches
-	s.xaTxn = xa.Txn{}
-	s.implicit = false
-	s.txn = ""
-	s.savepoints = s.savepoints[:0]
-	clear(s.joined)
-	s.joined = s.joined[:0]
+	s.newTxn("")
 	s.Status &^= mysql.StatusInTrans
 	s.EndWarnings = 0
 	var err error
