@@ -229,7 +229,7 @@ func TestXATransactions(t *testing.T) {
 		a, b := conn(t, db), conn(t, db)
 		mustExec(t, a, "BEGIN", "UPDATE acct SET balance = 1 WHERE id = 1", "UPDATE acct SET balance = 1 WHERE id = 3")
 		mustExec(t, b, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 6")
-		victim, survivor := deadlock(t, direct[0], a, b, "UPDATE acct SET balance = 1 WHERE id = 6", "UPDATE acct SET balance = 2 WHERE id = 3", 6)
+		victim, survivor := deadlock(t, direct[0], a, b, "UPDATE acct SET balance = 1 WHERE id = 6", "UPDATE acct SET balance = 2 WHERE id = 3")
 		// The victim's transaction is over on every node: node2's row is
 		// back, and the victim can begin again at once.
 		if victim == a {
