@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -160,7 +161,12 @@ func conn(t *testing.T, db *sql.DB) *sql.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	// Discarded, not returned to db's pool: a test that failed midway may
+	// leave its session in a transaction, which must not reach the next.
+	t.Cleanup(func() {
+		c.Raw(func(any) error { return driver.ErrBadConn })
+		c.Close()
+	})
 	return c
 }
 

@@ -247,6 +247,10 @@ func TestXATransactions(t *testing.T) {
 		defer reset(t)
 		cn := conn(t, db)
 		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1", "SET sql_mode = 'STRICT_ALL_TABLES'")
+		// InnoDB refreshes information_schema.innodb_trx only when it was
+		// last read more than 100 ms ago: wait that out, or the view may
+		// predate the transaction.
+		time.Sleep(150 * time.Millisecond)
 		var id string
 		if err := direct[1].QueryRow("SELECT trx_mysql_thread_id FROM information_schema.innodb_trx").Scan(&id); err != nil {
 			t.Fatal(err)
