@@ -340,7 +340,22 @@ func (s *Server) Kill() error {
 
 // Pause stops the server's process with SIGSTOP: its sockets stay open
 // and nothing answers, as when a machine hangs. Resume continues it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+//
+// The kernel stops a process's threads one after another, as each is
+// scheduled, so on a busy machine a thread can still answer a query
+// after kill(2) returned; Pause returns once every thread is stopped.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errNotRunning
+	}
+	p := s.proc.cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(p.Pid, 10*time.Second)
+}
 
 // Resume continues a server stopped by Pause.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }

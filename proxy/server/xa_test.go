@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
@@ -189,6 +192,56 @@ func TestXATransactions(t *testing.T) {
 			t.Errorf("the row node2 inserted survived the failed statement")
 		}
 		check(t, "101,101,101,101,101,101,101,101,101")
+	})
+	t.Run("LOAD DATA and a batch on several nodes", func(t *testing.T) {
+		defer reset(t)
+		defer mustExec(t, db, "DELETE FROM acct WHERE id >= 10")
+		load := func(db execer, rows string) error {
+			file := filepath.Join(t.TempDir(), "acct.csv")
+			if err := os.WriteFile(file, []byte(rows), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			gomysql.RegisterLocalFile(file)
+			defer gomysql.DeregisterLocalFile(file)
+			_, err := db.ExecContext(context.Background(), "LOAD DATA LOCAL INFILE '"+file+"' INTO TABLE acct FIELDS TERMINATED BY ','")
+			return err
+		}
+		// ids 10, 11, 12 go to node2, node3, node1: one decision.
+		d0 := decided()
+		if err := load(db, "10,1\n11,1\n12,1\n"); err != nil {
+			t.Fatal(err)
+		}
+		if got := decided() - d0; got != 1 {
+			t.Errorf("%d commit decisions for one LOAD DATA on three nodes, want 1", got)
+		}
+		if got := queryValue(t, db, "SELECT COUNT(*) FROM acct WHERE id >= 10"); got != "3" {
+			t.Errorf("%s rows loaded, want 3", got)
+		}
+		// LOCAL loads skip duplicates (as IGNORE), but not a lock wait
+		// timeout: with id 2's row (node3) locked, the lines for node1 and
+		// node2 are undone.
+		locker, loader := conn(t, db), conn(t, db)
+		mustExec(t, locker, "BEGIN", "UPDATE acct SET balance = 2 WHERE id = 2")
+		mustExec(t, loader, "SET innodb_lock_wait_timeout = 1")
+		me := wantSQLError(t, load(loader, "13,1\n14,1\n15,1\n2,1\n"), 1205, "HY000")
+		mustExec(t, locker, "ROLLBACK")
+		if !strings.Contains(me.Message, "rolled back on every node") {
+			t.Errorf("error message %q does not say the load was rolled back", me.Message)
+		}
+		if got := queryValue(t, db, "SELECT COUNT(*) FROM acct WHERE id >= 13"); got != "0" {
+			t.Errorf("%s rows of the failed load survived it", got)
+		}
+		// A batch: each statement is its own transaction, as on one
+		// server. The first commits; the second fails on node3 and its
+		// row on node2 is undone.
+		mdb := openDB(t, p.dsn("xa_t", "multiStatements=true"))
+		_, err := mdb.Exec("UPDATE acct SET balance = 7 WHERE id IN (1, 3); INSERT INTO acct VALUES (16, 1), (2, 5)")
+		wantSQLError(t, err, 1062, "23000")
+		if got := queryValue(t, db, "SELECT COUNT(*) FROM acct WHERE id = 16"); got != "0" {
+			t.Errorf("the batch's failed INSERT left its row on node2")
+		}
+		mustExec(t, db, "DELETE FROM acct WHERE id >= 10")
+		check(t, "7,100,7,100,100,100,100,100,100")
 	})
 	t.Run("autocommit=0 and statements that commit implicitly", func(t *testing.T) {
 		defer reset(t)
