@@ -324,6 +324,16 @@ func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("%s:%s@tcp(%s)/%s?interpolateParams=false&parseTime=false", s.User, s.Password, s.Addr, db)
 }
 
+// Pid is the server's process id, 0 while it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL to the server and waits for the process to exit, as if the machine had lost it mid-query.
 // The data directory stays; Restart brings the server back after InnoDB crash recovery.
 func (s *Server) Kill() error {
