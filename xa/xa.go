@@ -116,6 +116,7 @@ type Coordinator struct {
 
 	instance atomic.Uint64 // registration id in xa_instances; 0 before registering
 	next     atomic.Uint64 // last transaction number handed out
+	usurper  uint64        // a live registration under this name that fenced ours (heartbeat goroutine only)
 
 	conns chan *backend.Conn // idle sidecar connections
 	ready atomic.Bool        // tables exist
@@ -386,11 +387,32 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.OK.AffectedRows == 0 {
-		c.o.Log.Warn("xa: this proxy's registration was fenced by another proxy (it missed its lease); registering again", zap.Uint64("id", id))
-		return c.register(ctx)
+	if res.OK.AffectedRows != 0 {
+		return nil
 	}
-	return nil
+	// A newer registration under this name that is renewed is another
+	// live proxy with the same xa.instance (a restart fences the one it
+	// replaces, which is dead). Taking the name back would fence it in
+	// turn, and each would keep failing the other's commits: this proxy
+	// yields until that one stops renewing.
+	res, err = c.exec(ctx, "SELECT MAX(id) FROM "+c.db+".xa_instances WHERE name = "+quote(c.o.Name)+
+		" AND id > "+strconv.FormatUint(id, 10)+" AND fenced IS NULL AND heartbeat >= NOW(6) - INTERVAL "+
+		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND")
+	if err != nil {
+		return err
+	}
+	if other, _ := strconv.ParseUint(string(res.Rows[0][0]), 10, 64); other != 0 {
+		if other != c.usurper {
+			c.usurper = other
+			c.o.Log.Error("xa: another live proxy registered under this proxy's xa.instance name and fenced it; "+
+				"transactions across nodes cannot commit here (1402) until that proxy stops: give every proxy its own xa.instance",
+				zap.String("instance", c.o.Name), zap.Uint64("id", id), zap.Uint64("other", other))
+		}
+		return nil
+	}
+	c.usurper = 0
+	c.o.Log.Warn("xa: this proxy's registration was fenced by another proxy (it missed its lease); registering again", zap.Uint64("id", id))
+	return c.register(ctx)
 }
 
 func (c *Coordinator) loop() {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
@@ -269,5 +271,56 @@ func TestRestartTakesOver(t *testing.T) {
 	rs.Close()
 	if foreignLeft != 1 {
 		t.Fatalf("the foreign branch was touched (%d left)", foreignLeft)
+	}
+}
+
+// TestSameInstanceNameYields: a proxy fenced by another live proxy that
+// registered under the same xa.instance name does not take the name back
+// (each would fence the other in turn, and both would keep failing
+// commits): it says so once, cannot decide, and registers again only
+// once the other stops renewing.
+func TestSameInstanceNameYields(t *testing.T) {
+	e := setup(t)
+	const lease = 400 * time.Millisecond
+	core, logs := observer.New(zap.ErrorLevel)
+	a := xa.New(xa.Options{Sidecar: e.nodes[0], DB: sidecarDB, Nodes: func() []*backend.Node { return e.nodes }, Name: "same",
+		Interval: time.Hour, Lease: lease, Log: zap.New(core)})
+	a.Start(context.Background())
+	t.Cleanup(a.Close)
+	aID := a.Instance()
+	b := e.coordinator(t, "same", lease) // fences a's registration
+	bID := b.Instance()
+	waitFor(t, "a to see b's registration", func() bool {
+		return logs.FilterMessageSnippet("another live proxy registered under this proxy's xa.instance").Len() > 0
+	})
+	time.Sleep(3 * lease) // a dozen of a's heartbeats: none may take the name back
+	if a.Instance() != aID || b.Instance() != bID {
+		t.Fatalf("registrations changed hands: a %d -> %d, b %d -> %d", aID, a.Instance(), bID, b.Instance())
+	}
+	if n := logs.FilterMessageSnippet("another live proxy").Len(); n != 1 {
+		t.Errorf("the conflict was logged %d times, want once", n)
+	}
+	if n := e.count(t, "SELECT COUNT(*) FROM "+sidecarDB+".xa_instances WHERE name = 'same' AND fenced IS NULL"); n != 1 {
+		t.Errorf("%d live registrations named 'same', want 1 (b's)", n)
+	}
+	if out, err := a.Decide(context.Background(), a.Begin()); out != xa.Abort || err == nil {
+		t.Errorf("the fenced proxy decided: %v, %v", out, err)
+	}
+	if out, err := b.Decide(context.Background(), b.Begin()); out != xa.Commit || err != nil {
+		t.Errorf("the live proxy could not decide: %v, %v", out, err)
+	}
+	b.Close() // b stops renewing: after its lease, a registers again
+	waitFor(t, "a to register again", func() bool { return a.Instance() != aID })
+	if out, err := a.Decide(context.Background(), a.Begin()); out != xa.Commit || err != nil {
+		t.Errorf("a could not decide after registering again: %v, %v", out, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
