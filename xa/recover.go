@@ -25,7 +25,10 @@ type Report struct {
 }
 
 // registration is an xa_instances row as a round starts.
-type registration struct{ fenced, alive bool }
+type registration struct {
+	fenced, alive bool
+	nodes         []string // the nodes its branches can be on; nil when not recorded
+}
 
 // Recover finishes the prepared branches nobody else is finishing: this
 // instance's that are not in flight, and those of instances that are not
@@ -42,7 +45,7 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	started := time.Now()
 
 	res, err := c.exec(ctx, "SELECT id, fenced IS NOT NULL, heartbeat >= NOW(6) - INTERVAL "+
-		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND FROM "+c.db+".xa_instances")
+		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND, nodes FROM "+c.db+".xa_instances")
 	if err != nil {
 		return rep, err
 	}
@@ -50,7 +53,11 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	var newest uint64 // registrations after it began after this read
 	for _, r := range res.Rows {
 		id, _ := strconv.ParseUint(string(r[0]), 10, 64)
-		regs[id] = registration{fenced: string(r[1]) == "1", alive: string(r[2]) == "1"}
+		reg := registration{fenced: string(r[1]) == "1", alive: string(r[2]) == "1"}
+		if r[3] != nil {
+			reg.nodes = strings.Split(string(r[3]), ",")
+		}
+		regs[id] = reg
 		newest = max(newest, id)
 	}
 
@@ -194,9 +201,16 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	}
 	// Every node answered: the decisions of instances fenced before this
 	// round, and of the transactions left to recovery before it, are no
-	// longer needed once this round listed none of their branches.
+	// longer needed once this round listed none of their branches, on
+	// every node they could have used (proxies sharing a sidecar need not
+	// have the same nodes).
+	listedNodes := map[string]bool{}
+	for _, l := range lists {
+		listedNodes[l.node.Name] = true
+	}
 	for id, r := range regs {
-		if !r.fenced || id == own || listedInst[id] {
+		if !r.fenced || id == own || listedInst[id] || r.nodes == nil ||
+			slices.ContainsFunc(r.nodes, func(n string) bool { return !listedNodes[n] }) {
 			continue
 		}
 		if _, err := c.exec(ctx, "DELETE FROM "+c.db+".xa_decisions WHERE instance = "+strconv.FormatUint(id, 10)); err != nil {

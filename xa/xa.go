@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -345,7 +346,10 @@ func (c *Coordinator) createTables(bc *backend.Conn) error {
 	for _, q := range []string{
 		"CREATE DATABASE IF NOT EXISTS " + c.db,
 		"CREATE TABLE IF NOT EXISTS " + c.db + ".xa_instances (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, " +
-			"name VARCHAR(255) NOT NULL, started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL, fenced DATETIME(6) NULL, KEY (name)) ENGINE=InnoDB",
+			"name VARCHAR(255) NOT NULL, started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL, fenced DATETIME(6) NULL, nodes TEXT NULL, " +
+			"KEY (name)) ENGINE=InnoDB",
+		// nodes came after the first version of the table.
+		"ALTER TABLE " + c.db + ".xa_instances ADD COLUMN IF NOT EXISTS nodes TEXT NULL",
 		"CREATE TABLE IF NOT EXISTS " + c.db + ".xa_decisions (gtrid VARBINARY(64) NOT NULL PRIMARY KEY, instance BIGINT UNSIGNED NOT NULL, " +
 			"outcome ENUM('commit','abort') NOT NULL, decided DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY (instance)) ENGINE=InnoDB",
 	} {
@@ -356,12 +360,25 @@ func (c *Coordinator) createTables(bc *backend.Conn) error {
 	return nil
 }
 
+// nodeNames lists the nodes this instance's branches can be on (kept with
+// its registration: recovery forgets a dead instance's decisions only
+// after listing every one of them).
+func (c *Coordinator) nodeNames() string {
+	var names []string
+	for _, n := range c.o.Nodes() {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
 // register inserts this instance's registration and fences every earlier
 // registration under the same name: a proxy that starts under a name is
 // the one that had it before, restarted, so what that one left prepared
 // is recovery's now, without waiting for its lease to run out.
 func (c *Coordinator) register(ctx context.Context) error {
-	res, err := c.exec(ctx, "INSERT INTO "+c.db+".xa_instances (name, started, heartbeat) VALUES ("+quote(c.o.Name)+", NOW(6), NOW(6))")
+	res, err := c.exec(ctx, "INSERT INTO "+c.db+".xa_instances (name, nodes, started, heartbeat) VALUES ("+quote(c.o.Name)+", "+
+		quote(c.nodeNames())+", NOW(6), NOW(6))")
 	if err != nil {
 		return err
 	}
@@ -383,7 +400,8 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	if id == 0 {
 		return c.register(ctx)
 	}
-	res, err := c.exec(ctx, "UPDATE "+c.db+".xa_instances SET heartbeat = NOW(6) WHERE id = "+strconv.FormatUint(id, 10)+" AND fenced IS NULL")
+	res, err := c.exec(ctx, "UPDATE "+c.db+".xa_instances SET heartbeat = NOW(6), nodes = "+quote(c.nodeNames())+
+		" WHERE id = "+strconv.FormatUint(id, 10)+" AND fenced IS NULL")
 	if err != nil {
 		return err
 	}

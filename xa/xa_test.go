@@ -324,3 +324,40 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestCleanupNeedsEveryNode: a proxy that sees only some of the nodes a
+// dead proxy used keeps that one's decisions (it cannot see its branches
+// on the others); a proxy that sees them all commits the branch its
+// decision says to commit, and only then forgets the decision.
+func TestCleanupNeedsEveryNode(t *testing.T) {
+	e := setup(t)
+	const lease = 100 * time.Millisecond
+	start := func(name string, nodes []*backend.Node) *xa.Coordinator {
+		c := xa.New(xa.Options{Sidecar: e.nodes[0], DB: sidecarDB, Nodes: func() []*backend.Node { return nodes }, Name: name,
+			Interval: time.Hour, Lease: lease})
+		c.Start(context.Background())
+		t.Cleanup(c.Close)
+		return c
+	}
+	a := start("a", e.nodes)
+	tx := a.Begin()
+	e.prepare(t, 1, tx, 7) // on node2 only: node1's part committed already
+	if out, err := a.Decide(context.Background(), tx); out != xa.Commit || err != nil {
+		t.Fatalf("decide: %v, %v", out, err)
+	}
+	a.Close() // a dies
+	time.Sleep(3 * lease)
+	b := start("b", e.nodes[:1]) // Start fences a, recovers and cleans
+	recoverOnce(t, b)
+	decisions := "SELECT COUNT(*) FROM " + sidecarDB + ".xa_decisions WHERE gtrid = '" + tx.Gtrid() + "'"
+	if n := e.count(t, decisions); n != 1 {
+		t.Fatalf("a proxy without node2 removed the decision of a branch prepared there (%d rows left)", n)
+	}
+	start("c", e.nodes) // sees node2: commits the branch
+	if got := e.rows(t, 1); got != "7" {
+		t.Fatalf("node2's rows %q, want 7 (committed by its decision)", got)
+	}
+	if n := e.pending(t); n != 0 {
+		t.Fatalf("%d branches still prepared", n)
+	}
+}

@@ -272,15 +272,26 @@ func (h *handler) settleErr(err error) error {
 	case errors.Is(err, mysql.ErrForwardCut):
 		h.c.log.Warn("backend failed mid-packet; closing the client connection", zap.Error(err))
 		return h.c.closeNow()
+	case errors.Is(err, session.ErrCommitUnknown):
+		h.c.log.Error("closing the client connection", zap.Error(err))
+		return h.c.closeNow()
 	case errors.As(err, &lost):
 		if lost.Cause != nil {
 			h.c.log.Warn("backend failed mid-query", zap.String("addr", lost.Conn.Addr), zap.Error(lost.Cause))
 		}
 		return h.backendLost(lost.Conn)
 	}
+	if node := h.c.st.TxnLost(); node != "" {
+		// The statement lost the transaction's connection to node (a
+		// statement on several nodes reports that as an error of its
+		// own): its part there is gone, as after a server crash, which
+		// would close the connection.
+		h.c.log.Info("the open transaction lost its connection to a node; closing the client connection", zap.String("node", node), zap.Error(err))
+		return h.c.closeNow()
+	}
 	var se *mysql.SQLError
 	if errors.As(err, &se) && se.Code == mysql.ErErrorDuringCommit {
-		h.c.log.Error("transaction committed on some nodes only", zap.Error(err))
+		h.c.log.Error("COMMIT failed", zap.Error(err))
 	}
 	return err
 }

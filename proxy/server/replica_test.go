@@ -458,7 +458,7 @@ func TestMasterSwitchSysbench(t *testing.T) {
 	for _, r := range replicas {
 		waitUsable(t, p, r.Addr, true)
 	}
-	bin, args := sysbenchFor(t, p, "sbsw", 2000)
+	bin, args := sysbenchFor(t, p, "sbsw", 20000) // few deadlocks among four threads
 	run := exec.Command(bin, append(slices.Clone(args), "--threads=4", "--time=6", "--report-interval=0",
 		"--mysql-ignore-errors=1290,1927,1213,1205", "run")...)
 	var out strings.Builder

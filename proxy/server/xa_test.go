@@ -319,6 +319,44 @@ func TestXATransactions(t *testing.T) {
 		cn.Close()
 		check(t, start)
 	})
+	// A branch's connection lost while the session is idle is found by the
+	// next statement that reaches it, whatever that statement is; nothing
+	// of the transaction may commit after that, whatever the client sends.
+	for _, tc := range []struct {
+		name, setup, finds string
+		multi              bool
+	}{
+		{"a lost node found by a write on several nodes", "UPDATE acct SET balance = 0 WHERE id = 3", "UPDATE acct SET balance = 5 WHERE id IN (3, 4)", false},
+		{"a lost node found by a batch", "", "UPDATE acct SET balance = 0 WHERE id = 4; UPDATE acct SET balance = 0 WHERE id = 7", true},
+		{"a lost node found after UNLOCK TABLES", "UNLOCK TABLES", "UPDATE acct SET balance = 0 WHERE id = 4", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer reset(t)
+			cdb := db
+			if tc.multi {
+				cdb = openDB(t, p.dsn("xa_t", "multiStatements=true"))
+			}
+			cn := conn(t, cdb)
+			mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1") // node2
+			if tc.setup != "" {
+				mustExec(t, cn, tc.setup)
+			}
+			time.Sleep(150 * time.Millisecond) // innodb_trx is refreshed after 100 ms unread
+			var id string
+			if err := direct[1].QueryRow("SELECT trx_mysql_thread_id FROM information_schema.innodb_trx").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, direct[1], "KILL "+id)
+			if _, err := cn.ExecContext(context.Background(), tc.finds); err == nil {
+				t.Fatalf("%q succeeded on the lost connection", tc.finds)
+			}
+			cn.ExecContext(context.Background(), "UPDATE acct SET balance = 0 WHERE id = 6") // node1
+			if _, err := cn.ExecContext(context.Background(), "COMMIT"); err == nil {
+				t.Errorf("COMMIT succeeded after node2's part was lost")
+			}
+			check(t, start)
+		})
+	}
 	t.Run("fenced instance cannot commit", func(t *testing.T) {
 		defer reset(t)
 		mustExec(t, direct[0], fmt.Sprintf("UPDATE shardgate_sidecar.xa_instances SET fenced = NOW(6) WHERE id = %d", co.Instance()))

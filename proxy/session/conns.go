@@ -391,7 +391,11 @@ func (s *State) unpin(bc *backend.Conn) {
 		s.pinned = slices.Delete(s.pinned, i, i+1)
 	}
 	if i := slices.Index(s.joined, bc); i >= 0 {
+		// The transaction's part on that node is gone with it.
 		s.joined = slices.Delete(s.joined, i, i+1)
+		if s.lost == "" {
+			s.lost = bc.Node().Name
+		}
 	}
 }
 

@@ -91,6 +91,7 @@ type State struct {
 	txn        string
 	savepoints []savepoint
 	joined     []*backend.Conn // connections the open transaction has begun on
+	lost       string          // a node whose connection the open transaction lost (its part there is gone)
 
 	// xa is the two-phase commit coordinator when the session's
 	// transaction_mode is xa (nil otherwise); xaTxn is the open
@@ -129,8 +130,12 @@ func (s *State) SetTxnMode(mode string, co *xa.Coordinator) {
 func (s *State) HoldsState() bool {
 	// joined: a transaction reached a node even when the last response
 	// (a SET run outside it) did not say InTrans.
-	return s.sticky || s.Status&mysql.StatusInTrans != 0 || len(s.joined) > 0
+	return s.sticky || s.Status&mysql.StatusInTrans != 0 || len(s.joined) > 0 || s.lost != ""
 }
+
+// TxnLost names a node whose connection the open transaction lost: that
+// node's part of it is gone, so none of it may commit ("" when none).
+func (s *State) TxnLost() string { return s.lost }
 
 // NoteState records how a statement that made the session sticky can be
 // repeated on another node.

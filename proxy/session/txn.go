@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -291,6 +292,13 @@ func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
 // commits of a transaction across nodes.
 var BeforeCommit atomic.Pointer[func(node string)]
 
+// ErrCommitUnknown wraps the error of a COMMIT whose answer was lost on
+// the only node it went to: it may or may not have committed there. The
+// client's connection is closed, as the server's crash during COMMIT
+// would close it, rather than answered with an error that says "not
+// committed".
+var ErrCommitUnknown = errors.New("the connection was lost during COMMIT; the commit may or may not have happened")
+
 // newTxn makes sql ("" for none) the open transaction's statement, with
 // no savepoint, no node reached and no XA id yet.
 func (s *State) newTxn(sql string) {
@@ -299,6 +307,7 @@ func (s *State) newTxn(sql string) {
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
 	s.joined = s.joined[:0]
+	s.lost = ""
 }
 
 // savepoint is one SAVEPOINT of the open transaction.
@@ -316,6 +325,12 @@ func (s *State) End(commit bool) error {
 	// would chain a transaction or close the connection: the proxy does
 	// what the client's statement means. Plain otherwise, as the client
 	// sent it (the server's processlist shows it).
+	var lostErr error
+	if commit && s.lost != "" {
+		// A node's part is gone: nothing of the transaction may commit.
+		commit = false
+		lostErr = mysql.NewError(mysql.ErErrorDuringCommit, "Got error during COMMIT: the connection to node %s was lost during the transaction; nothing was committed, rolled back on every node", s.lost)
+	}
 	word, rollback := "ROLLBACK", "ROLLBACK"
 	if s.CompletionType != 0 {
 		word, rollback = "ROLLBACK AND NO CHAIN NO RELEASE", "ROLLBACK AND NO CHAIN NO RELEASE"
@@ -353,6 +368,9 @@ func (s *State) End(commit bool) error {
 		case err == nil:
 			rolledBack = append(rolledBack, bc.Node().Name)
 		default:
+			if bc.Broken() && commit && firstErr == nil && len(done) == 0 {
+				err = fmt.Errorf("%w: node %s: %v", ErrCommitUnknown, bc.Node().Name, err)
+			}
 			if bc.Broken() {
 				failed = append(failed, bc.Node().Name+" (connection lost)")
 			} else {
@@ -364,6 +382,9 @@ func (s *State) End(commit bool) error {
 		}
 	}
 	s.releaseAfterTxn(warned)
+	if lostErr != nil {
+		return lostErr
+	}
 	if firstErr == nil {
 		return nil
 	}

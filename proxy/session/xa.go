@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -74,7 +75,7 @@ func (s *State) endXA(commit bool) error {
 			branches = append(branches, bc)
 		}
 	}
-	lost := ""
+	lost := s.lost
 	for _, bc := range s.joined {
 		if bc.Broken() || !slices.Contains(branches, bc) {
 			lost = bc.Node().Name // its branch is gone (the server rolled it back)
@@ -114,10 +115,12 @@ func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
 		return nil
 	}
 	err := cmpErr(e1, e2)
-	if !bc.Broken() {
-		if _, e := bc.Exec("XA ROLLBACK " + x); e != nil && !rolledBack(e) {
-			bc.MarkBroken()
-		}
+	if bc.Broken() {
+		// The answer is lost: the commit may have happened.
+		return fmt.Errorf("%w: node %s: %v", ErrCommitUnknown, bc.Node().Name, err)
+	}
+	if _, e := bc.Exec("XA ROLLBACK " + x); e != nil && !rolledBack(e) {
+		bc.MarkBroken()
 	}
 	return err
 }
