@@ -526,6 +526,31 @@ func TestDeadlockEndsTransactionEverywhere(t *testing.T) {
 	}
 }
 
+// TestLostNodeCommitsNothing: in transaction_mode multi, a transaction
+// whose connection to one node was lost (killed while idle) commits
+// nothing, even when the loss is found by a statement on several nodes,
+// which reports it as an error of its own: the client connection is
+// closed, and a COMMIT never commits the other node's part.
+func TestLostNodeCommitsNothing(t *testing.T) {
+	_, db := txnProxy(t, config.TransactionMulti)
+	cn := conn(t, db)
+	mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1", "UPDATE acct SET balance = 0 WHERE id = 2")
+	node2 := openDB(t, directDSN(backends(t)[1], "", ""))
+	time.Sleep(150 * time.Millisecond) // innodb_trx is refreshed after 100 ms unread
+	id := queryValue(t, node2, "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t "+
+		"JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id WHERE p.db = 'txn_t'")
+	mustExec(t, node2, "KILL "+id)
+	if _, err := cn.ExecContext(context.Background(), "UPDATE acct SET balance = 5 WHERE id IN (1, 2)"); err == nil {
+		t.Fatal("a write on the lost connection succeeded")
+	}
+	if _, err := cn.ExecContext(context.Background(), "COMMIT"); err == nil {
+		t.Error("COMMIT succeeded after node2's part was lost")
+	}
+	if got := balances(t, db); got != "1,100|2,100|5,100|6,100" {
+		t.Fatalf("balances %s: part of the transaction committed", got)
+	}
+}
+
 // deadlock runs aStmt on a, which must wait for a lock b holds (on the
 // server direct reaches), then bStmt on b, which
 // must wait for one a holds: the server kills one of them with 1213. It
