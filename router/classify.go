@@ -343,6 +343,9 @@ func ParseUse(sql string) (string, bool) {
 type SetVar struct {
 	Name string // lower case (MySQL compares both kinds case-insensitively)
 	User bool
+	// Off: the value is a constant that turns a boolean variable off (0,
+	// FALSE, OFF, 'OFF'); an expression the proxy does not evaluate is not.
+	Off bool
 }
 
 // untracked are session variables whose value cannot simply be set again on
@@ -384,12 +387,32 @@ func ParseSet(sql string, mode Mode) ([]SetVar, bool) {
 		case v.IsGlobal || v.IsInstance || v.Name == ast.SetNames || v.Name == ast.SetCharset || untracked[name]:
 			return nil, false
 		case v.IsSystem:
-			out = append(out, SetVar{Name: name})
+			out = append(out, SetVar{Name: name, Off: isOff(v.Value)})
 		default:
 			out = append(out, SetVar{Name: strings.ToLower(v.Name), User: true}) // case-insensitive in MySQL
 		}
 	}
 	return out, true
+}
+
+// isOff reports whether e is a constant that sets a boolean variable off.
+// The parser reads OFF as a column name, ON and 'off' as strings, FALSE
+// as 0.
+func isOff(e ast.ExprNode) bool {
+	switch e := e.(type) {
+	case *test_driver.ValueExpr:
+		switch v := e.GetValue().(type) {
+		case int64:
+			return v == 0
+		case uint64:
+			return v == 0
+		case string:
+			return strings.EqualFold(v, "off")
+		}
+	case *ast.ColumnNameExpr:
+		return e.Name.Table.L == "" && e.Name.Name.L == "off"
+	}
+	return false
 }
 
 // ParseSetNames recognises SET NAMES charset [COLLATE collation] and SET
@@ -526,36 +549,4 @@ func PrepareFromExpr(sql string) (name, expr, near string, ok bool) {
 		return "", "", "", false
 	}
 	return strings.ToLower(name), expr, "", true
-}
-
-// SetsAutocommitOn reports whether a SET statement that assigns autocommit
-// gives it a value that turns it on: anything but 0, OFF and FALSE (an
-// expression the proxy does not evaluate counts as on).
-func SetsAutocommitOn(sql string) bool {
-	low := strings.ToLower(sql)
-	for off := 0; ; {
-		i := strings.Index(low[off:], "autocommit")
-		if i < 0 {
-			return true
-		}
-		rest := strings.TrimLeft(low[off+i+len("autocommit"):], " \t\r\n")
-		off += i + len("autocommit")
-		switch {
-		case strings.HasPrefix(rest, ":="):
-			rest = rest[2:]
-		case strings.HasPrefix(rest, "="):
-			rest = rest[1:]
-		default:
-			continue
-		}
-		rest = strings.TrimLeft(rest, " \t\r\n")
-		if end := strings.IndexAny(rest, " ,;\t\r\n"); end >= 0 {
-			rest = rest[:end]
-		}
-		switch strings.Trim(rest, "'\"") {
-		case "0", "off", "false":
-			return false
-		}
-		return true
-	}
 }

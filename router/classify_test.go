@@ -101,14 +101,18 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
-func TestSetsAutocommitOn(t *testing.T) {
+func TestParseSetOff(t *testing.T) {
 	for sql, want := range map[string]bool{
-		"SET autocommit=1": true, "SET autocommit = ON": true, "set @@session.autocommit := 'on'": true,
-		"SET autocommit=0": false, "SET AUTOCOMMIT = OFF": false, "SET @@autocommit=false, sql_mode=''": false,
-		"SET sql_mode='', autocommit = 1": true, "SET autocommit = @x": true,
+		"SET autocommit=1": false, "SET autocommit = ON": false, "set @@session.autocommit := 'on'": false,
+		"SET autocommit=0": true, "SET AUTOCOMMIT = OFF": true, "SET @@autocommit=false": true, "SET autocommit = 'Off'": true,
+		"SET autocommit = @x": false, "SET autocommit = DEFAULT": false,
 	} {
-		if got := SetsAutocommitOn(sql); got != want {
-			t.Errorf("SetsAutocommitOn(%q) = %v, want %v", sql, got, want)
+		vars, ok := ParseSet(sql, 0)
+		if !ok || len(vars) != 1 {
+			t.Fatalf("ParseSet(%q) = %v, %v", sql, vars, ok)
+		}
+		if vars[0].Off != want {
+			t.Errorf("ParseSet(%q): Off = %v, want %v", sql, vars[0].Off, want)
 		}
 	}
 }

@@ -44,8 +44,7 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	own := c.instance.Load()
 	started := time.Now()
 
-	res, err := c.exec(ctx, "SELECT id, fenced IS NOT NULL, heartbeat >= NOW(6) - INTERVAL "+
-		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND, nodes FROM "+c.db+".xa_instances")
+	res, err := c.exec(ctx, "SELECT id, fenced IS NOT NULL, heartbeat >= "+c.leaseAgo()+", nodes FROM "+c.db+".xa_instances")
 	if err != nil {
 		return rep, err
 	}
@@ -127,7 +126,7 @@ func (c *Coordinator) Recover(ctx context.Context) (Report, error) {
 	// any more, so what is read is final.
 	for id := range fence {
 		res, err := c.exec(ctx, "UPDATE "+c.db+".xa_instances SET fenced = NOW(6) WHERE id = "+strconv.FormatUint(id, 10)+
-			" AND fenced IS NULL AND heartbeat < NOW(6) - INTERVAL "+strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND")
+			" AND fenced IS NULL AND heartbeat < "+c.leaseAgo())
 		if err != nil {
 			return rep, err
 		}

@@ -360,6 +360,12 @@ func (c *Coordinator) createTables(bc *backend.Conn) error {
 	return nil
 }
 
+// leaseAgo is the SQL for one lease before now: a registration renewed
+// since then is alive.
+func (c *Coordinator) leaseAgo() string {
+	return "NOW(6) - INTERVAL " + strconv.FormatInt(c.o.Lease.Microseconds(), 10) + " MICROSECOND"
+}
+
 // nodeNames lists the nodes this instance's branches can be on (kept with
 // its registration: recovery forgets a dead instance's decisions only
 // after listing every one of them).
@@ -414,8 +420,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	// turn, and each would keep failing the other's commits: this proxy
 	// yields until that one stops renewing.
 	res, err = c.exec(ctx, "SELECT MAX(id) FROM "+c.db+".xa_instances WHERE name = "+quote(c.o.Name)+
-		" AND id > "+strconv.FormatUint(id, 10)+" AND fenced IS NULL AND heartbeat >= NOW(6) - INTERVAL "+
-		strconv.FormatInt(c.o.Lease.Microseconds(), 10)+" MICROSECOND")
+		" AND id > "+strconv.FormatUint(id, 10)+" AND fenced IS NULL AND heartbeat >= "+c.leaseAgo())
 	if err != nil {
 		return err
 	}

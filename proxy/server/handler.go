@@ -231,19 +231,15 @@ func (h *handler) execute(plan *router.Plan, sql string) error {
 // one server would have ended it all (left open, their locks would hold
 // up other transactions, and the client's next BEGIN would commit them).
 func (h *handler) endDeadlocked(err error) {
-	st := h.c.st
-	if !st.InTxn() || h.x.ErrCode != mysql.ErLockDeadlock && err == nil {
-		return
-	}
-	code := h.x.ErrCode
+	code := h.x.ErrCode // a relayed error
 	var se *mysql.SQLError
-	if code == 0 && errors.As(err, &se) {
+	if code == 0 && err != nil && errors.As(err, &se) {
 		code = se.Code
 	}
-	if code != mysql.ErLockDeadlock {
+	if code != mysql.ErLockDeadlock || !h.c.st.InTxn() {
 		return
 	}
-	if rerr := st.End(false); rerr != nil {
+	if rerr := h.c.st.End(false); rerr != nil {
 		h.c.log.Warn("rolling back a deadlocked transaction across nodes", zap.Error(rerr))
 	}
 }
@@ -685,8 +681,8 @@ func (h *handler) txnStatement(sql string) (handled bool, err error) {
 func (h *handler) setTracked(sql string, vars []router.SetVar) error {
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
-	if st.XATxn().ID != 0 && st.Status&mysql.StatusAutocommit == 0 && router.SetsAutocommitOn(sql) &&
-		slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" }) {
+	if st.XATxn().ID != 0 && st.Status&mysql.StatusAutocommit == 0 &&
+		slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" && !v.Off }) {
 		// Turning autocommit on commits the open transaction first, as in
 		// MariaDB (which refuses it inside XA: the proxy's XA is the
 		// session's ordinary transaction).

@@ -293,7 +293,7 @@ func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
 var BeforeCommit atomic.Pointer[func(node string)]
 
 // ErrCommitUnknown wraps the error of a COMMIT whose answer was lost on
-// the only node it went to: it may or may not have committed there. The
+// the first node it went to: it may or may not have committed there. The
 // client's connection is closed, as the server's crash during COMMIT
 // would close it, rather than answered with an error that says "not
 // committed".
@@ -368,10 +368,10 @@ func (s *State) End(commit bool) error {
 		case err == nil:
 			rolledBack = append(rolledBack, bc.Node().Name)
 		default:
-			if bc.Broken() && commit && firstErr == nil && len(done) == 0 {
-				err = fmt.Errorf("%w: node %s: %v", ErrCommitUnknown, bc.Node().Name, err)
-			}
 			if bc.Broken() {
+				if commit && firstErr == nil && len(done) == 0 {
+					err = fmt.Errorf("%w: node %s: %v", ErrCommitUnknown, bc.Node().Name, err)
+				}
 				failed = append(failed, bc.Node().Name+" (connection lost)")
 			} else {
 				failed = append(failed, bc.Node().Name)
