@@ -3,12 +3,16 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/session"
 )
 
 // txnProxy starts a proxy over both servers with database txn_t whose
@@ -548,6 +552,32 @@ func TestLostNodeCommitsNothing(t *testing.T) {
 	}
 	if got := balances(t, db); got != "1,100|2,100|5,100|6,100" {
 		t.Fatalf("balances %s: part of the transaction committed", got)
+	}
+}
+
+// TestCommitAnswerLost: when the connection of a one-node transaction
+// dies as its COMMIT goes out, the outcome is unknown: the client's
+// connection is closed (as the server's crash during COMMIT would close
+// it), not answered with an error that would say "not committed".
+func TestCommitAnswerLost(t *testing.T) {
+	_, db := txnProxy(t, config.TransactionMulti)
+	cn := conn(t, db)
+	mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1") // node1
+	node1 := openDB(t, directDSN(backends(t)[0], "", ""))
+	time.Sleep(150 * time.Millisecond) // innodb_trx is refreshed after 100 ms unread
+	id := queryValue(t, node1, "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t "+
+		"JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id WHERE p.db = 'txn_t'")
+	hook := func(string) { node1.Exec("KILL " + id) }
+	session.BeforeCommit.Store(&hook)
+	defer session.BeforeCommit.Store(nil)
+	_, err := cn.ExecContext(context.Background(), "COMMIT")
+	session.BeforeCommit.Store(nil)
+	var me *gomysql.MySQLError
+	if err == nil || errors.As(err, &me) {
+		t.Fatalf("COMMIT with its answer lost: %v, want the connection closed", err)
+	}
+	if err := cn.PingContext(context.Background()); err == nil {
+		t.Fatal("the client connection is still open")
 	}
 }
 
