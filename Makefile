@@ -43,6 +43,7 @@ test:
 	scripts/deps.sh mariadb sysbench mtr clients chromium
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz

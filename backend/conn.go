@@ -379,7 +379,7 @@ func (c *Conn) ChangeUserAs(cu *mysql.ChangeUser, answer func(req []byte) ([]byt
 		}
 		if len(p) == 0 {
 			c.broken = true
-			return mysql.ErrMalformedPacket
+			return mysql.ErrBadPacket
 		}
 		switch p[0] {
 		case mysql.OKHeader:
@@ -464,7 +464,7 @@ func (c *Conn) authResult(plugin string, salt []byte, password string, answer fu
 			return fmt.Errorf("reading auth result: %w", err)
 		}
 		if len(p) == 0 {
-			return mysql.ErrMalformedPacket
+			return mysql.ErrBadPacket
 		}
 		switch p[0] {
 		case mysql.OKHeader:
@@ -489,7 +489,7 @@ func (c *Conn) authResult(plugin string, salt []byte, password string, answer fu
 			}
 		case mysql.AuthMoreData:
 			if plugin != mysql.AuthCachingSha2Password || len(p) < 2 {
-				return mysql.ErrMalformedPacket
+				return mysql.ErrBadPacket
 			}
 			switch p[1] {
 			case mysql.CachingSha2FastAuthOK:
@@ -510,7 +510,7 @@ func (c *Conn) authResult(plugin string, salt []byte, password string, answer fu
 					return err
 				}
 				if len(kp) < 2 || kp[0] != mysql.AuthMoreData {
-					return mysql.ErrMalformedPacket
+					return mysql.ErrBadPacket
 				}
 				pub, err := mysql.ParsePublicKey(kp[1:])
 				if err != nil {
@@ -524,10 +524,10 @@ func (c *Conn) authResult(plugin string, salt []byte, password string, answer fu
 					return err
 				}
 			default:
-				return mysql.ErrMalformedPacket
+				return mysql.ErrBadPacket
 			}
 		default:
-			return mysql.ErrMalformedPacket
+			return mysql.ErrBadPacket
 		}
 	}
 }
@@ -561,7 +561,7 @@ func (c *Conn) readOK() (mysql.OK, error) {
 	}
 	if len(p) == 0 {
 		c.broken = true
-		return mysql.OK{}, mysql.ErrMalformedPacket
+		return mysql.OK{}, mysql.ErrBadPacket
 	}
 	switch p[0] {
 	case mysql.ErrHeader:
@@ -696,7 +696,7 @@ func (c *Conn) ReadResult() (res *Result, more bool, err error) {
 	}
 	if len(p) == 0 {
 		c.broken = true
-		return nil, false, mysql.ErrMalformedPacket
+		return nil, false, mysql.ErrBadPacket
 	}
 	switch p[0] {
 	case mysql.ErrHeader:
@@ -719,7 +719,7 @@ func (c *Conn) ReadResult() (res *Result, more bool, err error) {
 	n, _, k := mysql.ReadLenEncInt(p)
 	if k == 0 {
 		c.broken = true
-		return nil, false, mysql.ErrMalformedPacket
+		return nil, false, mysql.ErrBadPacket
 	}
 	res = &Result{}
 	for i := uint64(0); i < n; i++ {

@@ -130,7 +130,7 @@ func (c *Conn) prepareCached(query string) (*Stmt, error) {
 	}
 	if len(p) < 12 || p[0] != mysql.OKHeader {
 		c.broken = true
-		return nil, mysql.ErrMalformedPacket
+		return nil, mysql.ErrBadPacket
 	}
 	s := &Stmt{ID: binary.LittleEndian.Uint32(p[1:5]), Warnings: binary.LittleEndian.Uint16(p[10:12]), ctx: c.context()}
 	ncols := int(binary.LittleEndian.Uint16(p[5:7]))

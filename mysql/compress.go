@@ -75,9 +75,9 @@ func (r zReader) Read(p []byte) (int, error) {
 		if z.lr.N > 0 {
 			return n, unexpectedEOF(err) // the connection ended inside the frame
 		}
-		return n, ErrMalformedPacket // the frame is shorter than it says
+		return n, ErrBadPacket // the frame is shorter than it says
 	case err != nil && z.frame != io.Reader(&z.lr):
-		return n, ErrMalformedPacket
+		return n, ErrBadPacket
 	}
 	return n, err
 }
@@ -104,7 +104,7 @@ func (z *compressState) nextFrame() error {
 		err = z.zr.(zlib.Resetter).Reset(&z.lr, nil)
 	}
 	if err != nil {
-		return ErrMalformedPacket
+		return ErrBadPacket
 	}
 	z.frame, z.left = z.zr, ulen
 	return nil

@@ -132,6 +132,7 @@ func AsSQLError(err error) *SQLError {
 	return NewError(ErUnknownError, "%s", err.Error())
 }
 
-// ErrMalformedPacket is returned by decoders on truncated or inconsistent
-// input.
-var ErrMalformedPacket = NewError(ErMalformedPacket, "Malformed communication packet.")
+// ErrBadPacket is returned by decoders on truncated or inconsistent
+// input: the error value of code ErMalformedPacket (ER_MALFORMED_PACKET,
+// 1835), named apart from the code so the two are not mistaken.
+var ErrBadPacket = NewError(ErMalformedPacket, "Malformed communication packet.")

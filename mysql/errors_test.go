@@ -127,7 +127,7 @@ func TestErrorValues(t *testing.T) {
 		code  uint16
 		state string
 	}{
-		{"ErrMalformedPacket", ErrMalformedPacket, 1835, "HY000"},
+		{"ErrBadPacket", ErrBadPacket, 1835, "HY000"},
 		{"ErrPacketTooLarge", ErrPacketTooLarge, 1153, "08S01"},
 		{"ErrOutOfOrder", ErrOutOfOrder, 1156, "08S01"},
 	}

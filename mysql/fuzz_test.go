@@ -84,8 +84,8 @@ func FuzzParseOK(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		ok, err := ParseOK(p)
 		if err != nil {
-			if err != ErrMalformedPacket {
-				t.Fatalf("ParseOK error = %v, want ErrMalformedPacket", err)
+			if err != ErrBadPacket {
+				t.Fatalf("ParseOK error = %v, want ErrBadPacket", err)
 			}
 			return
 		}
@@ -110,7 +110,7 @@ func FuzzParseErr(f *testing.F) {
 		if e == nil {
 			t.Fatal("ParseErr returned nil")
 		}
-		if e == ErrMalformedPacket {
+		if e == ErrBadPacket {
 			return
 		}
 		if len(e.State) != 5 {
@@ -130,7 +130,7 @@ func FuzzParseColumn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		c, err := ParseColumn(p)
 		if err != nil {
-			if err != ErrMalformedPacket || c != nil {
+			if err != ErrBadPacket || c != nil {
 				t.Fatalf("ParseColumn = %+v, %v", c, err)
 			}
 			return

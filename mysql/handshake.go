@@ -52,7 +52,7 @@ func ParseHandshake(p []byte) (*Handshake, error) {
 	r.byte1()
 	h.Capabilities = uint32(r.uint16())
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	if r.more() {
 		h.Charset = r.byte1()
@@ -73,7 +73,7 @@ func ParseHandshake(p []byte) (*Handshake, error) {
 		}
 	}
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	h.Salt = salt
 	return h, nil
@@ -106,7 +106,7 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 	hr.Charset = r.byte1()
 	r.bytes(23)
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	if hr.Capabilities&ClientSSL != 0 && !r.more() {
 		return nil, NewError(ErHandshake, "Bad handshake: SSL is not supported by this proxy")
@@ -122,7 +122,7 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 		hr.AuthResponse = append([]byte(nil), r.nulString()...)
 	}
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	if hr.Capabilities&ClientConnectWithDB != 0 && r.more() {
 		hr.Database = string(r.nulStringOrEOF())
@@ -134,7 +134,7 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 		total := r.lenEncInt()
 		attrs := r.bytes(int(total))
 		if !r.ok() || total > uint64(len(p)) {
-			return nil, ErrMalformedPacket
+			return nil, ErrBadPacket
 		}
 		hr.Attrs = map[string]string{}
 		ar := reader{b: attrs}
@@ -142,13 +142,13 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 			k := ar.lenEncBytes()
 			v := ar.lenEncBytes()
 			if !ar.ok() {
-				return nil, ErrMalformedPacket
+				return nil, ErrBadPacket
 			}
 			hr.Attrs[string(k)] = string(v)
 		}
 	}
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	return hr, nil
 }
@@ -201,11 +201,11 @@ func AppendAuthSwitch(b []byte, plugin string, data []byte) []byte {
 func ParseAuthSwitch(p []byte) (plugin string, data []byte, err error) {
 	r := reader{b: p}
 	if r.byte1() != AuthSwitch {
-		return "", nil, ErrMalformedPacket
+		return "", nil, ErrBadPacket
 	}
 	plugin = string(r.nulString())
 	if !r.ok() {
-		return "", nil, ErrMalformedPacket
+		return "", nil, ErrBadPacket
 	}
 	data = bytes.TrimRight(r.rest(), "\x00")
 	return plugin, append([]byte(nil), data...), nil
@@ -248,7 +248,7 @@ type ChangeUser struct {
 func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 	r := reader{b: p}
 	if r.byte1() != ComChangeUser {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	cu := &ChangeUser{}
 	cu.User = string(r.nulString())
@@ -259,7 +259,7 @@ func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 		cu.AuthResponse = append([]byte(nil), r.nulString()...)
 	}
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	cu.Database = string(r.nulStringOrEOF())
 	if r.more() {
@@ -270,7 +270,7 @@ func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 		// Connection attributes may follow; the proxy does not need them.
 	}
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	return cu, nil
 }

@@ -350,8 +350,8 @@ func TestParseHandshakeResponseMalformed(t *testing.T) {
 					t.Fatalf("ParseHandshakeResponse panicked: %v", r)
 				}
 			}()
-			if hr, err := ParseHandshakeResponse(q); err != ErrMalformedPacket {
-				t.Errorf("ParseHandshakeResponse = %+v, %v; want ErrMalformedPacket", hr, err)
+			if hr, err := ParseHandshakeResponse(q); err != ErrBadPacket {
+				t.Errorf("ParseHandshakeResponse = %+v, %v; want ErrBadPacket", hr, err)
 			}
 		})
 	}
@@ -457,8 +457,8 @@ func TestAuthSwitch(t *testing.T) {
 		t.Errorf("ParseAuthSwitch without final NUL = %q, %q, %v", plugin, data, err)
 	}
 	for _, p := range [][]byte{nil, {0xfe}, []byte("\xfemysql_native_password"), []byte("\x01mysql_native_password\x00")} {
-		if _, _, err := ParseAuthSwitch(p); err != ErrMalformedPacket {
-			t.Errorf("ParseAuthSwitch(%q) error = %v, want ErrMalformedPacket", p, err)
+		if _, _, err := ParseAuthSwitch(p); err != ErrBadPacket {
+			t.Errorf("ParseAuthSwitch(%q) error = %v, want ErrBadPacket", p, err)
 		}
 	}
 }
@@ -533,8 +533,8 @@ func TestParseChangeUser(t *testing.T) {
 		cat([]byte{0x11}, []byte("bob\x00"), []byte{0x14}, scramble[:5]),                   // short auth response
 		cat([]byte{0x11}, []byte("bob\x00"), []byte{0x00}, []byte("db\x00"), []byte{0x21}), // half a charset
 	} {
-		if cu, err := ParseChangeUser(p, caps); err != ErrMalformedPacket {
-			t.Errorf("ParseChangeUser(% x) = %+v, %v; want ErrMalformedPacket", p, cu, err)
+		if cu, err := ParseChangeUser(p, caps); err != ErrBadPacket {
+			t.Errorf("ParseChangeUser(% x) = %+v, %v; want ErrBadPacket", p, cu, err)
 		}
 	}
 }

@@ -56,7 +56,7 @@ func parseOKHead(p []byte) (OK, reader, error) {
 	r := reader{b: p}
 	h := r.byte1()
 	if h != OKHeader && h != EOFHeader {
-		return OK{}, r, ErrMalformedPacket
+		return OK{}, r, ErrBadPacket
 	}
 	var ok OK
 	ok.AffectedRows = r.lenEncInt()
@@ -64,7 +64,7 @@ func parseOKHead(p []byte) (OK, reader, error) {
 	ok.Status = r.uint16()
 	ok.Warnings = r.uint16()
 	if !r.ok() {
-		return OK{}, r, ErrMalformedPacket
+		return OK{}, r, ErrBadPacket
 	}
 	return ok, r, nil
 }
@@ -128,11 +128,11 @@ func AppendErr(b []byte, e *SQLError) []byte {
 func ParseErr(p []byte) *SQLError {
 	r := reader{b: p}
 	if r.byte1() != ErrHeader {
-		return ErrMalformedPacket
+		return ErrBadPacket
 	}
 	code := r.uint16()
 	if !r.ok() {
-		return ErrMalformedPacket
+		return ErrBadPacket
 	}
 	e := &SQLError{Code: code, State: "HY000"}
 	rest := r.rest()
@@ -195,7 +195,7 @@ func ParseColumn(p []byte) (*Column, error) {
 	c.Name = string(r.lenEncBytes())
 	c.OrgName = string(r.lenEncBytes())
 	if n := r.lenEncInt(); r.ok() && n < 0x0c {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	c.Charset = r.uint16()
 	c.Length = r.uint32()
@@ -204,12 +204,12 @@ func ParseColumn(p []byte) (*Column, error) {
 	c.Decimals = r.byte1()
 	r.bytes(2)
 	if !r.ok() {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	if r.more() {
 		c.DefaultValue = r.lenEncBytes()
 		if !r.ok() {
-			return nil, ErrMalformedPacket
+			return nil, ErrBadPacket
 		}
 	}
 	return c, nil
@@ -234,7 +234,7 @@ func ParseTextRow(p []byte, n int, dst [][]byte) ([][]byte, error) {
 	for i := 0; i < n; i++ {
 		v, isNull, k := ReadLenEncBytes(p)
 		if k == 0 {
-			return nil, ErrMalformedPacket
+			return nil, ErrBadPacket
 		}
 		if isNull {
 			v = nil
@@ -245,7 +245,7 @@ func ParseTextRow(p []byte, n int, dst [][]byte) ([][]byte, error) {
 		p = p[k:]
 	}
 	if len(p) != 0 {
-		return nil, ErrMalformedPacket
+		return nil, ErrBadPacket
 	}
 	return dst, nil
 }

@@ -76,8 +76,8 @@ func TestParseOKMalformed(t *testing.T) {
 	full := okCases[1].wire
 	fixed := len(full) - len(okCases[1].ok.Info) - 1 // header, two integers, status, warnings
 	for i := 0; i < fixed; i++ {
-		if ok, err := ParseOK(full[:i]); err != ErrMalformedPacket || ok != (OK{}) {
-			t.Errorf("ParseOK(% x) = %+v, %v; want ErrMalformedPacket", full[:i], ok, err)
+		if ok, err := ParseOK(full[:i]); err != ErrBadPacket || ok != (OK{}) {
+			t.Errorf("ParseOK(% x) = %+v, %v; want ErrBadPacket", full[:i], ok, err)
 		}
 	}
 	if _, err := ParseOK(full[:fixed]); err != nil {
@@ -94,8 +94,8 @@ func TestParseOKMalformed(t *testing.T) {
 		{0x00, 0xff, 0x00, 0x02, 0x00, 0x00, 0x00},       // 0xff is no integer
 		{0x00, 0xfb, 0x00, 0x02, 0x00, 0x00},             // NULL marker, then short
 	} {
-		if _, err := ParseOK(p); err != ErrMalformedPacket {
-			t.Errorf("ParseOK(% x) error = %v, want ErrMalformedPacket", p, err)
+		if _, err := ParseOK(p); err != ErrBadPacket {
+			t.Errorf("ParseOK(% x) error = %v, want ErrBadPacket", p, err)
 		}
 	}
 }
@@ -158,8 +158,8 @@ func TestParseErrWithoutSQLState(t *testing.T) {
 		}
 	}
 	for _, p := range [][]byte{nil, {0xff}, {0xff, 0x15}, {0x00, 0x15, 0x04}} {
-		if got := ParseErr(p); got != ErrMalformedPacket {
-			t.Errorf("ParseErr(% x) = %v, want ErrMalformedPacket", p, got)
+		if got := ParseErr(p); got != ErrBadPacket {
+			t.Errorf("ParseErr(% x) = %v, want ErrBadPacket", p, got)
 		}
 	}
 }
@@ -321,18 +321,18 @@ func TestColumn(t *testing.T) {
 func TestParseColumnMalformed(t *testing.T) {
 	wire := AppendColumn(nil, &Column{Schema: "s", Table: "t", Name: "c", Type: TypeVarString, Charset: 45, Length: 1020})
 	for i := 0; i < len(wire); i++ {
-		if c, err := ParseColumn(wire[:i]); err != ErrMalformedPacket || c != nil {
-			t.Errorf("ParseColumn(%d of %d bytes) = %+v, %v; want ErrMalformedPacket", i, len(wire), c, err)
+		if c, err := ParseColumn(wire[:i]); err != ErrBadPacket || c != nil {
+			t.Errorf("ParseColumn(%d of %d bytes) = %+v, %v; want ErrBadPacket", i, len(wire), c, err)
 		}
 	}
 	short := bytes.Clone(wire)
 	short[len(short)-13] = 0x0b // fixed-length field says 11
-	if _, err := ParseColumn(short); err != ErrMalformedPacket {
-		t.Errorf("ParseColumn with fixed length 0x0b: %v, want ErrMalformedPacket", err)
+	if _, err := ParseColumn(short); err != ErrBadPacket {
+		t.Errorf("ParseColumn with fixed length 0x0b: %v, want ErrBadPacket", err)
 	}
 	badDefault := append(bytes.Clone(wire), 0x05, 'a')
-	if _, err := ParseColumn(badDefault); err != ErrMalformedPacket {
-		t.Errorf("ParseColumn with truncated default: %v, want ErrMalformedPacket", err)
+	if _, err := ParseColumn(badDefault); err != ErrBadPacket {
+		t.Errorf("ParseColumn with truncated default: %v, want ErrBadPacket", err)
 	}
 }
 
@@ -385,8 +385,8 @@ func TestParseTextRowMalformed(t *testing.T) {
 		{"bad length byte", []byte{0xff, 0x00}, 1},
 	}
 	for _, tc := range tests {
-		if got, err := ParseTextRow(tc.p, tc.n, nil); err != ErrMalformedPacket || got != nil {
-			t.Errorf("%s: ParseTextRow = %q, %v; want ErrMalformedPacket", tc.name, got, err)
+		if got, err := ParseTextRow(tc.p, tc.n, nil); err != ErrBadPacket || got != nil {
+			t.Errorf("%s: ParseTextRow = %q, %v; want ErrBadPacket", tc.name, got, err)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func ParseStmtExecute(p []byte, nparams int, prevTypes []byte, longData []bool) 
 // parses every execution into the same StmtExecute allocates nothing.
 func (e *StmtExecute) Parse(p []byte, nparams int, prevTypes []byte, longData []bool) error {
 	if len(p) < 10 || p[0] != ComStmtExecute {
-		return ErrMalformedPacket
+		return ErrBadPacket
 	}
 	null, values := e.Null[:0], e.Values[:0]
 	*e = StmtExecute{
@@ -68,14 +68,14 @@ func (e *StmtExecute) Parse(p []byte, nparams int, prevTypes []byte, longData []
 	r := p[10:]
 	nb := (nparams + 7) / 8
 	if len(r) < nb+1 {
-		return ErrMalformedPacket
+		return ErrBadPacket
 	}
 	bitmap := r[:nb]
 	e.NewTypes = r[nb] == 1
 	r = r[nb+1:]
 	if e.NewTypes {
 		if len(r) < 2*nparams {
-			return ErrMalformedPacket
+			return ErrBadPacket
 		}
 		e.Types = r[:2*nparams]
 		r = r[2*nparams:]
@@ -122,18 +122,18 @@ func paramLen(typ byte, r []byte) (int, error) {
 		n = 8
 	case TypeDate, TypeDatetime, TypeTimestamp, TypeTime:
 		if len(r) < 1 {
-			return 0, ErrMalformedPacket
+			return 0, ErrBadPacket
 		}
 		n = 1 + int(r[0])
 	default:
 		l, isNull, k := ReadLenEncInt(r)
 		if k == 0 || isNull || l > uint64(len(r)-k) {
-			return 0, ErrMalformedPacket
+			return 0, ErrBadPacket
 		}
 		n = k + int(l)
 	}
 	if n > len(r) {
-		return 0, ErrMalformedPacket
+		return 0, ErrBadPacket
 	}
 	return n, nil
 }

@@ -36,7 +36,7 @@ func ParseOKTracked(p []byte) (OK, []byte, error) {
 		state = r.lenEncBytes()
 	}
 	if !r.ok() {
-		return OK{}, nil, ErrMalformedPacket
+		return OK{}, nil, ErrBadPacket
 	}
 	return ok, state, nil
 }
@@ -55,7 +55,7 @@ func ParseStateChanges(b []byte) ([]StateChange, error) {
 		t := r.byte1()
 		d := r.lenEncBytes()
 		if !r.ok() {
-			return nil, ErrMalformedPacket
+			return nil, ErrBadPacket
 		}
 		out = append(out, StateChange{Type: t, Data: d})
 	}

@@ -189,11 +189,11 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 			continue
 		}
 		if p.Small == nil {
-			return r, mysql.ErrMalformedPacket
+			return r, mysql.ErrBadPacket
 		}
 		ncols, _, n := mysql.ReadLenEncInt(p.Small)
 		if n == 0 {
-			return r, mysql.ErrMalformedPacket
+			return r, mysql.ErrBadPacket
 		}
 		for i := uint64(0); i < ncols; i++ {
 			if err := x.forwardColumn(bc, client, tables); err != nil {
@@ -357,7 +357,7 @@ func RelayPrepareAs(id uint32, backendID *uint32) Relay {
 			return r, client.WritePacket(p)
 		}
 		if p[0] != mysql.OKHeader || len(p) < 12 {
-			return r, mysql.ErrMalformedPacket
+			return r, mysql.ErrBadPacket
 		}
 		*backendID = binary.LittleEndian.Uint32(p[1:5])
 		binary.LittleEndian.PutUint32(p[1:5], id) // p is ours until the next read

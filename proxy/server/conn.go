@@ -228,7 +228,7 @@ func (c *conn) loop() {
 			return
 		}
 		if len(p) == 0 {
-			c.writeErr(mysql.ErrMalformedPacket)
+			c.writeErr(mysql.ErrBadPacket)
 			if c.c.Flush() != nil {
 				return
 			}

@@ -161,7 +161,7 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 		err = h.changeUser(p)
 	case mysql.ComProcessKill:
 		if len(p) < 5 {
-			return false, mysql.ErrMalformedPacket
+			return false, mysql.ErrBadPacket
 		}
 		err = c.srv.kill(c, router.Kill{ID: uint64(binary.LittleEndian.Uint32(p[1:5]))})
 	default:
@@ -929,7 +929,7 @@ func (h *handler) changeUserRelayed(bc *backend.Conn, cu *mysql.ChangeUser, coll
 func (h *handler) setOption(p []byte) error {
 	c := h.c
 	if len(p) < 3 {
-		return mysql.ErrMalformedPacket
+		return mysql.ErrBadPacket
 	}
 	switch binary.LittleEndian.Uint16(p[1:3]) {
 	case mysql.OptionMultiStatementsOn:

@@ -373,7 +373,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 	}
 	if ps.Local {
 		if len(p) < 10 {
-			return mysql.ErrMalformedPacket
+			return mysql.ErrBadPacket
 		}
 		c.act.set("Execute", ps.SQL)
 		if k, ok := router.ParseKill(ps.SQL); ok {
