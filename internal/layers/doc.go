@@ -1,5 +1,5 @@
 // Package layers holds no code: its test checks the import graph of the
-// module against the architecture the README draws, so that a change
+// module against the architecture docs/architecture.md draws, so that a change
 // cannot quietly bend it. Imports point down only:
 //
 //	cmd/proxy ─▶ proxy/server ─▶ proxy/engine ─┐

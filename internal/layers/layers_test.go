@@ -34,6 +34,7 @@ var allowed = map[string]struct {
 	"cmd/shardgate":        {[]string{"move"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
 	"internal/layers":      {nil, nil},
+	"internal/doccheck":    {nil, nil},
 	"clients":              {nil, nil},
 	"bench/conns":          {[]string{"backend", "mysql"}, nil},
 	"bench/relay":          {nil, nil},
