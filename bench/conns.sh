@@ -53,7 +53,7 @@ done
 	echo "# Client connections, $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo
 	echo "Go $($GO env GOVERSION), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r)."
-	echo "Proxy: \`bin/proxy -config $CONFIG\`; frontend buffers: the config's \`frontend\` section (defaults in README)."
+	echo "Proxy: \`bin/proxy -config $CONFIG\`; frontend buffers: the config's \`frontend\` section (defaults in docs/configuration.md)."
 	echo
 	bin/conns -addr "$addr" -user "$user" -password "$password" -pid "$pid" -admin "http://$web" \
 		-idle "$IDLE" -cycles "$CYCLES" -workers "$WORKERS"

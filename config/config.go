@@ -512,7 +512,7 @@ type BackendOptions struct {
 	// MasterSwitchWait is how long a write that a read-only master refused
 	// waits for the node's master to move (a switchover under way) before
 	// the client gets the server's error; only for nodes with replicas and
-	// statements that can be run again (see README). Default 5s; 0 never
+	// statements that can be run again (see docs/replicas.md). Default 5s; 0 never
 	// waits.
 	MasterSwitchWait time.Duration `yaml:"master_switch_wait"`
 }

@@ -834,7 +834,7 @@ func TestExactProfiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	// SHOW PROFILES also lists the proxy's read-backs of SETs run while
-	// profiling is on (README: not done yet), so only the statements run.
+	// profiling is on (docs/mariadb.md: not done yet), so only the statements run.
 	run(pr)
 	run(d)
 	// The session still reads sql_mode from the server's report: a double

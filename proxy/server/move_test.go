@@ -125,7 +125,7 @@ var (
 // briefly and sysbench sees no error; the new layout holds exactly the
 // rows the proxy answers with, the reverse stream keeps the old layout
 // equal to it, and a rollback returns to the old layout without losing a
-// write. MOVE_ROWS sets the table size (default 100000; the README's
+// write. MOVE_ROWS sets the table size (default 100000; docs/data-movement.md's
 // walk-through uses 1000000).
 func TestReshardUnderLoad(t *testing.T) {
 	c, cfg := moveCluster(t)

@@ -15,7 +15,7 @@ import (
 // against a proxy under load and checks what it rendered: the nodes with
 // their state, the charts drawn from the last seconds, and the top
 // statement of the digest. STATUS_SCREENSHOT=file.png also saves a
-// screenshot (the README's).
+// screenshot (docs/status.png).
 func TestStatusPageInBrowser(t *testing.T) {
 	p, web := metricsEnv(t, "status")
 	browser, err := exec.LookPath("chromium")
