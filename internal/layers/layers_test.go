@@ -33,6 +33,7 @@ var allowed = map[string]struct {
 	"cmd/proxy":            {[]string{"config", "proxy/server"}, []string{"go.uber.org/zap"}},
 	"cmd/shardgate":        {[]string{"move"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
+	"internal/fakebackend": {[]string{"mysql"}, nil},
 	"internal/layers":      {nil, nil},
 	"internal/doccheck":    {nil, nil},
 	"clients":              {nil, nil},

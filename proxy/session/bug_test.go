@@ -1,0 +1,48 @@
+package session_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/shardgate/shardgate/internal/fakebackend"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// TestReplayFailureKeepsNoConnection: when the session's sticky SETs
+// cannot be repeated on a connection to another node (the SET fails
+// there), that connection must not serve the session as if they had been:
+// the next statement on that node runs where the SET took effect, or is
+// refused. Today the connection stays pinned to the session (Release pins
+// whatever a sticky session gives it) and the next statement runs on it
+// without the SET: here under the default isolation level on n2 while n1
+// runs SERIALIZABLE.
+func TestReplayFailureKeepsNoConnection(t *testing.T) {
+	t.Skip("bug: Acquire's failed replay of the session's SETs leaves the connection pinned, so the node's next statement runs without them (conns.go, the replay loop calls Release, which pins for a sticky session)")
+	h := newHarness(t, "")
+	h.script([]answer{{node: "n2", prefix: "SET transaction_isolation", reply: fakebackend.Err(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded"), times: 1}})
+	h.run([]step{
+		on("SET transaction_isolation = 'SERIALIZABLE'", "n1"),
+		on("SELECT 1", "n2").fails(mysql.ErLockWaitTimeout),
+		on("SELECT 2", "n2"),
+	})
+	for i, c := range h.fakes["n2"].Conns() {
+		log := c.Log()
+		at := slices.Index(log, "SELECT 2")
+		if at < 0 {
+			continue
+		}
+		sets := 0
+		for _, e := range log[:at] {
+			if strings.HasPrefix(e, "SET transaction_isolation") {
+				sets++
+			}
+		}
+		if i == 0 {
+			sets-- // the first one failed
+		}
+		if sets < 1 {
+			t.Errorf("SELECT 2 ran on n2.%d without the session's SET: %q", i+1, log)
+		}
+	}
+}
