@@ -161,3 +161,40 @@ func InlineExecutable(sql string, version int) string {
 	}
 	return b.String()
 }
+
+// Unwrapped is what the server runs of a text that starts with comments
+// (Unwrap).
+type Unwrapped struct {
+	// SQL is the statement the server runs: the text inside one
+	// executable comment, the text after comments the server skips, or
+	// the text itself.
+	SQL string
+	// Changed is set when SQL is not the client's text.
+	Changed bool
+	// CommentsOnly is set when nothing but comments (and semicolons) is
+	// left: the server answers such a text itself.
+	CommentsOnly bool
+}
+
+// Unwrap reads a text as a server of the given version does when it
+// starts with comments: a statement written as one executable comment
+// (mysqldump's /*!40101 SET ... */, /*M!100602 ... */) is what is inside
+// it; comments before it that the server skips (mariadb-dump's sandbox
+// line, for a later version) are dropped. Any other text is returned as it
+// is. It costs nothing for a text without executable comments.
+func Unwrap(sql string, version int) Unwrapped {
+	if len(sql) <= 3 || !(sql[0] == '/' || sql[0] <= ' ' || sql[0] == '-' || sql[0] == '#') || !HasExecutableComment(sql) {
+		return Unwrapped{SQL: sql}
+	}
+	rest := SkipIgnored(sql, version)
+	if inner, ok := UnwrapExecutable(rest, version); ok {
+		return Unwrapped{SQL: inner, Changed: true}
+	}
+	if strings.TrimSpace(strings.TrimRight(rest, "; \t\r\n")) == "" {
+		return Unwrapped{SQL: sql, CommentsOnly: true}
+	}
+	if len(rest) < len(sql) {
+		return Unwrapped{SQL: rest, Changed: true}
+	}
+	return Unwrapped{SQL: sql}
+}

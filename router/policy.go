@@ -131,7 +131,7 @@ func denyKind(sql, kw string) string {
 			return k
 		}
 	case "FLUSH":
-		if readLock(up) {
+		if strings.Contains(up, "READ LOCK") || strings.Contains(up, "FOR EXPORT") {
 			return DenyReadLock
 		}
 	case "BACKUP":

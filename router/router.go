@@ -414,7 +414,7 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 		if _, ok := n.(*ast.CreateViewStmt); ok {
 			return nil, notSupported("CREATE VIEW over sharded table %s is not supported: a view runs inside one server (%s), which holds only some of the table's rows; query the table through the proxy instead", st.tables()[0], sc.def)
 		}
-		return nil, notSupported("%s statements on sharded table %s are not supported yet", Classify(sql).Keyword, st.tables()[0])
+		return nil, notSupported("%s statements on sharded table %s are not supported yet", Classify(sql, s.Mode).Keyword, st.tables()[0])
 	}
 	return sc.defPlan, nil
 }
@@ -437,7 +437,7 @@ func (sc *schema) mayNameRule(sql, name, db string) bool {
 // defines (CREATE [OR REPLACE] [DEFINER=...] FUNCTION, PROCEDURE, TRIGGER,
 // EVENT, also inside executable comments), or "" for any other text.
 func storedProgram(sql string) string {
-	if Classify(sql).Keyword != "CREATE" {
+	if kw, _ := firstKeyword(sql); kw != "CREATE" {
 		return ""
 	}
 	up := strings.ToUpper(sql)

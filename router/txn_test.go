@@ -1,4 +1,4 @@
-package session
+package router
 
 import "testing"
 
@@ -13,8 +13,8 @@ func TestParseTxn(t *testing.T) {
 		{"BEGIN", Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}},
 		{"begin work;", Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}},
 		{"/* trace */ START TRANSACTION", Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}},
-		{"start transaction read only", Txn{Verb: TxnBegin, SQL: "START TRANSACTION READ ONLY"}},
-		{"START TRANSACTION WITH CONSISTENT SNAPSHOT,READ WRITE", Txn{Verb: TxnBegin, SQL: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ WRITE"}},
+		{"start transaction read only", Txn{Verb: TxnBegin, SQL: "START TRANSACTION READ ONLY", ReadOnly: true}},
+		{"START TRANSACTION WITH CONSISTENT SNAPSHOT,READ WRITE", Txn{Verb: TxnBegin, SQL: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ WRITE", Snapshot: true}},
 		{"COMMIT", Txn{Verb: TxnCommit, SQL: "COMMIT"}},
 		{"rollback work", Txn{Verb: TxnRollback, SQL: "ROLLBACK"}},
 		{"SAVEPOINT Sp1", Txn{Verb: TxnSavepoint, Name: "sp1", SQL: "SAVEPOINT `Sp1`"}},

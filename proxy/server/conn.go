@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"github.com/shardgate/shardgate/router"
 	"io"
 	"net"
 	"os"
@@ -78,6 +77,7 @@ type conn struct {
 	watch      *time.Timer
 	watchDone  chan struct{}
 	watchArmed atomic.Bool
+	watched    bool // the watch is armed for the command under way
 	// runningMany are the backends of a cross-shard merge under way.
 	runningMany atomic.Pointer[[]*backend.Conn]
 	// interrupted is set by a KILL QUERY that found the session busy
@@ -234,15 +234,13 @@ func (c *conn) loop() {
 			}
 			continue
 		}
-		watched := c.startWatch(p)
+		c.watched = c.startWatch(p)
 		start := time.Now()
 		quit, err := c.h.dispatch(p)
 		c.h.endDeadlocked(err)
 		c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
 		c.noteHeld()
-		if watched {
-			c.stopWatch()
-		}
+		c.unwatch()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.srv.writeTimeouts.Add(1) // client_write_timeout: the client stopped reading
 		}
@@ -395,13 +393,11 @@ func (w *writeDeadlineConn) Write(p []byte) (int, error) {
 const watchAfter = time.Second
 
 // startWatch arms the watch for the command in p; it reports whether
-// stopWatch must be called. Commands during which the proxy itself reads
-// from the client (LOAD DATA LOCAL INFILE) are not watched.
+// stopWatch must be called. A command during which the proxy itself reads
+// from the client (LOAD DATA LOCAL INFILE) ends the watch as soon as the
+// statement is known (unwatch), long before it could fire.
 func (c *conn) startWatch(p []byte) bool {
 	if p[0] != mysql.ComQuery && p[0] != mysql.ComStmtExecute {
-		return false
-	}
-	if p[0] == mysql.ComQuery && mayBeLoad(p[1:]) && router.Classify(string(p[1:])).Keyword == "LOAD" {
 		return false
 	}
 	if c.watch == nil {
@@ -411,6 +407,14 @@ func (c *conn) startWatch(p []byte) bool {
 		c.watch.Reset(watchAfter)
 	}
 	return true
+}
+
+// unwatch ends the watch of the command under way, if armed.
+func (c *conn) unwatch() {
+	if c.watched {
+		c.watched = false
+		c.stopWatch()
+	}
 }
 
 // watchClient runs when a statement has run for watchAfter: it waits for
@@ -450,19 +454,4 @@ func (c *conn) stopWatch() {
 	<-c.watchDone
 	c.watchArmed.Store(false)
 	c.nc.SetReadDeadline(time.Time{})
-}
-
-// mayBeLoad is a cheap first look for LOAD DATA: the text starts with an
-// L after blanks, or with a comment (Classify decides then).
-func mayBeLoad(q []byte) bool {
-	for _, b := range q {
-		switch b {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case 'L', 'l', '/', '#', '-', '(':
-			return true
-		}
-		return false
-	}
-	return false
 }

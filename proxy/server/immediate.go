@@ -18,18 +18,19 @@ import (
 // session's connection to the default node, with the session's variables)
 // and checks the text it gives; the server then runs exactly that text,
 // passed as a literal in its own character set.
-func (h *handler) executeImmediate(sql string) error {
+func (l *localStmts) executeImmediate(sql string) error {
+	h := l.h
 	c := h.c
 	expr, using, ok := router.ExecuteImmediate(sql)
 	if !ok || router.HasExecutableComment(sql) {
 		return mysql.NewError(mysql.ErNotSupported, "this form of EXECUTE IMMEDIATE is not supported by shardgate")
 	}
-	text, lit, err := h.evalString(expr, "EXECUTE IMMEDIATE")
+	text, lit, err := h.ls.evalString(expr, "EXECUTE IMMEDIATE")
 	if err != nil {
 		return err
 	}
 	if lit != "NULL" {
-		stmt := router.Classify(text)
+		stmt := router.Classify(text, h.c.st.Mode())
 		if stmt.Kind == router.KindKill {
 			if k, ok := router.ParseKill(text); ok && using == "" {
 				return c.srv.kill(c, k)
@@ -66,7 +67,8 @@ func (h *handler) executeImmediate(sql string) error {
 // value with bytes that are no character of its character set (which
 // QUOTE() makes NULL, and which MariaDB's parser then refuses with 1300)
 // and any character_set_results leave it unchanged.
-func (h *handler) evalString(expr, stmtName string) (text, lit string, err error) {
+func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err error) {
+	h := l.h
 	c := h.c
 	node, _ := c.srv.rt().DefaultNode(c.user)
 	bc, err := c.st.Acquire(node, false)
@@ -111,14 +113,15 @@ func (h *handler) evalString(expr, stmtName string) (text, lit string, err error
 // EXECUTE IMMEDIATE, and the statement runs as PREPARE name FROM the
 // literal of its value, so the proxy sees the text like any other (KILL is
 // the proxy's, the statement policy applies, sharded tables are routed).
-func (h *handler) prepareFromExpr(name, expr string) error {
+func (l *localStmts) prepareFromExpr(name, expr string) error {
+	h := l.h
 	c := h.c
-	text, lit, err := h.evalString(expr, "PREPARE..FROM")
+	text, lit, err := h.ls.evalString(expr, "PREPARE..FROM")
 	if err != nil {
 		return err
 	}
 	if lit != "NULL" {
-		stmt := router.Classify(text)
+		stmt := router.Classify(text, h.c.st.Mode())
 		if err := h.allowed(text, stmt.Keyword); err != nil {
 			return err
 		}

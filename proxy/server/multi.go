@@ -12,10 +12,17 @@ import (
 // last carries SERVER_MORE_RESULTS_EXISTS, and the first error ends the
 // sequence, as in MySQL.
 
+// multiRunner runs a multi-statement text that touches sharded tables,
+// split into its statements. It is owned by its handler's goroutine.
+type multiRunner struct {
+	h *handler
+}
+
 // queryMulti runs the statements of a split multi-statement text.
-func (h *handler) queryMulti(texts []string) error {
+func (m *multiRunner) queryMulti(texts []string) error {
+	h := m.h
 	c := h.c
-	if err := h.checkMulti(texts); err != nil {
+	if err := h.multi.checkMulti(texts); err != nil {
 		return err
 	}
 	defer func() { c.more = 0 }()
@@ -24,7 +31,7 @@ func (h *handler) queryMulti(texts []string) error {
 		if i < len(texts)-1 {
 			c.more = mysql.StatusMoreResultsExists
 		}
-		if err := h.queryOne(q); err != nil {
+		if err := h.multi.queryOne(q); err != nil {
 			c.more = 0 // the ERR ends the sequence
 			return err
 		}
@@ -37,12 +44,13 @@ func (h *handler) queryMulti(texts []string) error {
 // or transaction is on another node): a batch is never half applied
 // because of where its statements go. Statements after a USE are routed
 // at their turn only.
-func (h *handler) checkMulti(texts []string) error {
+func (m *multiRunner) checkMulti(texts []string) error {
+	h := m.h
 	c := h.c
 	var nodes []string
 	txn := false
 	for _, q := range texts {
-		stmt := router.Classify(q)
+		stmt := router.Classify(q, h.c.st.Mode())
 		if stmt.Keyword == "USE" {
 			break
 		}
@@ -64,15 +72,16 @@ func (h *handler) checkMulti(texts []string) error {
 // queryOne runs one statement of a split text. Every response is built
 // by the proxy (never relayed raw), so that its final status can say
 // whether more results follow.
-func (h *handler) queryOne(sql string) error {
+func (m *multiRunner) queryOne(sql string) error {
+	h := m.h
 	c, st := h.c, h.c.st
-	stmt := router.Classify(sql)
+	stmt := router.Classify(sql, h.c.st.Mode())
 	c.act.set("Query", sql)
 	switch {
 	case stmt.Kind == router.KindEmpty:
 		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
 	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
-		if handled, err := h.txnStatement(sql); handled {
+		if handled, err := h.txnStatement(sql, &stmt); handled {
 			return err
 		}
 	case stmt.Keyword == "USE":
@@ -84,7 +93,7 @@ func (h *handler) queryOne(sql string) error {
 		}
 	case stmt.Sticky:
 		return mysql.NewError(mysql.ErNotSupported, "%s in a multi-statement text with sharded tables is not supported yet: send statements that change the session on their own", stmt.Keyword)
-	case stmt.Kind == router.KindDDL:
+	case stmt.ImplicitCommit:
 		if err := st.CommitImplicitly(); err != nil {
 			return h.settle(err)
 		}

@@ -60,17 +60,17 @@ type stmtHandler struct {
 func (s *stmtHandler) prepare(p []byte) error {
 	h := s.h
 	sql := string(p[1:])
-	stmt := router.Classify(sql)
+	stmt := router.Classify(sql, h.c.st.Mode())
 	if err := h.allowed(sql, stmt.Keyword); err != nil {
 		return err
 	}
 	switch {
-	case stmt.Kind == router.KindTxn && session.ParseTxn(sql).Verb == session.TxnNone:
+	case stmt.Kind == router.KindTxn && router.ParseTxn(sql).Verb == router.TxnNone:
 		// Not a transaction statement the proxy composes (BEGIN NOT
 		// ATOMIC ... END, a compound statement): the backend keeps it,
 		// like CALL.
 		return s.prepareKept(p, sql)
-	case stmt.Keyword == "SET" && router.CountPlaceholders(sql, h.c.st.Mode()) == 0 && h.trackedSet(sql):
+	case stmt.Keyword == "SET" && router.CountPlaceholders(sql, h.c.st.Mode()) == 0 && h.ls.trackedSet(sql):
 		// A SET the proxy tracks (variables, SET NAMES), prepared as
 		// mysqltest --ps-protocol prepares everything: executing it runs
 		// it as the text statement, so the session carries its values.
@@ -203,7 +203,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if q == "" {
 		q = sql
 	}
-	cls := router.Classify(sql)
+	cls := router.Classify(sql, h.c.st.Mode())
 	var st *backend.Stmt
 	if plan.Kind == router.Fallback {
 		// The statement reads copies of sharded tables: prepared against
@@ -296,7 +296,7 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 		return err
 	}
 	if n := router.CountPlaceholders(sql, c.st.Mode()); n != 0 {
-		return mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax near '?': %s takes no parameters", router.Classify(sql).Keyword)
+		return mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax near '?': %s takes no parameters", router.Classify(sql, c.st.Mode()).Keyword)
 	}
 	ps, err := c.st.Stmts.Add(sql, 0)
 	if err != nil {
@@ -379,13 +379,14 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		if k, ok := router.ParseKill(ps.SQL); ok {
 			return c.srv.kill(c, k)
 		}
-		if handled, err := h.txnStatement(ps.SQL); handled {
+		stmt := router.Classify(ps.SQL, c.st.Mode())
+		if handled, err := h.txnStatement(ps.SQL, &stmt); handled {
 			return err
 		}
-		if handled, err := h.local(ps.SQL, router.Classify(ps.SQL)); handled {
+		if handled, err := h.ls.local(ps.SQL, stmt); handled {
 			return err
 		}
-		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", router.Classify(ps.SQL).Keyword)
+		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", stmt.Keyword)
 	}
 	return s.execute(ps, p)
 }
@@ -412,9 +413,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		c.act.set("Execute", ps.SQL)
 		if e.Flags == 0 { // a cursor stays on the master's connection
 			if !ps.Classified {
-				ps.Class, ps.Classified = router.Classify(ps.SQL), true
+				ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
 			}
-			c.st.Read = h.readMode(ps.SQL, ps.Class, router.Forward, false)
+			c.st.Route(&ps.Class, router.Forward, c.readSplit())
 			defer func() { c.st.Read = session.ReadMaster }()
 		}
 		return s.executeOn(ps, e, node, ps.SQL, nil, e.Flags != 0)
@@ -483,9 +484,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		s.execTables = plan.Tables
 	}
 	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
 	}
-	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
+	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
 	err = s.executeOn(ps, e, t.Node, q, order, false)
 	c.st.Read = session.ReadMaster
 	s.execTables = nil
@@ -552,10 +553,10 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	c.srv.queries.Add(1)
 	c.binary = true
 	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
 	}
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, plan: plan, reads0: c.st.ReplicaReads}
-	c.st.Read = h.readMode(ps.SQL, ps.Class, plan.Kind, false)
+	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
 	err = h.execute(plan, text)
 	c.st.Read = session.ReadMaster
 	c.binary = false
@@ -579,7 +580,7 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 	h, c := s.h, s.h.c
 	c.srv.queries.Add(1)
 	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL), true
+		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
 	}
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, node: node, reads0: c.st.ReplicaReads}
 	// As for text statements: a write a read-only master refuses before

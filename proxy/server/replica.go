@@ -7,62 +7,7 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
-	"github.com/shardgate/shardgate/proxy/session"
-	"github.com/shardgate/shardgate/router"
 )
-
-// replicaWords mark a SELECT that must see or change the master: locking
-// reads, files written on the server, sequences, replication waits.
-var replicaWords = []string{"FOR UPDATE", "LOCK IN SHARE MODE", "FOR SHARE", " INTO ", "NEXTVAL", "NEXT VALUE",
-	"MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP(", "BENCHMARK("}
-
-// readMode says where a statement's reads may go (session.ReadMode): a
-// plain SELECT outside a transaction may go to a replica when its schema
-// splits reads (rw_split, read_consistency), /*master*/ keeps it on the
-// master; other reads may follow a replica connection the session kept.
-func (h *handler) readMode(sql string, stmt router.Stmt, kind router.PlanKind, multi bool) session.ReadMode {
-	c := h.c
-	if !c.readSplit() || stmt.Kind != router.KindRead || stmt.Sticky || stmt.UsesLastInsertID || multi {
-		return session.ReadMaster
-	}
-	if kind != router.Forward && kind != router.Concat {
-		return session.ReadMaster
-	}
-	hint := router.RWHint(sql)
-	if hint == "master" {
-		return session.ReadMaster
-	}
-	if stmt.Keyword != "SELECT" && stmt.Keyword != "WITH" {
-		return session.ReadFollow
-	}
-	for _, w := range replicaWords {
-		if containsUpper(sql, w) {
-			return session.ReadMaster
-		}
-	}
-	return session.ReadReplica
-}
-
-// containsUpper reports whether s contains w (upper case ASCII) in any
-// case, without allocating.
-func containsUpper(s, w string) bool {
-	for i := 0; i+len(w) <= len(s); i++ {
-		j := 0
-		for ; j < len(w); j++ {
-			c := s[i+j]
-			if 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			}
-			if c != w[j] {
-				break
-			}
-		}
-		if j == len(w) {
-			return true
-		}
-	}
-	return false
-}
 
 // readSplit reports whether the session's schema sends reads to replicas;
 // it also sets the session's read_consistency, again after a reload.

@@ -16,7 +16,8 @@ import (
 
 // sqlPrepare handles a PREPARE, EXECUTE or DEALLOCATE statement; handled is
 // false when it is not one the proxy runs itself.
-func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
+func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
+	h := l.h
 	c, stmts := h.c, &h.c.st.Stmts
 	sp, ok := router.ParseSQLPrepare(sql, c.st.Mode())
 	if !ok {
@@ -31,7 +32,7 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 			// session's connection, always: a statement can change it
 			// where the proxy does not see (SELECT ... INTO, a stored
 			// function), and the session then keeps that connection.
-			v, lit, err := h.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
+			v, lit, err := h.ls.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
 			if err != nil {
 				return true, err
 			}
@@ -40,12 +41,12 @@ func (h *handler) sqlPrepare(sql string) (handled bool, err error) {
 			}
 			text = v
 		}
-		if err := h.allowed(text, router.Classify(text).Keyword); err != nil {
+		if err := h.allowed(text, router.Classify(text, h.c.st.Mode()).Keyword); err != nil {
 			return true, err
 		}
 		// KILL is the proxy's (its ids are the proxy's connection ids, and
 		// only their owner may kill them), whatever route it comes by.
-		if router.Classify(text).Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
+		if router.Classify(text, h.c.st.Mode()).Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
 			// No sharded table: the backend's.
 			stmts.DropNamed(sp.Name)
 			return false, nil

@@ -74,7 +74,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	// The transaction reaches this node: an explicit one begins there, and
 	// its savepoints (also those of a transaction autocommit=0 began) are
 	// set there, after the session's settings (autocommit, isolation).
-	if (s.txn != "" || s.Status&mysql.StatusAutocommit == 0) && !s.outsideTxn && !slices.Contains(s.joined, bc) {
+	if (s.txn.SQL != "" || s.Status&mysql.StatusAutocommit == 0) && !s.outsideTxn && !slices.Contains(s.joined, bc) {
 		if err := s.joinTxn(bc); err != nil {
 			bc.MarkBroken() // its transaction state is unknown
 			s.unpin(bc)
@@ -125,7 +125,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	if o.StateChanged {
 		s.absorb(bc, o.State, sticky)
 	}
-	if o.OK && o.Status&mysql.StatusAutocommit != 0 && o.Status&mysql.StatusInTrans == 0 && s.txn == "" {
+	if o.OK && o.Status&mysql.StatusAutocommit != 0 && o.Status&mysql.StatusInTrans == 0 && s.txn.SQL == "" {
 		// SET autocommit = 1 ended, there, the transaction autocommit
 		// = 0 had begun: the connection is no longer the transaction's.
 		if i := slices.Index(s.joined, bc); i >= 0 {
@@ -239,7 +239,7 @@ func (s *State) keep() {
 // leaves or resets: each is reset (dropping variables, temporary tables,
 // locks and open transactions) when the session left state on it.
 func (s *State) ReleaseAll() {
-	dirty := s.sticky || s.txn != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
+	dirty := s.sticky || s.txn.SQL != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
 	if s.xaTxn.ID != 0 {
 		s.End(false) // XA branches end with XA ROLLBACK, not a new login
 	}

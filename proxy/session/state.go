@@ -88,7 +88,7 @@ type State struct {
 	// txn is the statement that began the open explicit transaction ("" when
 	// none), run on each node the transaction reaches; savepoints are the
 	// SAVEPOINTs set in it since, replayed after it (see txn.go).
-	txn        string
+	txn        router.Txn
 	savepoints []savepoint
 	joined     []*backend.Conn // connections the open transaction has begun on
 	lost       string          // a node whose connection the open transaction lost (its part there is gone)
@@ -198,7 +198,7 @@ func (s *State) Reset() {
 	} else {
 		s.ReleaseAll()
 	}
-	s.newTxn("")
+	s.newTxn(router.Txn{})
 	s.Stmts = Stmts{}
 	s.vars = nil
 	s.sticky = false

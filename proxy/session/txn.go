@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -28,208 +29,31 @@ import (
 // transaction_mode xa (xa.go) each node's part is an XA branch and COMMIT
 // is two-phase when there are several.
 
-// TxnVerb is what a transaction statement does.
-type TxnVerb uint8
-
-const (
-	TxnNone TxnVerb = iota
-	TxnBegin
-	TxnCommit
-	TxnRollback
-	TxnSavepoint
-	TxnRollbackTo
-	TxnRelease
-)
-
-// Txn is a transaction control statement the proxy runs itself.
-type Txn struct {
-	Verb TxnVerb
-	Name string // savepoint name, lower case (names are case-insensitive)
-	// SQL is the statement the proxy sends to the backends: composed from
-	// what was recognised, never the client's text, so nothing else the
-	// text holds (a second statement, an executable comment) reaches a
-	// connection.
-	SQL string
-	// Chain (COMMIT/ROLLBACK AND CHAIN) starts a new transaction with
-	// the same characteristics; Release (RELEASE) ends the client's
-	// connection after the answer.
-	Chain, Release bool
-	// NoChain and NoRelease are AND NO CHAIN and NO RELEASE: said
-	// explicitly, they override completion_type.
-	NoChain, NoRelease bool
-}
-
-// ParseTxn recognises transaction control statements: BEGIN [WORK], START
-// TRANSACTION [READ ONLY | READ WRITE | WITH CONSISTENT SNAPSHOT, ...],
-// COMMIT [WORK], ROLLBACK [WORK], SAVEPOINT name, ROLLBACK [WORK] TO
-// [SAVEPOINT] name, RELEASE SAVEPOINT name. Anything else, including these
-// with more in them (AND CHAIN, RELEASE, a comment, a second statement), is
-// TxnNone.
-func ParseTxn(sql string) Txn {
-	text := strings.TrimRight(stripComments(sql), "; \t\r\n")
-	if strings.Contains(text, "/*") || strings.ContainsAny(text, ";#") || strings.Contains(text, "--") {
-		return Txn{}
-	}
-	orig := strings.Fields(strings.ReplaceAll(text, ",", " , "))
-	w := make([]string, len(orig))
-	for i, f := range orig {
-		w[i] = strings.ToUpper(f)
-	}
-	if len(w) == 0 {
-		return Txn{}
-	}
-	savepoint := func(verb TxnVerb, i int, sqlPrefix string) Txn {
-		if i != len(w)-1 {
-			return Txn{}
-		}
-		name, ok := identifier(orig[i])
-		if !ok {
-			return Txn{}
-		}
-		return Txn{Verb: verb, Name: strings.ToLower(name), SQL: sqlPrefix + quoteIdent(name)}
-	}
-	switch w[0] {
-	case "BEGIN":
-		if len(w) == 1 || (len(w) == 2 && w[1] == "WORK") {
-			return Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}
-		}
-	case "START":
-		if len(w) < 2 || w[1] != "TRANSACTION" {
-			return Txn{}
-		}
-		var opts []string
-		for i := 2; i < len(w); {
-			switch {
-			case i+1 < len(w) && w[i] == "READ" && (w[i+1] == "ONLY" || w[i+1] == "WRITE"):
-				if slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "READ ") }) {
-					return Txn{} // a second access mode: the server's syntax error
-				}
-				opts = append(opts, "READ "+w[i+1])
-				i += 2
-			case i+2 < len(w) && w[i] == "WITH" && w[i+1] == "CONSISTENT" && w[i+2] == "SNAPSHOT":
-				opts = append(opts, "WITH CONSISTENT SNAPSHOT")
-				i += 3
-			default:
-				return Txn{}
-			}
-			if i < len(w) {
-				if w[i] != "," || i == len(w)-1 {
-					return Txn{}
-				}
-				i++
-			}
-		}
-		q := "START TRANSACTION"
-		if len(opts) > 0 {
-			q += " " + strings.Join(opts, ", ")
-		}
-		return Txn{Verb: TxnBegin, SQL: q}
-	case "COMMIT", "ROLLBACK":
-		i := 1
-		if i < len(w) && w[i] == "WORK" {
-			i++
-		}
-		if w[0] == "ROLLBACK" && i < len(w) && w[i] == "TO" {
-			i++
-			if i < len(w) && w[i] == "SAVEPOINT" {
-				i++
-			}
-			return savepoint(TxnRollbackTo, i, "ROLLBACK TO SAVEPOINT ")
-		}
-		var t Txn
-		if i+1 < len(w) && w[i] == "AND" && w[i+1] == "CHAIN" {
-			t.Chain, i = true, i+2
-		} else if i+2 < len(w) && w[i] == "AND" && w[i+1] == "NO" && w[i+2] == "CHAIN" {
-			t.NoChain, i = true, i+3
-		}
-		if i < len(w) && w[i] == "RELEASE" {
-			t.Release, i = true, i+1
-		} else if i+1 < len(w) && w[i] == "NO" && w[i+1] == "RELEASE" {
-			t.NoRelease, i = true, i+2
-		}
-		if i != len(w) || t.Chain && t.Release {
-			return Txn{} // AND CHAIN RELEASE is a syntax error on the server
-		}
-		t.Verb, t.SQL = TxnCommit, "COMMIT"
-		if w[0] == "ROLLBACK" {
-			t.Verb, t.SQL = TxnRollback, "ROLLBACK"
-		}
-		return t
-	case "SAVEPOINT":
-		return savepoint(TxnSavepoint, 1, "SAVEPOINT ")
-	case "RELEASE":
-		if len(w) >= 2 && w[1] == "SAVEPOINT" {
-			return savepoint(TxnRelease, 2, "RELEASE SAVEPOINT ")
-		}
-	}
-	return Txn{}
-}
-
-// identifier returns the name an identifier token spells: a bare one
-// (letters, digits, _ and $) or a backquoted one without blanks.
-func identifier(tok string) (string, bool) {
-	if len(tok) >= 2 && tok[0] == '`' && tok[len(tok)-1] == '`' {
-		name := strings.ReplaceAll(tok[1:len(tok)-1], "``", "`")
-		return name, name != "" && !strings.Contains(strings.ReplaceAll(tok[1:len(tok)-1], "``", ""), "`")
-	}
-	for _, r := range tok {
-		if !(r == '_' || r == '$' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= 0x80) {
-			return "", false
-		}
-	}
-	return tok, tok != ""
-}
-
-// quoteIdent quotes an identifier with backquotes.
-func quoteIdent(name string) string {
-	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
-}
-
-// stripComments removes leading /* */ and -- comments (a client may put a
-// hint or a trace id there).
-func stripComments(sql string) string {
-	for {
-		s := strings.TrimLeft(sql, " \t\r\n")
-		switch {
-		case strings.HasPrefix(s, "/*"):
-			end := strings.Index(s[2:], "*/")
-			if end < 0 {
-				return s
-			}
-			sql = s[end+4:]
-		case strings.HasPrefix(s, "-- "), strings.HasPrefix(s, "#"):
-			end := strings.IndexByte(s, '\n')
-			if end < 0 {
-				return ""
-			}
-			sql = s[end+1:]
-		default:
-			return s
-		}
-	}
-}
-
 // InTxn reports whether statements run inside a transaction: an explicit
 // one the proxy is tracking, or autocommit is off, or a backend says one is
 // open (e.g. begun inside a multi-statement text).
 func (s *State) InTxn() bool {
-	return s.txn != "" || s.Status&mysql.StatusAutocommit == 0 || s.Status&mysql.StatusInTrans != 0
+	return s.txn.SQL != "" || s.Status&mysql.StatusAutocommit == 0 || s.Status&mysql.StatusInTrans != 0
 }
 
-// Begin opens an explicit transaction with the statement sql (composed by
-// ParseTxn), committing the open one first, as MySQL does. No node sees it
-// until a statement of the transaction reaches that node.
 // TxnSQL is the statement that began the open explicit transaction ("" when
 // none: autocommit off, or no transaction).
-func (s *State) TxnSQL() string { return s.txn }
+func (s *State) TxnSQL() string { return s.txn.SQL }
 
-func (s *State) Begin(sql string) error {
+// OpenTxn is the statement that began the open explicit transaction
+// (Verb TxnNone when none), for AND CHAIN to begin the next one alike.
+func (s *State) OpenTxn() router.Txn { return s.txn }
+
+// Begin opens an explicit transaction (t, as router.ParseTxn composed it),
+// committing the open one first, as MySQL does. No node sees it until a
+// statement of the transaction reaches that node.
+func (s *State) Begin(t router.Txn) error {
 	if len(s.pinned) > 0 && s.InTxn() {
 		if err := s.End(true); err != nil {
 			return err
 		}
 	}
-	s.newTxn(sql)
+	s.newTxn(t)
 	s.Status |= mysql.StatusInTrans
 	return nil
 }
@@ -237,7 +61,7 @@ func (s *State) Begin(sql string) error {
 // CommitImplicitly ends the open transaction with COMMIT when one is open
 // on a node, as DDL does in MySQL.
 func (s *State) CommitImplicitly() error {
-	if s.InTxn() && (len(s.pinned) > 0 || s.txn != "") {
+	if s.InTxn() && (len(s.pinned) > 0 || s.txn.SQL != "") {
 		// Also a BEGIN no statement followed: the transaction ends.
 		return s.End(true)
 	}
@@ -247,8 +71,8 @@ func (s *State) CommitImplicitly() error {
 // Savepoint runs SAVEPOINT, ROLLBACK TO or RELEASE SAVEPOINT (sql, composed
 // by ParseTxn) on every node the transaction reached and keeps the list of
 // savepoints a node joining later must set.
-func (s *State) Savepoint(verb TxnVerb, name, sql string) error {
-	if verb != TxnSavepoint && len(s.pinned) == 0 && !slices.ContainsFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name }) {
+func (s *State) Savepoint(verb router.TxnVerb, name, sql string) error {
+	if verb != router.TxnSavepoint && len(s.pinned) == 0 && !slices.ContainsFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name }) {
 		return mysql.NewError(mysql.ErSPDoesNotExist, "SAVEPOINT %s does not exist", name)
 	}
 	for _, bc := range s.pinned {
@@ -265,22 +89,22 @@ func (s *State) Savepoint(verb TxnVerb, name, sql string) error {
 
 // noteSavepoint keeps the list of savepoints that a node joining the
 // transaction later must also set.
-func (s *State) noteSavepoint(verb TxnVerb, name, sql string) {
-	if s.txn == "" && s.Status&mysql.StatusAutocommit != 0 {
+func (s *State) noteSavepoint(verb router.TxnVerb, name, sql string) {
+	if s.txn.SQL == "" && s.Status&mysql.StatusAutocommit != 0 {
 		return // no transaction: the server keeps no savepoint either
 	}
 	idx := slices.IndexFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name })
 	switch verb {
-	case TxnSavepoint:
+	case router.TxnSavepoint:
 		if idx >= 0 { // setting an existing name moves it
 			s.savepoints = slices.Delete(s.savepoints, idx, idx+1)
 		}
 		s.savepoints = append(s.savepoints, savepoint{name: name, sql: sql})
-	case TxnRollbackTo:
+	case router.TxnRollbackTo:
 		if idx >= 0 {
 			s.savepoints = s.savepoints[:idx+1]
 		}
-	case TxnRelease:
+	case router.TxnRelease:
 		if idx >= 0 {
 			s.savepoints = s.savepoints[:idx]
 		}
@@ -299,10 +123,10 @@ var BeforeCommit atomic.Pointer[func(node string)]
 // committed".
 var ErrCommitUnknown = errors.New("the connection was lost during COMMIT; the commit may or may not have happened")
 
-// newTxn makes sql ("" for none) the open transaction's statement, with
-// no savepoint, no node reached and no XA id yet.
-func (s *State) newTxn(sql string) {
-	s.txn = sql
+// newTxn makes t (TxnNone for none) the open transaction's statement,
+// with no savepoint, no node reached and no XA id yet.
+func (s *State) newTxn(t router.Txn) {
+	s.txn = t
 	s.xaTxn = xa.Txn{}
 	s.savepoints = s.savepoints[:0]
 	clear(s.joined)
@@ -341,7 +165,7 @@ func (s *State) End(commit bool) error {
 			word = "COMMIT AND NO CHAIN NO RELEASE"
 		}
 	}
-	s.newTxn("")
+	s.newTxn(router.Txn{})
 	s.Status &^= mysql.StatusInTrans
 	var done, failed, rolledBack []string
 	var firstErr error
@@ -444,8 +268,8 @@ func (s *State) joinTxn(bc *backend.Conn) error {
 		if _, err := bc.Exec("XA START " + s.xaTxn.XID(bc.Node().Name)); err != nil {
 			return fmt.Errorf("starting the XA transaction on node %s: %w", bc.Node().Name, err)
 		}
-	} else if s.txn != "" {
-		if _, err := bc.Exec(s.txn); err != nil {
+	} else if s.txn.SQL != "" {
+		if _, err := bc.Exec(s.txn.SQL); err != nil {
 			return fmt.Errorf("starting the transaction on node %s: %w", bc.Node().Name, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -46,7 +47,7 @@ func xaHook(stage, node string) {
 // xaEligible reports whether the open transaction runs as XA: all but
 // START TRANSACTION READ ONLY.
 func (s *State) xaEligible() bool {
-	return !strings.Contains(s.txn, "READ ONLY")
+	return !s.txn.ReadOnly
 }
 
 // BeginImplicitXA opens, in transaction_mode xa, the transaction of one
@@ -58,7 +59,7 @@ func (s *State) BeginImplicitXA(nodes []string) bool {
 	if s.xa == nil || len(nodes) < 2 || s.InTxn() || len(s.locked) > 0 {
 		return false // under LOCK TABLES, XA START is refused
 	}
-	s.newTxn("START TRANSACTION")
+	s.newTxn(router.Txn{Verb: router.TxnBegin, SQL: "START TRANSACTION"})
 	return true
 }
 
@@ -82,7 +83,7 @@ func (s *State) endXA(commit bool) error {
 		}
 	}
 	s.branches = branches
-	s.newTxn("")
+	s.newTxn(router.Txn{})
 	s.Status &^= mysql.StatusInTrans
 	s.EndWarnings = 0
 	var err error

@@ -1,0 +1,642 @@
+package router
+
+import "strings"
+
+// Kind is a statement's class as far as the session layer cares.
+type Kind uint8
+
+// Statement kinds.
+const (
+	KindOther Kind = iota // anything not listed: may change session state
+	KindRead              // SELECT, SHOW, DESCRIBE, EXPLAIN, WITH, VALUES, TABLE, DO, HELP
+	KindWrite             // INSERT, UPDATE, DELETE, REPLACE, LOAD
+	KindDDL               // CREATE, ALTER, DROP, TRUNCATE, RENAME, GRANT, REVOKE, ANALYZE, OPTIMIZE, ...
+	KindTxn               // BEGIN, START, COMMIT, ROLLBACK (the server's status flags track the rest)
+	KindKill              // KILL [CONNECTION | QUERY] id
+	KindEmpty             // nothing but whitespace and comments
+)
+
+// ReplicaUse says whether a replica may answer a statement, as far as its
+// text decides (the session's schema and the plan decide the rest).
+type ReplicaUse uint8
+
+// Replica uses.
+const (
+	// ReplicaNever: the master answers. Writes, DDL, statements that
+	// leave state, locking reads (FOR UPDATE, FOR SHARE, LOCK IN SHARE
+	// MODE), INTO (files or variables), sequences, replication waits,
+	// SLEEP and BENCHMARK, a /*master*/ hint, multi-statements.
+	ReplicaNever ReplicaUse = iota
+	// ReplicaFollow: a read other than SELECT and WITH (SHOW, DESCRIBE,
+	// ...) goes where the session's last read went.
+	ReplicaFollow
+	// ReplicaAny: a plain SELECT or WITH may go to a replica.
+	ReplicaAny
+)
+
+// Stmt is what the proxy knows of a statement from its text, decided once
+// by Classify in one pass over its tokens: string literals, quoted names
+// and comments are skipped as the server skips them (executable comments
+// are read into, as the server reads them), so a keyword inside a literal
+// or a comment decides nothing. Code above the router reads these facts
+// and never looks at the text again.
+type Stmt struct {
+	Kind    Kind
+	Keyword string // first keyword, upper case
+	// Sticky is true when the statement may leave state on the backend
+	// connection that later statements depend on and that the server does
+	// not report (user variables assigned outside SET, temporary tables,
+	// named locks, FOUND_ROWS, sequences' last values, LAST_INSERT_ID(x),
+	// global read locks, ...). The session then keeps its backend
+	// connection. It errs on the side of sticky.
+	Sticky bool
+	// UsesLastInsertID is true when the statement calls LAST_INSERT_ID().
+	UsesLastInsertID bool
+	// ImplicitCommit: the statement commits the session's open transaction
+	// before it runs, as MariaDB's DDL does (CREATE and DROP TEMPORARY
+	// TABLE do not).
+	ImplicitCommit bool
+	// OutsideTxn: the statement runs outside the session's transaction
+	// (DDL, LOCK TABLES, UNLOCK TABLES): it joins no XA branch.
+	OutsideTxn bool
+	// UnlockTables is UNLOCK TABLES (or UNLOCK TABLE) and nothing else.
+	UnlockTables bool
+	// LockTables is LOCK TABLES (or LOCK TABLE).
+	LockTables bool
+	// SetsGlobal: a SET that assigns a global variable (SET GLOBAL x,
+	// SET @@GLOBAL.x): new sessions start with the new value.
+	SetsGlobal bool
+	// Replica says whether a replica may answer.
+	Replica ReplicaUse
+	// Multi: the text holds more than one statement.
+	Multi bool
+	// Executable: the text holds an executable comment (/*! */, /*M! */),
+	// whose content the server runs.
+	Executable bool
+	// Blank: the text is empty or whitespace only (the server's "Query
+	// was empty").
+	Blank bool
+	// second is the second keyword as written (SecondIs).
+	second string
+}
+
+// SecondIs reports whether the statement's second word is w (upper case
+// ASCII), in any case: START TRANSACTION, EXECUTE IMMEDIATE.
+func (st *Stmt) SecondIs(w string) bool { return equalFoldASCII(st.second, w) }
+
+// Classify reads a statement's text once, under the session's sql_mode
+// (which decides how backslashes in strings read), and returns its facts.
+// It does not allocate for the statements of the hot path.
+func Classify(sql string, mode Mode) Stmt {
+	sc := stmtScanner{s: sql, mode: mode}
+	return sc.run()
+}
+
+// stmtScanner is one pass of Classify over a text.
+type stmtScanner struct {
+	s    string
+	mode Mode
+	i    int
+
+	st    Stmt
+	words int // words read, keywords and names alike
+	// prev and prev2 are the last two keywords read (upper case, "" for
+	// a word that is no keyword this scanner knows), for two-word facts.
+	prev, prev2  string
+	lastEnd      int  // end of the last token, to tell adjacency
+	lastQuoted   bool // the last token was a quoted string or name
+	afterDot     bool // the last token was '.': the next word is a name
+	userVar      bool // a user variable (@x) appears
+	assignOp     bool // := appears
+	lidOpen      int  // 1 after LAST_INSERT_ID, 2 after its '('
+	tempTable    bool // TEMPORARY before TABLE in CREATE or DROP
+	tableSeen    bool
+	readLock     bool // READ LOCK or FOR EXPORT (FLUSH)
+	masterOnly   bool // a word that keeps a read on the master
+	hintMaster   bool // a /*master*/ hint
+	ended        bool // a ';' ended a statement
+	inExecutable int  // executable comments open
+	firstWordEnd int
+}
+
+// hintSlot reports whether a plain comment at this point is where kingshard
+// hints go: before the first keyword or right after it.
+func (sc *stmtScanner) hintSlot() bool {
+	return sc.words == 0 || sc.words == 1 && sc.lastEnd == sc.firstWordEnd
+}
+
+func (sc *stmtScanner) run() Stmt {
+	s := sc.s
+	blank := true
+	for sc.i < len(s) {
+		c := s[sc.i]
+		if !isSpace(c) {
+			blank = false
+		}
+		switch {
+		case isSpace(c):
+			sc.i++
+		case c == '#' || c == '-' && lineComment(s, sc.i):
+			for sc.i < len(s) && s[sc.i] != '\n' {
+				sc.i++
+			}
+		case c == '/' && sc.i+1 < len(s) && s[sc.i+1] == '*':
+			sc.comment()
+		case c == '*' && sc.inExecutable > 0 && sc.i+1 < len(s) && s[sc.i+1] == '/':
+			sc.inExecutable--
+			sc.i += 2
+		case c == '\'' || c == '"':
+			sc.seen()
+			sc.i = sc.skipString(c)
+			sc.token(true)
+		case c == '`':
+			sc.seen()
+			if end := scanQuoted(s, sc.i, '`'); end > 0 {
+				sc.i = end
+			} else {
+				sc.i = len(s)
+			}
+			sc.token(true)
+		case c == '@':
+			sc.variable()
+		case isIdent(c):
+			start := sc.i
+			for sc.i < len(s) && isIdent(s[sc.i]) {
+				sc.i++
+			}
+			sc.word(s[start:sc.i])
+		default:
+			sc.punct(c)
+		}
+	}
+	sc.st.Blank = blank
+	return sc.finish()
+}
+
+// seen notes that a token other than a word was read (for ';' and the
+// multi-statement fact).
+func (sc *stmtScanner) seen() {
+	if sc.ended {
+		sc.st.Multi = true
+		sc.ended = false
+	}
+	if sc.lidOpen == 2 {
+		sc.st.Sticky = true // LAST_INSERT_ID(expr) sets it
+		sc.lidOpen = 0
+	}
+}
+
+// token records the end of a token just read.
+func (sc *stmtScanner) token(quoted bool) {
+	sc.lastEnd, sc.lastQuoted, sc.afterDot = sc.i, quoted, false
+	sc.prev2, sc.prev = sc.prev, ""
+}
+
+// comment skips a /* */ comment, reads into an executable one, and notes
+// a /*master*/ hint where hints go.
+func (sc *stmtScanner) comment() {
+	s, i := sc.s, sc.i
+	if i+2 < len(s) && (s[i+2] == '!' || (s[i+2] == 'M' || s[i+2] == 'm') && i+3 < len(s) && s[i+3] == '!') {
+		sc.st.Executable = true
+		sc.inExecutable++
+		i += 3
+		if s[i-1] != '!' {
+			i++
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		sc.i = i
+		return
+	}
+	content, end, plain := plainComment(s, i)
+	if end < 0 {
+		sc.i = len(s) // unterminated: the server reads the rest as comment
+		return
+	}
+	if plain && sc.hintSlot() && equalFoldTrim(content, "master") {
+		sc.hintMaster = true
+	}
+	sc.i = end
+}
+
+// skipString returns the end of the string literal (or ANSI-quoted name)
+// opened by q at sc.i: doubled quotes continue it, and so does a
+// backslash-escaped quote unless the session's sql_mode has
+// NO_BACKSLASH_ESCAPES.
+func (sc *stmtScanner) skipString(q byte) int {
+	s := sc.s
+	backslash := sc.mode&ModeNoBackslashEscapes == 0
+	for k := sc.i + 1; k < len(s); k++ {
+		switch s[k] {
+		case '\\':
+			if backslash {
+				k++
+			}
+		case q:
+			if k+1 < len(s) && s[k+1] == q {
+				k++
+				continue
+			}
+			return k + 1
+		}
+	}
+	return len(s)
+}
+
+// variable reads @name, @'name', @@name, @@global.name; an @ right after
+// a quoted string or word is an account's host part ('u'@'h').
+func (sc *stmtScanner) variable() {
+	s := sc.s
+	if sc.lastEnd == sc.i && sc.i > 0 && (sc.lastQuoted || isIdent(s[sc.i-1])) {
+		sc.punct('@')
+		return
+	}
+	sc.seen()
+	i := sc.i + 1
+	if i < len(s) && s[i] == '@' {
+		// A system variable: @@x, @@global.x, @@session.x.
+		i++
+		start := i
+		for i < len(s) && isIdent(s[i]) {
+			i++
+		}
+		if sc.st.Keyword == "SET" && equalFoldASCII(s[start:i], "global") && i < len(s) && s[i] == '.' {
+			sc.st.SetsGlobal = true
+		}
+		sc.i = i
+		sc.token(false)
+		return
+	}
+	switch {
+	case i < len(s) && (s[i] == '\'' || s[i] == '"'):
+		sc.i = i
+		sc.i = sc.skipString(s[i])
+	case i < len(s) && s[i] == '`':
+		if end := scanQuoted(s, i, '`'); end > 0 {
+			sc.i = end
+		} else {
+			sc.i = len(s)
+		}
+	case i < len(s) && isIdent(s[i]):
+		for i < len(s) && (isIdent(s[i]) || s[i] == '.') {
+			i++
+		}
+		sc.i = i
+	default:
+		sc.punct('@')
+		return
+	}
+	sc.userVar = true
+	if sc.prev == "INTO" {
+		sc.st.Sticky = true // SELECT ... INTO @v assigns it
+	}
+	sc.token(false)
+}
+
+// punct reads one byte of punctuation.
+func (sc *stmtScanner) punct(c byte) {
+	s := sc.s
+	if sc.words == 0 && (c == '(' || c == ';') {
+		sc.i++ // before the first keyword, as the server skips them
+		return
+	}
+	switch c {
+	case ';':
+		sc.ended = sc.words > 0
+		sc.i++
+		sc.lastEnd = sc.i
+		return
+	case ':':
+		if sc.i+1 < len(s) && s[sc.i+1] == '=' {
+			sc.assignOp = true
+		}
+	case '(':
+		if sc.lidOpen == 1 {
+			sc.seen()
+			sc.lidOpen = 2
+			sc.i++
+			sc.lastEnd = sc.i
+			return
+		}
+	case ')':
+		if sc.lidOpen == 2 {
+			sc.lidOpen = 0 // LAST_INSERT_ID(): reads it
+		}
+	}
+	sc.seen()
+	sc.lidOpen = 0
+	sc.i++
+	sc.token(false)
+	sc.afterDot = c == '.'
+}
+
+// word reads one word: the first is the statement's keyword; later ones
+// are matched against the keywords that decide a fact.
+func (sc *stmtScanner) word(w string) {
+	sc.seen()
+	name := sc.afterDot // t.temporary is a column
+	sc.lastEnd, sc.lastQuoted, sc.afterDot = sc.i, false, false
+	sc.words++
+	if sc.words == 1 {
+		sc.firstWordEnd = sc.i
+		sc.st.Keyword = keyword(w)
+		sc.prev2, sc.prev = "", sc.st.Keyword
+		return
+	}
+	if sc.words == 2 {
+		sc.st.second = w
+	}
+	kw := ""
+	if !name {
+		kw = knownWord(w)
+	}
+	st := &sc.st
+	switch kw {
+	case "TEMPORARY":
+		st.Sticky = true
+		if !sc.tableSeen {
+			sc.tempTable = true
+		}
+	case "TABLE", "TABLES":
+		sc.tableSeen = true
+	case "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK", "SQL_CALC_FOUND_ROWS",
+		"FOUND_ROWS", "ROW_COUNT", "LASTVAL", "SETVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN":
+		st.Sticky = true
+	case "NEXTVAL":
+		st.Sticky, sc.masterOnly = true, true
+	case "VALUE":
+		switch sc.prev {
+		case "PREVIOUS":
+			st.Sticky = true
+		case "NEXT":
+			st.Sticky, sc.masterOnly = true, true
+		}
+	case "LAST_INSERT_ID":
+		st.UsesLastInsertID = true
+		sc.lidOpen = 1
+	case "UPDATE", "SHARE":
+		if sc.prev == "FOR" || kw == "SHARE" && sc.prev == "IN" && sc.prev2 == "LOCK" {
+			sc.masterOnly = true // a locking read
+		}
+	case "INTO", "MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP", "BENCHMARK":
+		sc.masterOnly = true
+	case "LOCK":
+		if sc.prev == "READ" {
+			sc.readLock = true
+		}
+	case "EXPORT":
+		if sc.prev == "FOR" {
+			sc.readLock = true
+		}
+	case "GLOBAL":
+		if st.Keyword == "SET" {
+			st.SetsGlobal = true
+		}
+	}
+	if kw != "LAST_INSERT_ID" {
+		sc.lidOpen = 0
+	}
+	sc.prev2, sc.prev = sc.prev, kw
+}
+
+// finish derives the facts that depend on the whole text.
+func (sc *stmtScanner) finish() Stmt {
+	st := sc.st
+	switch st.Keyword {
+	case "":
+		st.Kind = KindEmpty
+		return st
+	case "SELECT", "SHOW", "DESC", "DESCRIBE", "EXPLAIN", "WITH", "VALUES", "TABLE", "DO", "HELP", "CHECKSUM":
+		st.Kind = KindRead
+	case "INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD":
+		st.Kind = KindWrite
+	case "CREATE", "ALTER", "DROP", "TRUNCATE", "RENAME", "GRANT", "REVOKE", "ANALYZE", "OPTIMIZE", "REPAIR", "CHECK", "FLUSH":
+		st.Kind = KindDDL
+	case "BEGIN", "COMMIT", "ROLLBACK":
+		st.Kind = KindTxn
+	case "START":
+		st.Kind = KindTxn
+		if !st.SecondIs("TRANSACTION") {
+			st.Kind, st.Sticky = KindOther, true // START SLAVE and friends
+		}
+	case "KILL":
+		st.Kind = KindKill
+	default:
+		st.Kind = KindOther
+		st.Sticky = true
+	}
+	switch st.Keyword {
+	case "LOCK":
+		st.LockTables = st.SecondIs("TABLES") || st.SecondIs("TABLE")
+		st.OutsideTxn = true
+	case "UNLOCK":
+		st.UnlockTables = sc.words == 2 && (st.SecondIs("TABLES") || st.SecondIs("TABLE")) && !st.Multi
+		st.OutsideTxn = true
+	case "LOAD":
+		if sc.userVar {
+			st.Sticky = true // LOAD DATA ... (@v) SET c = @v assigns @v
+		}
+	case "FLUSH":
+		if sc.readLock {
+			st.Sticky = true
+		}
+	}
+	if sc.lidOpen == 2 {
+		st.Sticky = true // LAST_INSERT_ID( at the end of a cut text
+	}
+	if sc.userVar && sc.assignOp {
+		st.Sticky = true // @v := expr outside SET
+	}
+	if st.Kind == KindDDL {
+		st.ImplicitCommit = !(sc.tempTable && (st.Keyword == "CREATE" || st.Keyword == "DROP"))
+		st.OutsideTxn = true
+	}
+	switch {
+	case st.Kind != KindRead || st.Sticky || st.UsesLastInsertID || st.Multi || sc.hintMaster:
+		st.Replica = ReplicaNever
+	case st.Keyword != "SELECT" && st.Keyword != "WITH":
+		st.Replica = ReplicaFollow
+	case sc.masterOnly:
+		st.Replica = ReplicaNever
+	default:
+		st.Replica = ReplicaAny
+	}
+	return st
+}
+
+// keyword returns the first keyword in upper case: the keywords the
+// proxy acts on are constants (no allocation on the hot path).
+func keyword(w string) string {
+	if k := knownWord(w); k != "" {
+		return k
+	}
+	return strings.ToUpper(w)
+}
+
+// knownWord returns w in upper case when it is a word Classify acts on,
+// "" otherwise, without allocating.
+func knownWord(w string) string {
+	if len(w) < 2 || len(w) > 20 {
+		return ""
+	}
+	var buf [20]byte
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	switch u := buf[:len(w)]; string(u) {
+	case "SELECT":
+		return "SELECT"
+	case "INSERT":
+		return "INSERT"
+	case "UPDATE":
+		return "UPDATE"
+	case "DELETE":
+		return "DELETE"
+	case "REPLACE":
+		return "REPLACE"
+	case "SHOW":
+		return "SHOW"
+	case "SET":
+		return "SET"
+	case "BEGIN":
+		return "BEGIN"
+	case "START":
+		return "START"
+	case "COMMIT":
+		return "COMMIT"
+	case "ROLLBACK":
+		return "ROLLBACK"
+	case "WITH":
+		return "WITH"
+	case "LOAD":
+		return "LOAD"
+	case "CREATE":
+		return "CREATE"
+	case "DROP":
+		return "DROP"
+	case "ALTER":
+		return "ALTER"
+	case "USE":
+		return "USE"
+	case "LOCK":
+		return "LOCK"
+	case "UNLOCK":
+		return "UNLOCK"
+	case "FLUSH":
+		return "FLUSH"
+	case "KILL":
+		return "KILL"
+	case "PREPARE":
+		return "PREPARE"
+	case "EXECUTE":
+		return "EXECUTE"
+	case "DEALLOCATE":
+		return "DEALLOCATE"
+	case "SAVEPOINT":
+		return "SAVEPOINT"
+	case "RELEASE":
+		return "RELEASE"
+	case "TEMPORARY":
+		return "TEMPORARY"
+	case "TABLE":
+		return "TABLE"
+	case "TABLES":
+		return "TABLES"
+	case "GET_LOCK":
+		return "GET_LOCK"
+	case "RELEASE_LOCK":
+		return "RELEASE_LOCK"
+	case "RELEASE_ALL_LOCKS":
+		return "RELEASE_ALL_LOCKS"
+	case "IS_USED_LOCK":
+		return "IS_USED_LOCK"
+	case "IS_FREE_LOCK":
+		return "IS_FREE_LOCK"
+	case "SQL_CALC_FOUND_ROWS":
+		return "SQL_CALC_FOUND_ROWS"
+	case "FOUND_ROWS":
+		return "FOUND_ROWS"
+	case "ROW_COUNT":
+		return "ROW_COUNT"
+	case "LASTVAL":
+		return "LASTVAL"
+	case "SETVAL":
+		return "SETVAL"
+	case "NEXTVAL":
+		return "NEXTVAL"
+	case "CONNECTION_ID":
+		return "CONNECTION_ID"
+	case "PSEUDO_THREAD_ID":
+		return "PSEUDO_THREAD_ID"
+	case "SQL_LOG_BIN":
+		return "SQL_LOG_BIN"
+	case "PREVIOUS":
+		return "PREVIOUS"
+	case "NEXT":
+		return "NEXT"
+	case "VALUE":
+		return "VALUE"
+	case "LAST_INSERT_ID":
+		return "LAST_INSERT_ID"
+	case "FOR":
+		return "FOR"
+	case "IN":
+		return "IN"
+	case "SHARE":
+		return "SHARE"
+	case "INTO":
+		return "INTO"
+	case "MASTER_GTID_WAIT":
+		return "MASTER_GTID_WAIT"
+	case "MASTER_POS_WAIT":
+		return "MASTER_POS_WAIT"
+	case "SLEEP":
+		return "SLEEP"
+	case "BENCHMARK":
+		return "BENCHMARK"
+	case "READ":
+		return "READ"
+	case "EXPORT":
+		return "EXPORT"
+	case "GLOBAL":
+		return "GLOBAL"
+	case "DESC":
+		return "DESC"
+	case "DESCRIBE":
+		return "DESCRIBE"
+	case "EXPLAIN":
+		return "EXPLAIN"
+	case "VALUES":
+		return "VALUES"
+	case "DO":
+		return "DO"
+	}
+	return ""
+}
+
+// MultiSticky reports whether a multi-statement text of user's session
+// leaves state on its connection. With shard rules each statement is
+// classified (a batch of INSERTs, as Connector/J rewrites one, leaves none,
+// so it does not tie the session to a node); without, the whole text
+// counts as leaving state: the session uses one node anyway, and the text
+// is not parsed.
+func (r *Router) MultiSticky(sql, user string, mode Mode) bool {
+	if !r.Sharded(user) {
+		return true
+	}
+	texts, ok := SplitStatements(sql, mode)
+	if !ok {
+		return true
+	}
+	for _, q := range texts {
+		if st := Classify(q, mode); st.Sticky || st.Kind == KindOther || st.Kind == KindTxn || st.Kind == KindEmpty {
+			return true
+		}
+	}
+	return false
+}
