@@ -92,9 +92,10 @@ type Executor struct {
 	w     Writer
 	sql   string // the statement being run, for targets without SQL of their own
 	qbuf  []byte // scratch for COM_QUERY packets
-	ebuf  []byte // scratch for end packets rewritten for the client
-	// scratch holds column definitions renamed for the client.
-	scratch []byte
+	// relay passes single-backend responses on to the client; it lives
+	// in the executor, not built per statement, so that the point-select
+	// path allocates nothing.
+	relay relayer
 	// fbStart is when the running exact fallback began.
 	fbStart time.Time
 	// tables are the logical tables of the plan being executed: column
@@ -115,7 +116,9 @@ type Executor struct {
 // NewExecutor returns an executor that takes connections from conns and
 // answers through w.
 func (e *Engine) NewExecutor(conns Conns, w Writer) *Executor {
-	return &Executor{eng: e, conns: conns, w: w}
+	x := &Executor{eng: e, conns: conns, w: w}
+	x.relay.x = x
+	return x
 }
 
 // Execute runs a plan whose answer the proxy builds (several targets, or

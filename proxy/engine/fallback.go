@@ -96,7 +96,7 @@ func (x *Executor) fallbackBinary(bc *backend.Conn, q string) (backend.Outcome, 
 		bc.MarkBroken()
 		return backend.Outcome{}, backend.ErrLost(bc)
 	}
-	res, err := relayResult(x, bc, false, x.tables)
+	res, err := x.relay.result(bc, false, x.tables)
 	if err != nil {
 		bc.MarkBroken()
 	}

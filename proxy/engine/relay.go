@@ -11,6 +11,20 @@ import (
 // Relay passes one backend response on to the client as it reads it.
 type Relay func(x *Executor, bc *backend.Conn) (backend.Outcome, error)
 
+// relayer passes the response of one backend on to the client packet by
+// packet, decoding only the packets that end a result (their status, and
+// the session state the client is not told of) and, for statements on
+// subtables, the column definitions that name them. It owns the scratch
+// buffers those rewritten packets are built in, kept between statements
+// so that relaying allocates nothing. Every Relay of the package runs
+// through the executor's one relayer; x is the executor it counts rows
+// and relayed errors for and whose client it writes to.
+type relayer struct {
+	x       *Executor
+	ebuf    []byte // end packets rewritten for the client
+	scratch []byte // column definitions renamed for the client
+}
+
 // Forward runs one client command on a connection to node: it borrows (or
 // reuses) a connection in the session's state, sends the command packet p
 // unchanged, relays the response with relay (nil: the command has no
@@ -65,9 +79,9 @@ func (x *Executor) RunOn(bc *backend.Conn, p []byte, sticky bool, relay Relay) (
 // RelayResult forwards a COM_QUERY or COM_STMT_EXECUTE response: any number
 // of results (OK, ERR, result sets, LOCAL INFILE requests) chained by
 // SERVER_MORE_RESULTS_EXISTS. Rows are copied as raw packets; the packets
-// that end a result go through passEnd.
+// that end a result go through relayer.end.
 func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
-	return relayResult(x, bc, false, nil)
+	return x.relay.result(bc, false, nil)
 }
 
 // RelayResultLogical is RelayResult for a statement on subtables of the
@@ -75,7 +89,7 @@ func RelayResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 // org_table) name its logical table instead, as the server would for the
 // table the client wrote. cursor is as for RelayCursorResult.
 func RelayResultLogical(x *Executor, bc *backend.Conn, tables []string, cursor bool) (backend.Outcome, error) {
-	return relayResult(x, bc, cursor, tables)
+	return x.relay.result(bc, cursor, tables)
 }
 
 // LogicalName maps a subtable name of one of tables (the logical name,
@@ -117,9 +131,9 @@ func allDigits(b []byte) bool {
 	return len(b) > 0
 }
 
-// forwardColumn passes one column definition on, naming the logical table
-// where it names a subtable of one of tables.
-func (x *Executor) forwardColumn(bc *backend.Conn, client *mysql.Conn, tables []string) error {
+// column passes one column definition on, naming the logical table where
+// it names a subtable of one of tables.
+func (rl *relayer) column(bc *backend.Conn, client *mysql.Conn, tables []string) error {
 	if len(tables) == 0 {
 		_, err := bc.ForwardPacket(client)
 		return err
@@ -128,11 +142,11 @@ func (x *Executor) forwardColumn(bc *backend.Conn, client *mysql.Conn, tables []
 	if err != nil {
 		return err
 	}
-	out, ok := mysql.RenameColumnTables(x.scratch[:0], p, func(name []byte) (string, bool) { return LogicalName(tables, name) })
+	out, ok := mysql.RenameColumnTables(rl.scratch[:0], p, func(name []byte) (string, bool) { return LogicalName(tables, name) })
 	if !ok {
 		out = p
 	} else {
-		x.scratch = out
+		rl.scratch = out
 	}
 	if err := client.WritePacket(out); err != nil {
 		return &mysql.DstError{Err: err}
@@ -147,12 +161,14 @@ func (x *Executor) forwardColumn(bc *backend.Conn, client *mysql.Conn, tables []
 // sets it on results of a CALL whose procedure used a cursor), so only
 // these executions read it so.
 func RelayCursorResult(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
-	return relayResult(x, bc, true, nil)
+	return x.relay.result(bc, true, nil)
 }
 
-func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (backend.Outcome, error) {
+// result relays a whole response (see RelayResult, RelayCursorResult and
+// RelayResultLogical).
+func (rl *relayer) result(bc *backend.Conn, cursor bool, tables []string) (backend.Outcome, error) {
 	var r backend.Outcome
-	client := x.w.Client()
+	client := rl.x.w.Client()
 	deprecateEOF := bc.Caps&mysql.ClientDeprecateEOF != 0
 	for {
 		first, length, err := bc.PeekPacket()
@@ -160,7 +176,7 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 			return r, err
 		}
 		if first == mysql.OKHeader && length > 0 && length < mysql.MaxPacketPayload {
-			if err := x.passEnd(bc, &r); err != nil {
+			if err := rl.end(bc, &r); err != nil {
 				return r, err
 			}
 			r.Sent = true
@@ -179,7 +195,7 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 			r.OK = false
 			if len(p.Small) >= 3 {
 				r.ErrCode = binary.LittleEndian.Uint16(p.Small[1:3])
-				x.ErrCode = r.ErrCode
+				rl.x.ErrCode = r.ErrCode
 			}
 			return r, nil
 		case p.First == mysql.LocalInfileHeader && p.Small != nil:
@@ -196,19 +212,19 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 			return r, mysql.ErrBadPacket
 		}
 		for i := uint64(0); i < ncols; i++ {
-			if err := x.forwardColumn(bc, client, tables); err != nil {
+			if err := rl.column(bc, client, tables); err != nil {
 				return r, err
 			}
 		}
 		if !deprecateEOF {
-			if err := x.passEnd(bc, &r); err != nil {
+			if err := rl.end(bc, &r); err != nil {
 				return r, err
 			}
 			if cursor && r.Status&mysql.StatusCursorExists != 0 {
 				return r, nil // COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH
 			}
 		}
-		if err := x.relayRows(bc, &r); err != nil {
+		if err := rl.rows(bc, &r); err != nil {
 			return r, err
 		}
 		if !r.OK || r.Status&mysql.StatusMoreResultsExists == 0 {
@@ -217,10 +233,10 @@ func relayResult(x *Executor, bc *backend.Conn, cursor bool, tables []string) (b
 	}
 }
 
-// relayRows forwards rows up to and including the EOF/OK or ERR that ends
+// rows forwards rows up to and including the EOF/OK or ERR that ends
 // them.
-func (x *Executor) relayRows(bc *backend.Conn, r *backend.Outcome) error {
-	client := x.w.Client()
+func (rl *relayer) rows(bc *backend.Conn, r *backend.Outcome) error {
+	client := rl.x.w.Client()
 	continued := false
 	for {
 		first, length, err := bc.PeekPacket()
@@ -228,7 +244,7 @@ func (x *Executor) relayRows(bc *backend.Conn, r *backend.Outcome) error {
 			return err
 		}
 		if !continued && first == mysql.EOFHeader && length < mysql.MaxPacketPayload {
-			return x.passEnd(bc, r)
+			return rl.end(bc, r)
 		}
 		p, err := bc.ForwardPacket(client)
 		if err != nil {
@@ -248,17 +264,17 @@ func (x *Executor) relayRows(bc *backend.Conn, r *backend.Outcome) error {
 			r.OK = false
 			return nil
 		}
-		x.Rows++
+		rl.x.Rows++
 	}
 }
 
-// passEnd reads the OK or EOF packet that ends a result (or the EOF after
+// end reads the OK or EOF packet that ends a result (or the EOF after
 // column definitions), records in r what it says, including the session
 // state changes the server reports, and passes it on as a client without
 // CLIENT_SESSION_TRACK expects it: without the state information and
 // without SERVER_SESSION_STATE_CHANGED. A packet without a state change
 // goes out unchanged.
-func (x *Executor) passEnd(bc *backend.Conn, r *backend.Outcome) error {
+func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 	p, err := bc.ReadPacket()
 	if err != nil {
 		return err
@@ -268,8 +284,8 @@ func (x *Executor) passEnd(bc *backend.Conn, r *backend.Outcome) error {
 	switch {
 	case len(p) == 5 && p[0] == mysql.EOFHeader:
 		if r.Status&mysql.StatusSessionStateChange != 0 {
-			x.ebuf = mysql.AppendEOF(x.ebuf[:0], r.Warnings, r.Status&^mysql.StatusSessionStateChange)
-			out = x.ebuf
+			rl.ebuf = mysql.AppendEOF(rl.ebuf[:0], r.Warnings, r.Status&^mysql.StatusSessionStateChange)
+			out = rl.ebuf
 		}
 	case r.Status&mysql.StatusSessionStateChange != 0 && bc.Caps&mysql.ClientSessionTrack != 0:
 		// Without a state change the two formats are the same bytes.
@@ -281,10 +297,10 @@ func (x *Executor) passEnd(bc *backend.Conn, r *backend.Outcome) error {
 			r.State = append(r.State[:0], state...)
 		}
 		ok.Status &^= mysql.StatusSessionStateChange
-		x.ebuf = mysql.AppendOK(x.ebuf[:0], p[0], ok)
-		out = x.ebuf
+		rl.ebuf = mysql.AppendOK(rl.ebuf[:0], p[0], ok)
+		out = rl.ebuf
 	}
-	if err := x.w.Client().WritePacket(out); err != nil {
+	if err := rl.x.w.Client().WritePacket(out); err != nil {
 		return &mysql.DstError{Err: err}
 	}
 	return nil
@@ -316,7 +332,7 @@ func relayLocalInfile(client *mysql.Conn, bc *backend.Conn) error {
 // RelayFetch forwards a COM_STMT_FETCH response: rows and EOF, or ERR.
 func RelayFetch(x *Executor, bc *backend.Conn) (backend.Outcome, error) {
 	r := backend.Outcome{Sent: true}
-	err := x.relayRows(bc, &r)
+	err := x.relay.rows(bc, &r)
 	return r, err
 }
 
