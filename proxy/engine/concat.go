@@ -9,11 +9,23 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// concat answers a SELECT planned on several subtables with one result
-// set: the first target's column definitions, then every target's rows in
-// target order, then one end packet. In the text protocol rows pass as raw
-// packets, renumbered; nothing is buffered.
-func (x *Executor) concat(plan *router.Plan) error {
+// concatenate runs a Concat plan without a merge: a SELECT planned on
+// several subtables whose rows need no ordering, grouping or limit across
+// targets. It answers one result set: the first target's column
+// definitions, then every target's rows in target order, then one end
+// packet. In the text protocol rows pass as raw packets, renumbered;
+// nothing is buffered. The targets run one after another, each on a
+// connection borrowed for it and given back before the next is sent.
+//
+// It also relays the one result of an exact fallback (gather.run), whose
+// column definitions name the logical tables as a concatenation's do.
+type concatenate struct {
+	x *Executor
+}
+
+// run answers the plan's targets as one result set.
+func (c concatenate) run(plan *router.Plan) error {
+	x := c.x
 	var warnings uint16
 	started := false
 	for i := range plan.Targets {
@@ -22,7 +34,7 @@ func (x *Executor) concat(plan *router.Plan) error {
 			return err
 		}
 		x.conns.Running(bc)
-		res, err := x.concatOne(bc, !started)
+		res, err := c.one(bc, !started)
 		x.conns.Running(nil)
 		if err != nil {
 			bc.MarkBroken()
@@ -46,10 +58,10 @@ func (x *Executor) concat(plan *router.Plan) error {
 	return x.w.End(warnings)
 }
 
-// concatOne relays one target's result set: its column definitions only
-// when first, its rows always, never its final EOF/OK (concat writes one
-// for all).
-func (x *Executor) concatOne(bc *backend.Conn, first bool) (backend.Outcome, error) {
+// one relays one target's result set: its column definitions only when
+// first, its rows always, never its final EOF/OK (run writes one for all).
+func (c concatenate) one(bc *backend.Conn, first bool) (backend.Outcome, error) {
+	x := c.x
 	var r backend.Outcome
 	client := x.w.Client()
 	h, _, err := bc.PeekPacket()
@@ -80,7 +92,7 @@ func (x *Executor) concatOne(bc *backend.Conn, first bool) (backend.Outcome, err
 		r.Sent = true
 	}
 	if !x.w.TextRows() {
-		return r, x.convertRows(bc, int(ncols), &r)
+		return r, c.convert(bc, int(ncols), &r)
 	}
 	continued := false
 	for {
@@ -135,9 +147,10 @@ func readColumns(bc *backend.Conn, ncols int, keep bool, tables []string) ([][]b
 	return raw, nil
 }
 
-// convertRows reads a target's text rows and hands them to the writer as
+// convert reads a target's text rows and hands them to the writer as
 // values, for a prepared statement's execution (binary protocol).
-func (x *Executor) convertRows(bc *backend.Conn, ncols int, r *backend.Outcome) error {
+func (c concatenate) convert(bc *backend.Conn, ncols int, r *backend.Outcome) error {
+	x := c.x
 	var vals [][]byte
 	for {
 		p, err := bc.ReadPacket()

@@ -131,9 +131,9 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 	switch plan.Kind {
 	case router.Concat:
 		if plan.Merge != nil {
-			return x.merge(plan)
+			return newMerger(x).run(plan)
 		}
-		return x.concat(plan)
+		return concatenate{x}.run(plan)
 	case router.SumOK, router.Fanout:
 		return x.writes(plan)
 	case router.ShowTables:

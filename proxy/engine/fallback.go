@@ -52,7 +52,7 @@ func (x *Executor) fallback(plan *router.Plan) error {
 			e := mysql.ParseErr(p)
 			return backend.Outcome{}, &mysql.SQLError{Code: e.Code, State: e.State, Message: strings.ReplaceAll(e.Message, router.FallbackSuffix, "")}
 		}
-		res, err := x.concatOne(bc, true)
+		res, err := concatenate{x}.one(bc, true)
 		if err != nil {
 			bc.MarkBroken()
 			return backend.Outcome{}, err

@@ -9,10 +9,14 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// merger runs one merged SELECT: it sends the statement to every target,
-// reads their column definitions, builds the pipeline of operators the
-// plan's Merge asks for (see ops.go) over the targets' streams, and writes
-// the pipeline's rows.
+// merger runs a Concat plan with a Merge: one SELECT whose targets' rows
+// are combined as one server would answer it (ordered, grouped,
+// deduplicated, limited). It sends the statement to every target, reads
+// their column definitions, builds the pipeline of operators the plan's
+// Merge asks for (see ops.go) over the targets' streams, and writes the
+// pipeline's rows. It owns, for one statement, the targets' streams and
+// their connections (given back by close, whatever happened) and the
+// memory budget of the rows it holds. A merger is built per statement.
 type merger struct {
 	x       *Executor
 	m       *resolved
@@ -22,14 +26,22 @@ type merger struct {
 	mem     budget
 }
 
-// merge runs a SELECT on every target at once (all statements are sent
-// before any result is read, so the backends work in parallel) and merges
-// the results as plan.Merge says.
-func (x *Executor) merge(plan *router.Plan) error {
+// newMerger returns a merger for one statement of x, its memory bounded
+// by merge_memory_limit and, with the other merges under way, by
+// merge_memory_total.
+func newMerger(x *Executor) *merger {
 	mg := &merger{x: x, mem: budget{limit: x.eng.mergeLimit}}
 	if x.eng.mergeTotalLimit > 0 {
 		mg.mem.global, mg.mem.globalLimit = &x.eng.mergeTotal, x.eng.mergeTotalLimit
 	}
+	return mg
+}
+
+// run runs a SELECT on every target at once (all statements are sent
+// before any result is read, so the backends work in parallel) and merges
+// the results as plan.Merge says.
+func (mg *merger) run(plan *router.Plan) error {
+	x := mg.x
 	defer mg.close()
 	if err := mg.open(plan); err != nil {
 		return err
