@@ -8,6 +8,8 @@
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
 #   make bench       the load-test ladder (bench/run.sh), then transaction_mode xa against multi (bench/xa.sh)
+#   make bench-compare  before/after in one interleaved run: oltp_point_select, text protocol, 16 threads, 5 rounds;
+#                    direct, relay, the working tree's proxy and BASELINE's (default 70f9b6b), paired ratios (~9 min)
 #   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
 #   make bench-xa    transaction_mode xa against multi: two-node and one-node write transactions, tps ratio and CPU
 #                    (bench/xa.sh; about 6.5 minutes)
@@ -21,7 +23,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-conns bench-stream bench-move bench-xa clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-stream bench-move bench-xa clean
 
 all: build
 
@@ -84,6 +86,11 @@ fuzz:
 bench:
 	bench/run.sh
 	OUT=$${OUT:+$$OUT/xa} bench/xa.sh
+
+# BASELINE, ROUNDS, DURATION, WARMUP and OUT may be given; the rest is fixed so that runs compare with each other.
+bench-compare:
+	BASELINE=$${BASELINE:-70f9b6b} ROUNDS=$${ROUNDS:-5} TESTS=oltp_point_select MODES=disable THREADS=16 \
+		PATHS="direct relay proxy" SPLIT=0 SHARDED_CONFIG= bench/run.sh
 
 bench-conns:
 	bench/conns.sh

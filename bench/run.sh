@@ -5,7 +5,9 @@
 # through the proxy (B2) and, when SHARDED_CONFIG names a file, through a
 # sharded proxy (B3), plus one path per extra proxy named in VARIANTS (the
 # same binary with another config, e.g. NODELAY_COMPARE=1's TCP_NODELAY off,
-# or another build of the proxy given as name=config@binary).
+# or another build of the proxy given as name=config@binary). BASELINE=<commit>
+# builds that commit's proxy into bin/proxy-base and runs it as the variant
+# "baseline" (make bench-compare: before and after in one interleaved run).
 # Two optional paths measure the sharding ceiling (SPLIT=1, or "split" and
 # "ranged" in PATHS): split runs bench/split.lua directly on node1 against a
 # 4-way hash split of the tables (database sbsplit), ranged runs a proxy with
@@ -43,6 +45,10 @@ SHARDED_CONFIG=${SHARDED_CONFIG-etc/ks.yaml} # "" skips the sharded row
 SHARDED_PREPARE=${SHARDED_PREPARE:-} # Shell command that loads the sharded data; default: sysbench prepare through it.
 VARIANTS=${VARIANTS:-}               # "name=config[@binary] ...": extra proxies with other configs (and binaries), one path each, after the others.
 NODELAY_COMPARE=${NODELAY_COMPARE:-0} # 1: add variant proxy-nodelay-off ($PROXY_CONFIG with TCP_NODELAY off on both sides).
+BASELINE=${BASELINE:-}               # A commit: its cmd/proxy (git archive, built as bin/proxy-base) runs as the path "baseline" beside proxy.
+BASELINE_CONFIG=${BASELINE_CONFIG:-$PROXY_CONFIG} # The baseline's config, copied with its listeners moved to 9691/9791.
+TARGET_CPU_RELAY=${TARGET_CPU_RELAY:-1.10} # With BASELINE: the report checks proxy CPU per query / relay's against this...
+TARGET_QPS_RELAY=${TARGET_QPS_RELAY:-0.95} # ...and proxy QPS / relay's against this (issue 31's targets).
 WARMUP=${WARMUP:-5}                  # Seconds of unrecorded load per path before the first round; 0 skips.
 CLUSTER=${CLUSTER:-1}                # 0: do not call bench/cluster.sh, use servers already running on PORTS.
 PREPARE=${PREPARE:-1}                # 0: keep the sbtest tables from the previous run.
@@ -68,6 +74,8 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 for v in DURATION ROUNDS TABLE_SIZE TABLES WARMUP; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, got '${!v}'"
 done
+[[ $TARGET_CPU_RELAY =~ ^[0-9]+(\.[0-9]+)?$ && $TARGET_QPS_RELAY =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+	die "TARGET_CPU_RELAY and TARGET_QPS_RELAY must be numbers, got '$TARGET_CPU_RELAY' and '$TARGET_QPS_RELAY'"
 [[ $NODELAY_COMPARE == [01] ]] || die "NODELAY_COMPARE must be 0 or 1, got '$NODELAY_COMPARE'"
 [[ $SPLIT == [01] ]] || die "SPLIT must be 0 or 1, got '$SPLIT'"
 [[ $SPLIT_PARTS =~ ^[1-9][0-9]*$ ]] || die "SPLIT_PARTS must be a positive integer, got '$SPLIT_PARTS'"
@@ -91,6 +99,7 @@ cleanup() {
 		for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null || true
 	done
+	[[ -z ${BASELINE_SRC:-} ]] || rm -rf "$BASELINE_SRC"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -252,25 +261,31 @@ DBNAME[ranged]=$RANGE_DB
 split_supports() { case $1 in oltp_read_only | oltp_point_select) return 0 ;; *) return 1 ;; esac; }
 
 # Variants: more proxies, each with its own config, as paths after the others.
+# move_listeners SRC ADDRPORT WEBPORT WHY: SRC on stdout with addr on port
+# ADDRPORT and web_addr on port WEBPORT (same hosts; an empty or missing
+# web_addr stays empty) and no metrics listener, each changed line marked WHY.
+move_listeners() {
+	local src=$1 addr web
+	addr=$(cfg_get "$src" addr)
+	addr=${addr:-127.0.0.1:9696}
+	web=$(cfg_get "$src" web_addr)
+	awk -v addr="${addr%:*}:$2" -v web="${web:+${web%:*}:$3}" -v why="$4" '
+	/^addr[[:space:]]*:/ { print "addr: \"" addr "\"  # run.sh: " why; seen = 1; next }
+	/^web_addr[[:space:]]*:/ { print "web_addr: \"" web "\"  # run.sh: " why; next }
+	/^prometheus_addr[[:space:]]*:/ { print "prometheus_addr: \"\"  # run.sh: would clash with the main proxy"; next }
+	{ print }
+	END { if (!seen) print "addr: \"" addr "\"  # run.sh: " why }' "$src"
+}
 # make_nodelay_off SRC DST: SRC with its own addr (port 9693), web_addr (port
 # 9793, only if SRC has one), no metrics listener and TCP_NODELAY off on the
 # client and the backend sockets. SRC must not define frontend: or backend:
 # (repeated keys are an error in the strict config).
 make_nodelay_off() {
-	local src=$1 dst=$2 addr web
-	addr=$(cfg_get "$src" addr)
-	addr=${addr:-127.0.0.1:9696}
-	web=$(cfg_get "$src" web_addr)
 	{
-		awk -v addr="${addr%:*}:9693" -v web="${web:+${web%:*}:9793}" '
-		/^addr[[:space:]]*:/ { print "addr: \"" addr "\""; seen = 1; next }
-		/^web_addr[[:space:]]*:/ { print "web_addr: \"" web "\""; next }
-		/^prometheus_addr[[:space:]]*:/ { print "prometheus_addr: \"\"  # run.sh: would clash with the main proxy"; next }
-		{ print }
-		END { if (!seen) print "addr: \"" addr "\"" }' "$src"
+		move_listeners "$1" 9693 9793 "the proxy-nodelay-off variant"
 		printf '%s\n' '' "# Added by bench/run.sh (NODELAY_COMPARE=1): TCP_NODELAY off on client and backend sockets." \
 			'frontend:' '  nodelay: false' 'backend:' '  nodelay: false'
-	} >"$dst"
+	} >"$2"
 }
 if [[ $NODELAY_COMPARE == 1 ]]; then
 	[[ -f $PROXY_CONFIG ]] || die "NODELAY_COMPARE=1 copies PROXY_CONFIG, but $PROXY_CONFIG is not found"
@@ -282,6 +297,31 @@ if [[ $NODELAY_COMPARE == 1 ]]; then
 	make_nodelay_off "$PROXY_CONFIG" "$OUT/ks-nodelay-off.yaml"
 	VARIANTS="${VARIANTS:+$VARIANTS }proxy-nodelay-off=$OUT/ks-nodelay-off.yaml"
 	log "NODELAY_COMPARE=1: variant proxy-nodelay-off uses $OUT/ks-nodelay-off.yaml"
+fi
+
+# BASELINE: the proxy of an older commit, built from git archive (uncommitted
+# changes and the working tree stay out of it) into bin/proxy-base, runs as
+# the first variant, "baseline", with a copy of BASELINE_CONFIG on ports
+# 9691/9791; the report compares proxy with it round by round. In even rounds
+# it runs before proxy, in odd ones after, so neither gains from its place.
+BASELINE_NOTE=""
+if [[ -n $BASELINE ]]; then
+	BASELINE_REV=$(git rev-parse --verify -q "$BASELINE^{commit}") || die "BASELINE=$BASELINE is not a commit"
+	[[ -f $BASELINE_CONFIG ]] || die "BASELINE_CONFIG $BASELINE_CONFIG not found"
+	log "building the baseline proxy from git archive of $(git rev-parse --short=12 "$BASELINE_REV") into bin/proxy-base"
+	mkdir -p bin
+	BASELINE_SRC=$(mktemp -d) # Removed here, or by cleanup when interrupted.
+	git archive "$BASELINE_REV" | tar -x -C "$BASELINE_SRC"
+	bin_base=$PWD/bin/proxy-base
+	(cd "$BASELINE_SRC" && go build -o "$bin_base" ./cmd/proxy) >"$OUT/build-baseline.log" 2>&1 ||
+		die "the proxy of $BASELINE does not build, see $OUT/build-baseline.log"
+	rm -rf "$BASELINE_SRC"
+	BASELINE_SRC=""
+	move_listeners "$BASELINE_CONFIG" 9691 9791 "the baseline path" >"$OUT/ks-baseline.yaml"
+	VARIANTS="baseline=$OUT/ks-baseline.yaml@bin/proxy-base${VARIANTS:+ $VARIANTS}"
+	subject=$(git log -1 --format=%s "$BASELINE_REV")
+	((${#subject} <= 72)) || subject="${subject:0:71}…"
+	BASELINE_NOTE="commit $(git log -1 --format='%h of %cs' "$BASELINE_REV") (\"$subject\", BASELINE=$BASELINE), built from git archive as bin/proxy-base; config $OUT/ks-baseline.yaml ($BASELINE_CONFIG, addr port 9691, web_addr port 9791); runs before proxy in even rounds, after it in odd ones"
 fi
 
 # make_ranged SRC DST: SRC with its own addr (port $RANGE_ADDR_PORT), web_addr
@@ -620,6 +660,11 @@ variant_note() {
 			echo "variant $v=${VARIANT_CFG[$v]}, binary ${VARIANT_BIN[$v]} (sha256 $(sha256sum "${VARIANT_BIN[$v]}" | cut -c1-12)), same flags; $(variant_note "${VARIANT_CFG[$v]}")"
 		fi
 	done
+	if [[ -n $BASELINE_NOTE ]]; then
+		echo "baseline=$BASELINE_NOTE"
+		echo "target cpu/relay=$TARGET_CPU_RELAY"
+		echo "target qps/relay=$TARGET_QPS_RELAY"
+	fi
 	echo "relay=io.Copy both ways, nodelay=$RELAY_NODELAY"
 	echo "sharded=$SHARDED_NOTE"
 	want_path split && echo "split=bench/split.lua directly on node1 ($DB_HOST:$DB_PORT), database $SPLIT_DB: each sbtestN in $SPLIT_PARTS parts sbtestN_0000.., row id in part id % $SPLIT_PARTS; point selects go to one part, each range query runs on every part in turn"
@@ -689,12 +734,28 @@ n_tests=$(wc -w <<<"$TESTS") n_modes=$(wc -w <<<"$MODES") n_threads=$(wc -w <<<"
 total=$((n_tests * n_modes * n_threads * ROUNDS * ${#ALL_PATHS[@]}))
 log "$total runs of ${DURATION}s: about $(((total * (DURATION + 2) + 59) / 60)) minutes"
 
+# round_paths ROUND: ROUND_PATHS = the paths in the order this round runs them:
+# ALL_PATHS, with proxy and baseline swapped in even rounds.
+round_paths() {
+	local k
+	ROUND_PATHS=("${ALL_PATHS[@]}")
+	[[ -n $BASELINE_NOTE && $(($1 % 2)) == 0 ]] || return 0
+	local ip="" ib=""
+	for k in "${!ROUND_PATHS[@]}"; do
+		case ${ROUND_PATHS[$k]} in proxy) ip=$k ;; baseline) ib=$k ;; esac
+	done
+	[[ -n $ip && -n $ib ]] || return 0
+	ROUND_PATHS[$ip]=baseline
+	ROUND_PATHS[$ib]=proxy
+}
+
 i=0 failed=0 errored=0 notapplicable=0
 for test in $TESTS; do
 	for mode in $MODES; do
 		for threads in $THREADS; do
 			for ((round = 1; round <= ROUNDS; round++)); do
-				for path in "${ALL_PATHS[@]}"; do
+				round_paths "$round"
+				for path in "${ROUND_PATHS[@]}"; do
 					i=$((i + 1))
 					raw=raw/$test-$mode-t$threads-r$round-$path.txt
 					pid=${PID[$path]:-}

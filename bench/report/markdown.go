@@ -231,9 +231,14 @@ func (rp *Report) writeMarkdown(w io.Writer) error {
 		p("- Variants (%s): the proxy binary (or the binary named in VARIANTS) started with another config (see `variant …` in the environment block), "+
 			"measured like `proxy` and run in the same rounds; the headline also gives their ratio to `proxy`.\n", strings.Join(names, ", "))
 	}
+	if rp.hasPath(baselinePath) {
+		p("- `baseline`: the variant bench/run.sh adds with `BASELINE=<commit>`: the proxy built from that commit, same config on its own ports; " +
+			"it runs before `proxy` in even rounds and after it in odd ones. The section \"Against the baseline\" pairs the two round by round.\n")
+	}
 	p("\n")
 
 	rp.writeHeadline(b)
+	rp.writeBaseline(b)
 
 	if rp.Chart != "" {
 		p("![QPS vs threads](%s)\n\n", rp.Chart)

@@ -520,3 +520,70 @@ func TestNoCeilingWithoutSplitOrRanged(t *testing.T) {
 		t.Errorf("report without split or ranged has a ceiling section\n%s", md.String())
 	}
 }
+
+// baselineCSV: oltp_point_select, text, 16 threads, 3 rounds of 10 s, run with
+// BASELINE. Per round, µs of CPU per query: relay 40, 40, 40; proxy 48, 40, 50;
+// baseline 50, 50 and a failed third round. Allocations per query: proxy 2,
+// baseline 3. QPS: direct 20000, 21000, 19000; relay half of it; proxy 9600,
+// 10290, 9500; baseline 9000, 9450.
+const baselineCSV = `ts,test,mode,threads,round,path,status,duration_s,queries,qps,tps,avg_ms,p50_ms,p95_ms,max_ms,errors,reconnects,proc_cpu_s,proc_rss_kb,db_cpu_s,mallocs,gc_cycles,raw
+1,oltp_point_select,disable,16,1,direct,ok,10,200000,20000,20000,1,1,2,3,0,0,,,2.0,,,raw/b1.txt
+2,oltp_point_select,disable,16,1,relay,ok,10,100000,10000,10000,1,1,2,3,0,0,4.0,5120,2.0,,,raw/b2.txt
+3,oltp_point_select,disable,16,1,proxy,ok,10,96000,9600,9600,1,1,2,3,0,0,4.608,20480,2.0,192000,10,raw/b3.txt
+4,oltp_point_select,disable,16,1,baseline,ok,10,90000,9000,9000,1,1,2,3,0,0,4.5,20480,2.0,270000,20,raw/b4.txt
+5,oltp_point_select,disable,16,2,direct,ok,10,210000,21000,21000,1,1,2,3,0,0,,,2.0,,,raw/b5.txt
+6,oltp_point_select,disable,16,2,relay,ok,10,105000,10500,10500,1,1,2,3,0,0,4.2,5120,2.0,,,raw/b6.txt
+7,oltp_point_select,disable,16,2,baseline,ok,10,94500,9450,9450,1,1,2,3,0,0,4.725,20480,2.0,283500,20,raw/b7.txt
+8,oltp_point_select,disable,16,2,proxy,ok,10,102900,10290,10290,1,1,2,3,0,0,4.116,20480,2.0,205800,10,raw/b8.txt
+9,oltp_point_select,disable,16,3,direct,ok,10,190000,19000,19000,1,1,2,3,0,0,,,2.0,,,raw/b9.txt
+10,oltp_point_select,disable,16,3,relay,ok,10,95000,9500,9500,1,1,2,3,0,0,3.8,5120,2.0,,,raw/b10.txt
+11,oltp_point_select,disable,16,3,proxy,ok,10,95000,9500,9500,1,1,2,3,0,0,4.75,20480,2.0,190000,10,raw/b11.txt
+12,oltp_point_select,disable,16,3,baseline,unavailable: baseline exited with status 2 during the benchmark (see baseline.log),10,,,,,,,,,,,,,,,raw/b12.txt
+`
+
+func TestBaseline(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "results.csv")
+	if err := os.WriteFile(in, []byte(baselineCSV), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := "paths=direct relay proxy baseline\nbaseline=commit 70f9b6b (2026-11-26) Test\n" +
+		"target cpu/relay=1.10\ntarget qps/relay=0.95\n"
+	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(in, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Against the baseline",
+		"`baseline` is commit 70f9b6b (2026-11-26) Test. `proxy` is the working tree.",
+		// Ratios paired by round: median (min–max).
+		"| oltp_point_select | disable | 16 | relay | 10000 ±5.0% | 0.50 | – | 40.0 | – | – | – | 0 |",
+		"| oltp_point_select | disable | 16 | baseline | 9225 ±2.4% | 0.45 | 0.90 | 50.0 | 1.25 | 3.00 | 2.17 | **0**, 1/3 rounds failed ⚠ |",
+		"| oltp_point_select | disable | 16 | proxy | 9600 ±4.1% | 0.49 (0.48–0.50) | 0.98 (0.96–1.00) | 48.0 | 1.20 (1.00–1.25) | 2.00 | 1.04 | 0 |",
+		"| rounds | QPS after / before | CPU/query after / before | allocs/query after / before (≤ 1.00) | proxy CPU / relay (≤ 1.10) | proxy QPS / relay (≥ 0.95) |",
+		// Only rounds 1 and 2 have both proxies.
+		"| oltp_point_select | disable | 16 | 2 | 1.08 (1.07–1.09) | 0.88 (0.80–0.96) | 0.67 ✓ | 1.20 (1.00–1.25) ✗ (spread crosses 1.10) | 0.98 (0.96–1.00) ✓ |",
+	} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("report.md lacks %q\n%s", want, md)
+		}
+	}
+}
+
+func TestNoBaselineSection(t *testing.T) {
+	recs, err := readResults(strings.NewReader(variantCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &strings.Builder{}
+	newReport(recs, nil).writeBaseline(b)
+	if b.Len() != 0 {
+		t.Errorf("a run without a baseline path has a baseline section:\n%s", b)
+	}
+}
