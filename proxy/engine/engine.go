@@ -96,8 +96,6 @@ type Executor struct {
 	// in the executor, not built per statement, so that the point-select
 	// path allocates nothing.
 	relay relayer
-	// fbStart is when the running exact fallback began.
-	fbStart time.Time
 	// tables are the logical tables of the plan being executed: column
 	// definitions name them, not their subtables.
 	tables []string
@@ -145,7 +143,7 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 	case router.LoadSplit:
 		return x.loadSplit(plan)
 	case router.Fallback:
-		return x.fallback(plan)
+		return (&gather{x: x}).run(plan)
 	}
 	return fmt.Errorf("plan kind %d not implemented", plan.Kind)
 }

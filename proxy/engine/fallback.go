@@ -12,25 +12,41 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// fallback runs a Fallback plan: on one connection to the default node
-// (the session's own when it holds one there, as in a transaction, so the
-// copy reads what the transaction reads) it creates a temporary table per
+// gather runs the exact fallback of a read the shards cannot answer
+// together (a Fallback plan): on one connection to the plan's node it
+// gathers each sharded table the statement reads into a temporary table
+// and runs the rewritten statement there, as one server holding all the
+// rows would. It owns, for one statement, that connection's temporary
+// tables (dropped before the connection goes back) and the copy's
+// bounds: the rows and bytes copied so far against fallback_max_rows and
+// fallback_max_bytes, and the time since start against fallback_max_time.
+// A gather is built per statement.
+type gather struct {
+	x     *Executor
+	start time.Time // when the copy began
+	// rows and bytes are what the copy has taken so far.
+	rows, bytes int64
+}
+
+// run runs a Fallback plan: on one connection to the default node (the
+// session's own when it holds one there, as in a transaction, so the copy
+// reads what the transaction reads) it creates a temporary table per
 // gathered table, with the columns of its first subtable, copies every
 // subtable's rows into it, runs the rewritten statement and relays its
 // result (column definitions naming the logical tables), then drops the
-// temporary tables. The copy is bounded by fallback_max_rows and
-// fallback_max_bytes. Whatever happens, the connection goes back without
+// temporary tables. Whatever happens, the connection goes back without
 // the temporary tables, or broken.
-func (x *Executor) fallback(plan *router.Plan) error {
-	return x.WithFallbackTables(plan, true, func(bc *backend.Conn) (backend.Outcome, error) {
+func (g *gather) run(plan *router.Plan) error {
+	x := g.x
+	return g.withTables(plan, true, func(bc *backend.Conn) (backend.Outcome, error) {
 		t := &plan.Targets[0]
 		if !x.w.TextRows() {
-			return x.fallbackBinary(bc, x.bounded(t.SQL))
+			return g.binary(bc, g.bounded(t.SQL))
 		}
 		x.conns.Running(bc)
 		defer x.conns.Running(nil)
 		bc.ResetSeq()
-		err := bc.WritePacket(x.queryPacket(x.bounded(t.SQL)))
+		err := bc.WritePacket(x.queryPacket(g.bounded(t.SQL)))
 		if err == nil {
 			err = bc.Flush()
 		}
@@ -64,10 +80,11 @@ func (x *Executor) fallback(plan *router.Plan) error {
 	})
 }
 
-// fallbackBinary runs a fallback's statement for a binary-protocol client
-// as a prepared statement of bc, so its rows come in the server's own
-// binary form (not converted from text), and closes it.
-func (x *Executor) fallbackBinary(bc *backend.Conn, q string) (backend.Outcome, error) {
+// binary runs a fallback's statement for a binary-protocol client as a
+// prepared statement of bc, so its rows come in the server's own binary
+// form (not converted from text), and closes it.
+func (g *gather) binary(bc *backend.Conn, q string) (backend.Outcome, error) {
+	x := g.x
 	st, err := bc.Prepare(q)
 	if err != nil {
 		if bc.Broken() {
@@ -107,7 +124,13 @@ func (x *Executor) fallbackBinary(bc *backend.Conn, q string) (backend.Outcome, 
 // that holds the plan's temporary tables, with the subtables' rows copied
 // into them when copy is set (empty otherwise: enough to prepare the
 // statement), and drops them afterwards.
-func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *backend.Conn) (backend.Outcome, error)) (err error) {
+func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *backend.Conn) (backend.Outcome, error)) error {
+	return (&gather{x: x}).withTables(plan, copy, f)
+}
+
+// withTables is WithFallbackTables for this gather, which bounds the copy.
+func (g *gather) withTables(plan *router.Plan, copy bool, f func(bc *backend.Conn) (backend.Outcome, error)) (err error) {
+	x := g.x
 	bc, err := x.conns.Acquire(plan.Targets[0].Node, false)
 	if err != nil {
 		return err
@@ -125,8 +148,7 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 		}
 		x.conns.Release(bc, false, res)
 	}()
-	var rows, bytes int64
-	x.fbStart = time.Now()
+	g.start = time.Now()
 	interrupted := func() error {
 		if x.conns.Interrupted() {
 			return mysql.NewError(mysql.ErQueryInterrupted, "Query execution was interrupted")
@@ -137,9 +159,9 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 		if err := interrupted(); err != nil {
 			return err
 		}
-		g := &plan.Gathers[i]
-		temp := router.QuoteName(g.DB) + "." + router.QuoteName(g.Temp)
-		ddl, err := x.tempDefinition(g, temp, bc, plan.Targets[0].Node)
+		gt := &plan.Gathers[i]
+		temp := router.QuoteName(gt.DB) + "." + router.QuoteName(gt.Temp)
+		ddl, err := g.definition(gt, temp, bc, plan.Targets[0].Node)
 		if err != nil {
 			return err
 		}
@@ -150,13 +172,13 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 		if !copy {
 			continue
 		}
-		for j := range g.Subtables {
+		for j := range gt.Subtables {
 			if err := interrupted(); err != nil {
 				return err
 			}
-			sub := &g.Subtables[j]
+			sub := &gt.Subtables[j]
 			if sub.Node != plan.Targets[0].Node {
-				if err := x.copyRows(bc, sub, temp, &rows, &bytes); err != nil {
+				if err := g.copyRows(bc, sub, temp); err != nil {
 					return err
 				}
 				continue
@@ -165,14 +187,14 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 			// (and never needs a second connection to the node).
 			// KILL and a client that leaves stop the copy (Running).
 			x.conns.Running(bc)
-			res, err := bc.Exec(x.bounded("INSERT INTO " + temp + " " + sub.SQL))
+			res, err := bc.Exec(g.bounded("INSERT INTO " + temp + " " + sub.SQL))
 			x.conns.Running(nil)
 			if err != nil {
 				return fallbackErr(bc, err)
 			}
-			rows += int64(res.OK.AffectedRows)
-			if lim := x.eng.fallbackRows; lim > 0 && rows > lim {
-				return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, g.Table)
+			g.rows += int64(res.OK.AffectedRows)
+			if lim := x.eng.fallbackRows; lim > 0 && g.rows > lim {
+				return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, gt.Table)
 			}
 		}
 	}
@@ -189,12 +211,12 @@ func (x *Executor) WithFallbackTables(plan *router.Plan, copy bool, f func(bc *b
 
 // bounded prefixes a statement of the fallback with the time it has left
 // of fallback_max_time, as MariaDB's max_statement_time.
-func (x *Executor) bounded(q string) string {
-	lim := x.eng.fallbackTime
+func (g *gather) bounded(q string) string {
+	lim := g.x.eng.fallbackTime
 	if lim <= 0 {
 		return q
 	}
-	left := max(lim-time.Since(x.fbStart), time.Millisecond)
+	left := max(lim-time.Since(g.start), time.Millisecond)
 	return fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", left.Seconds(), q)
 }
 
@@ -216,20 +238,20 @@ var (
 	plainKey   = regexp.MustCompile(`^\s*(KEY|INDEX|UNIQUE KEY|UNIQUE INDEX|PRIMARY KEY|FULLTEXT|SPATIAL)\b`)
 )
 
-// tempDefinition returns the CREATE TEMPORARY TABLE of g's copy, from its
+// definition returns the CREATE TEMPORARY TABLE of gt's copy, from its
 // first subtable's SHOW CREATE TABLE: the columns (without AUTO_INCREMENT),
 // the plain keys, and the unique keys that contain the shard key (unique
 // over all subtables too), so the copy is read in the order one server's
 // table would be; no constraints, no table options but the character set.
-func (x *Executor) tempDefinition(g *router.Gather, temp string, bc *backend.Conn, node string) (string, error) {
-	sub := g.Subtables[0]
-	show := "SHOW CREATE TABLE " + router.QuoteName(g.DB) + "." + router.QuoteName(sub.Subtable)
+func (g *gather) definition(gt *router.Gather, temp string, bc *backend.Conn, node string) (string, error) {
+	sub := gt.Subtables[0]
+	show := "SHOW CREATE TABLE " + router.QuoteName(gt.DB) + "." + router.QuoteName(sub.Subtable)
 	var res *backend.Result
 	var err error
 	if sub.Node == node {
 		res, err = bc.Exec(show) // no second connection to the node
 	} else {
-		res, err = x.collect(&router.Target{Node: sub.Node, SQL: show})
+		res, err = g.x.collect(&router.Target{Node: sub.Node, SQL: show})
 	}
 	if err != nil {
 		return "", err
@@ -251,7 +273,7 @@ func (x *Executor) tempDefinition(g *router.Gather, temp string, bc *backend.Con
 		if keyLine.MatchString(line) {
 			keep := plainKey.MatchString(line)
 			if uniqueLine.MatchString(line) {
-				keep = g.Key != "" && strings.Contains(strings.ToLower(line), "`"+g.Key+"`")
+				keep = gt.Key != "" && strings.Contains(strings.ToLower(line), "`"+gt.Key+"`")
 			}
 			if keep {
 				cols = append(cols, line)
@@ -259,7 +281,7 @@ func (x *Executor) tempDefinition(g *router.Gather, temp string, bc *backend.Con
 			continue
 		}
 		if strings.Contains(line, " GENERATED ALWAYS AS ") || strings.Contains(line, " AS (") {
-			return "", mysql.NewError(mysql.ErNotSupported, "this read of sharded table %s needs a copy of the table, which shardgate cannot make of generated columns", g.Table)
+			return "", mysql.NewError(mysql.ErNotSupported, "this read of sharded table %s needs a copy of the table, which shardgate cannot make of generated columns", gt.Table)
 		}
 		line = strings.Replace(line, " AUTO_INCREMENT", "", 1)
 		cols = append(cols, line)
@@ -282,7 +304,8 @@ const copyBatch = 1 << 20
 
 // copyRows reads one subtable (t.SQL is SELECT *) and inserts its rows
 // into temp on bc, counting them against the fallback's limits.
-func (x *Executor) copyRows(bc *backend.Conn, t *router.Target, temp string, rows, bytes *int64) error {
+func (g *gather) copyRows(bc *backend.Conn, t *router.Target, temp string) error {
+	x := g.x
 	src, err := x.send(t)
 	if err != nil {
 		return err
@@ -372,17 +395,17 @@ func (x *Executor) copyRows(bc *backend.Conn, t *router.Target, temp string, row
 		if err != nil {
 			return release(backend.ErrLost(src))
 		}
-		*rows++
-		*bytes += int64(len(p))
-		if lim := x.eng.fallbackRows; lim > 0 && *rows > lim {
+		g.rows++
+		g.bytes += int64(len(p))
+		if lim := x.eng.fallbackRows; lim > 0 && g.rows > lim {
 			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
 			continue
 		}
-		if lim := x.eng.fallbackTime; lim > 0 && *rows%256 == 0 && time.Since(x.fbStart) > lim {
+		if lim := x.eng.fallbackTime; lim > 0 && g.rows%256 == 0 && time.Since(g.start) > lim {
 			fail = mysql.NewError(mysql.ErStatementTimeout, "Query execution was interrupted (fallback_max_time exceeded: copying sharded table rows took longer than %v)", lim)
 			continue
 		}
-		if lim := x.eng.fallbackBytes; lim > 0 && *bytes > lim {
+		if lim := x.eng.fallbackBytes; lim > 0 && g.bytes > lim {
 			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_bytes (%d) bytes of sharded tables; add a condition on the shard key, or raise the limit", lim)
 			continue
 		}
