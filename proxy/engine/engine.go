@@ -133,7 +133,7 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 		}
 		return concatenate{x}.run(plan)
 	case router.SumOK, router.Fanout:
-		return x.writes(plan)
+		return fanout{x}.run(plan)
 	case router.ShowTables:
 		return x.showTables(plan)
 	case router.ShowTableStatus:
@@ -141,7 +141,7 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 	case router.Explain:
 		return x.explain(plan)
 	case router.LoadSplit:
-		return x.loadSplit(plan)
+		return loadData{x}.run(plan)
 	case router.Fallback:
 		return (&gather{x: x}).run(plan)
 	}

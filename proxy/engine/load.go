@@ -10,15 +10,24 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// loadSplit runs a LoadSplit plan: it asks the client for the file (the
-// LOCAL INFILE request the server would send), cuts it into lines, gives
-// each line to the subtable its shard key maps to (every line to every
-// copy of a global table), then runs LOAD DATA LOCAL INFILE on each
-// subtable that got lines, answering that server's file request with them,
-// and answers one OK with the counts summed. The file is held in memory,
-// bounded by merge_memory_limit; a client that sends more gets an error
-// after the rest of its file is read (the protocol has no way to stop it).
-func (x *Executor) loadSplit(plan *router.Plan) error {
+// loadData runs a LoadSplit plan: LOAD DATA LOCAL INFILE into a sharded
+// table, or into every copy of a global one. It owns both ends of the
+// file's journey: the LOCAL INFILE exchange with the client, which sends
+// the file once, and one with each subtable's server, which gets its
+// part; cutting the file into lines and choosing each line's part is its
+// loadSplitter's. The whole file is held in memory, bounded by
+// merge_memory_limit; a client that sends more gets an error after the
+// rest of its file is read (the protocol has no way to stop it).
+type loadData struct {
+	x *Executor
+}
+
+// run asks the client for the file (the LOCAL INFILE request the server
+// would send), splits it, then runs LOAD DATA LOCAL INFILE on each
+// subtable that got lines, answering that server's file request with
+// them, and answers one OK with the counts summed.
+func (l loadData) run(plan *router.Plan) error {
+	x := l.x
 	client := x.w.Client()
 	req := append([]byte{mysql.LocalInfileHeader}, plan.Load.Path...)
 	if err := client.WritePacket(req); err != nil {
@@ -50,7 +59,7 @@ func (x *Executor) loadSplit(plan *router.Plan) error {
 			continue
 		}
 		t := &plan.Targets[i]
-		ok, err := x.loadOne(t, sp.parts[i].Bytes())
+		ok, err := l.one(t, sp.parts[i].Bytes())
 		if err != nil {
 			se := mysql.AsSQLError(err)
 			msg := se.Message
@@ -82,9 +91,10 @@ func (x *Executor) loadSplit(plan *router.Plan) error {
 // loadChunk is the size of the file packets sent to a backend.
 const loadChunk = 1 << 20
 
-// loadOne runs one target's LOAD DATA LOCAL INFILE and sends data as its
+// one runs one target's LOAD DATA LOCAL INFILE and sends data as its
 // file.
-func (x *Executor) loadOne(t *router.Target, data []byte) (mysql.OK, error) {
+func (l loadData) one(t *router.Target, data []byte) (mysql.OK, error) {
+	x := l.x
 	bc, err := x.send(t)
 	if err != nil {
 		return mysql.OK{}, err
@@ -121,7 +131,7 @@ func (x *Executor) loadOne(t *router.Target, data []byte) (mysql.OK, error) {
 	if err := bc.Flush(); err != nil {
 		return fail(err)
 	}
-	return x.endWrite(bc, t.Node, false, false)
+	return fanout{x}.end(bc, t.Node, false, false)
 }
 
 // loadSplitter cuts a LOAD DATA file into lines as the server reads it and

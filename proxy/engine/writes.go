@@ -9,11 +9,24 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// writes runs DML (SumOK) or DDL (Fanout) on every target and answers one
-// OK packet, or one error that says which targets failed and which had
-// already applied the statement. DML stops at the first failure, as one
-// MySQL statement would; DDL runs everywhere so a re-run converges.
-func (x *Executor) writes(plan *router.Plan) error {
+// fanout runs a statement that returns no rows on several targets: DML
+// on several subtables (a SumOK plan) or DDL on every subtable and node
+// (a Fanout plan). It owns what makes those targets look like one
+// statement to the client: the OK whose counts, info string and insert
+// id are summed over the targets (one copy's for a global table), the
+// caller's BeforeOK before that OK goes out, and the one error that says
+// which targets failed and which had already applied the statement. The
+// targets run one after another, each on a connection borrowed for it.
+// Its end also reads the OK of each LOAD DATA of a loadData.
+type fanout struct {
+	x *Executor
+}
+
+// run answers one OK packet, or one error. DML stops at the first
+// failure, as one MySQL statement would; DDL runs everywhere so a re-run
+// converges.
+func (f fanout) run(plan *router.Plan) error {
+	x := f.x
 	var total mysql.OK
 	var info infoSum
 	var done, failed []string
@@ -25,7 +38,7 @@ func (x *Executor) writes(plan *router.Plan) error {
 		if t.Subtable != "" {
 			where += " " + t.Subtable
 		}
-		ok, err := x.writeOne(t, plan.Generated > 0, plan.Sticky)
+		ok, err := f.one(t, plan.Generated > 0, plan.Sticky)
 		if err != nil {
 			se := mysql.AsSQLError(err)
 			if firstErr == nil {
@@ -77,26 +90,28 @@ func (x *Executor) writes(plan *router.Plan) error {
 	return x.w.OK(total)
 }
 
-// writeOne runs one write target and reads its OK or ERR. sequenced says
+// one runs one write target and reads its OK or ERR. sequenced says
 // the statement carries global sequence values: the server reports the
 // first as the insert id, but they are explicit values to it, which do not
 // change the connection's LAST_INSERT_ID().
 //
 // sticky says the statement leaves state on the connection (LOCK TABLES):
 // the session keeps it.
-func (x *Executor) writeOne(t *router.Target, sequenced, sticky bool) (mysql.OK, error) {
+func (f fanout) one(t *router.Target, sequenced, sticky bool) (mysql.OK, error) {
+	x := f.x
 	bc, err := x.send(t)
 	if err != nil {
 		return mysql.OK{}, err
 	}
 	x.conns.Running(bc)
 	defer x.conns.Running(nil)
-	return x.endWrite(bc, t.Node, sequenced, sticky)
+	return f.end(bc, t.Node, sequenced, sticky)
 }
 
-// endWrite reads the OK or ERR that ends a write on bc and gives bc back
-// to the session; anything else breaks the connection.
-func (x *Executor) endWrite(bc *backend.Conn, node string, sequenced, sticky bool) (mysql.OK, error) {
+// end reads the OK or ERR that ends a write on bc and gives bc back to
+// the session; anything else breaks the connection.
+func (f fanout) end(bc *backend.Conn, node string, sequenced, sticky bool) (mysql.OK, error) {
+	x := f.x
 	p, err := bc.ReadPacket()
 	if err != nil {
 		bc.MarkBroken()
