@@ -2,7 +2,10 @@
 // sides of the proxy speak it: packet framing (plain and compressed),
 // length-encoded values, the handshake and authentication exchanges, OK, ERR
 // and EOF packets, column definitions and rows, and the SQLError type that
-// carries a MySQL error code and SQLSTATE to the client.
+// carries a MySQL error code and SQLSTATE to the client. It is also the one
+// place that writes string literals and identifiers into SQL the proxy
+// composes itself (QuoteString, QuoteIdent): spelled so that every
+// sql_mode reads them alike, and proven against a real server by fuzzing.
 //
 // The package depends on the standard library only. It never logs; it returns
 // errors.

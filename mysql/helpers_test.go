@@ -16,8 +16,10 @@ import (
 // TestMain fails the package when a test leaves a goroutine behind. Every
 // goroutine a test starts is waited for through goAsync, so anything still
 // running after m.Run is a leak in the test or in the code under test.
+// The MariaDB server of the quoting round trips (quoteDB) is stopped here.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopQuoteServer()
 	if code == 0 {
 		if leaked := leakedGoroutines(); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
