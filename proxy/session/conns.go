@@ -164,7 +164,8 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 // variable assigned by SELECT ... INTO or :=, LAST_INSERT_ID(expr),
 // GET_LOCK, FLUSH ... WITH READ LOCK) is caught from the statement's text
 // (router.Classify).
-func (s *State) absorb(bc *backend.Conn, state []byte, noted bool) {
+func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
+	s := vs.s
 	keep := s.keep
 	if noted {
 		// A statement the caller classified as leaving state: it decides

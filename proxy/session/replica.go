@@ -24,10 +24,30 @@ const (
 	ReadReplica
 )
 
+// readState is where the session's reads go: the statement under way's
+// read mode, the schema's read_consistency, and per node the GTID of the
+// session's last commit there (read-your-writes). It is part of State
+// (embedded).
+type readState struct {
+	s *State
+	// ReplicaReads counts the reads the session sent to replicas (for the
+	// metrics of where statements ran).
+	ReplicaReads uint64
+
+	// Read says whether the statement under way may read from a replica
+	// (set by the caller for each statement); Consistency is the schema's
+	// read_consistency. gtids holds, per node, the GTID of the session's
+	// last commit there.
+	Read        ReadMode
+	Consistency string
+	gtids       map[string]string
+}
+
 // replicaAllowed reports whether the session may read from a replica
 // now: outside transactions, with nothing the session keeps on a
 // connection of its own.
-func (s *State) replicaAllowed() bool {
+func (rs *readState) replicaAllowed() bool {
+	s := rs.s
 	return s.Consistency != config.ConsistencyStrong && s.dedicated == nil && !s.sticky && !s.InTxn() &&
 		s.Status&mysql.StatusAutocommit != 0 && len(s.locked) == 0
 }
@@ -36,7 +56,8 @@ func (s *State) replicaAllowed() bool {
 // or nil when the read goes to the master: no replica is usable, or under
 // read_consistency session none has applied the session's last write on
 // n, even after waiting replica_wait for one.
-func (s *State) replicaConn(n *backend.Node) *backend.Conn {
+func (rs *readState) replicaConn(n *backend.Node) *backend.Conn {
+	s := rs.s
 	if len(n.Replicas()) == 0 || !s.replicaAllowed() {
 		return nil
 	}
@@ -64,7 +85,8 @@ func (s *State) replicaConn(n *backend.Node) *backend.Conn {
 
 // replicaPinnedOn returns the connection to a replica of n the session
 // keeps (a read there left warnings), if any.
-func (s *State) replicaPinnedOn(n *backend.Node) *backend.Conn {
+func (rs *readState) replicaPinnedOn(n *backend.Node) *backend.Conn {
+	s := rs.s
 	for _, bc := range s.pinned {
 		if bc.Node().Primary() == n {
 			return bc
@@ -75,7 +97,8 @@ func (s *State) replicaPinnedOn(n *backend.Node) *backend.Conn {
 
 // noteGTID records the GTID of a commit on bc's node (last_gtid): reads
 // under read_consistency session wait for replicas to have applied it.
-func (s *State) noteGTID(bc *backend.Conn, gtid string) {
+func (rs *readState) noteGTID(bc *backend.Conn, gtid string) {
+	s := rs.s
 	n := bc.Node()
 	if n.Primary() != nil || gtid == "" {
 		return // a replica's own GTIDs are not the session's writes
@@ -92,7 +115,8 @@ func (s *State) noteGTID(bc *backend.Conn, gtid string) {
 // a deadlock); session state that lived only there is lost as in a crash
 // (the caller closes the client's connection); a connection kept for
 // nothing but warnings is simply dropped.
-func (s *State) masterMoved(bc *backend.Conn) (*backend.Conn, error) {
+func (rs *readState) masterMoved(bc *backend.Conn) (*backend.Conn, error) {
+	s := rs.s
 	n := bc.Node()
 	s.unpin(bc)
 	bc.MarkBroken()

@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
@@ -19,21 +18,6 @@ type State struct {
 	// locked names the nodes where the session holds table locks (LOCK
 	// TABLES), on the connection it keeps there.
 	locked []string
-	// singleNodeTxn is transaction_mode single: a transaction stays on
-	// the node it began on.
-	singleNodeTxn bool
-
-	// ReplicaReads counts the reads the session sent to replicas (for the
-	// metrics of where statements ran).
-	ReplicaReads uint64
-
-	// Read says whether the statement under way may read from a replica
-	// (set by the caller for each statement); Consistency is the schema's
-	// read_consistency. gtids holds, per node, the GTID of the session's
-	// last commit there.
-	Read        ReadMode
-	Consistency string
-	gtids       map[string]string
 
 	Variant uint32 // the client capabilities that select a backend pool partition
 	DB      string
@@ -51,14 +35,6 @@ type State struct {
 	// logged in with a backend account (Dedicate): every statement runs on
 	// it, and nothing else.
 	dedicated *backend.Conn
-	// WaitTimeout is the session's wait_timeout once the client set it
-	// (0: not set, the server's default applies): the proxy closes the
-	// client's connection after that long without a command, as the
-	// server would.
-	WaitTimeout time.Duration
-	// CompletionType is the session's completion_type: 0 (NO_CHAIN), 1
-	// (CHAIN) or 2 (RELEASE).
-	CompletionType int
 	// EndWarnings are the warnings of the servers' answers to the last
 	// End (ROLLBACK of non-transactional changes: 1196).
 	EndWarnings uint16
@@ -81,27 +57,10 @@ type State struct {
 	// node (temporary tables, locks, user variables outside SET, ...);
 	// statements on a second node are refused while it is set.
 	unreplayable string
-	// vars are the session and user variables the client set, carried to
-	// every connection the session uses (see vars.go).
-	vars []trackedVar
 
-	// txn is the statement that began the open explicit transaction ("" when
-	// none), run on each node the transaction reaches; savepoints are the
-	// SAVEPOINTs set in it since, replayed after it (see txn.go).
-	txn        router.Txn
-	savepoints []savepoint
-	joined     []*backend.Conn // connections the open transaction has begun on
-	lost       string          // a node whose connection the open transaction lost (its part there is gone)
-
-	// xa is the two-phase commit coordinator when the session's
-	// transaction_mode is xa (nil otherwise); xaTxn is the open
-	// transaction's id once it began as XA on a node (zero otherwise);
-	// branches is scratch space for End.
-	xa    *xa.Coordinator
-	xaTxn xa.Txn
-	// outsideTxn makes Acquire leave the transaction out (AcquireOutsideTxn).
-	outsideTxn bool
-	branches   []*backend.Conn
+	txnState // the open transaction (txn.go, xa.go)
+	varState // variables carried to every connection (vars.go)
+	readState
 
 	// Stmts are the prepared statements the proxy keeps for the session.
 	Stmts Stmts
@@ -110,8 +69,10 @@ type State struct {
 // New returns the state of a session that logged in with collation coll
 // and the given client capabilities.
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
-	return &State{nodes: nodes, singleNodeTxn: singleNodeTxn, Variant: variant, Coll: coll, HandshakeColl: coll,
-		MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
+	s := &State{nodes: nodes, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
+	s.txnState.s, s.varState.s, s.readState.s = s, s, s
+	s.singleNodeTxn = singleNodeTxn
+	return s
 }
 
 // SetTxnMode sets the session's transaction_mode (config.TransactionMulti,
@@ -135,7 +96,7 @@ func (s *State) HoldsState() bool {
 
 // TxnLost names a node whose connection the open transaction lost: that
 // node's part of it is gone, so none of it may commit ("" when none).
-func (s *State) TxnLost() string { return s.lost }
+func (ts *txnState) TxnLost() string { return ts.lost }
 
 // NoteState records how a statement that made the session sticky can be
 // repeated on another node.

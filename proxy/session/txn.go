@@ -29,25 +29,55 @@ import (
 // transaction_mode xa (xa.go) each node's part is an XA branch and COMMIT
 // is two-phase when there are several.
 
+// txnState is the session's open transaction: the statement that began
+// it, its savepoints, the connections it reached, and its XA id in
+// transaction_mode xa. It is part of State (embedded) and reaches the
+// session's connections through s.
+type txnState struct {
+	s *State
+	// singleNodeTxn is transaction_mode single: a transaction stays on
+	// the node it began on.
+	singleNodeTxn bool
+	// txn is the statement that began the open explicit transaction ("" when
+	// none), run on each node the transaction reaches; savepoints are the
+	// SAVEPOINTs set in it since, replayed after it (see txn.go).
+	txn        router.Txn
+	savepoints []savepoint
+	joined     []*backend.Conn // connections the open transaction has begun on
+	lost       string          // a node whose connection the open transaction lost (its part there is gone)
+
+	// xa is the two-phase commit coordinator when the session's
+	// transaction_mode is xa (nil otherwise); xaTxn is the open
+	// transaction's id once it began as XA on a node (zero otherwise);
+	// branches is scratch space for End.
+	xa    *xa.Coordinator
+	xaTxn xa.Txn
+	// outsideTxn makes Acquire leave the transaction out (AcquireOutsideTxn).
+	outsideTxn bool
+	branches   []*backend.Conn
+}
+
 // InTxn reports whether statements run inside a transaction: an explicit
 // one the proxy is tracking, or autocommit is off, or a backend says one is
 // open (e.g. begun inside a multi-statement text).
-func (s *State) InTxn() bool {
+func (ts *txnState) InTxn() bool {
+	s := ts.s
 	return s.txn.SQL != "" || s.Status&mysql.StatusAutocommit == 0 || s.Status&mysql.StatusInTrans != 0
 }
 
 // TxnSQL is the statement that began the open explicit transaction ("" when
 // none: autocommit off, or no transaction).
-func (s *State) TxnSQL() string { return s.txn.SQL }
+func (ts *txnState) TxnSQL() string { return ts.txn.SQL }
 
 // OpenTxn is the statement that began the open explicit transaction
 // (Verb TxnNone when none), for AND CHAIN to begin the next one alike.
-func (s *State) OpenTxn() router.Txn { return s.txn }
+func (ts *txnState) OpenTxn() router.Txn { return ts.txn }
 
 // Begin opens an explicit transaction (t, as router.ParseTxn composed it),
 // committing the open one first, as MySQL does. No node sees it until a
 // statement of the transaction reaches that node.
-func (s *State) Begin(t router.Txn) error {
+func (ts *txnState) Begin(t router.Txn) error {
+	s := ts.s
 	if len(s.pinned) > 0 && s.InTxn() {
 		if err := s.End(true); err != nil {
 			return err
@@ -60,7 +90,8 @@ func (s *State) Begin(t router.Txn) error {
 
 // CommitImplicitly ends the open transaction with COMMIT when one is open
 // on a node, as DDL does in MySQL.
-func (s *State) CommitImplicitly() error {
+func (ts *txnState) CommitImplicitly() error {
+	s := ts.s
 	if s.InTxn() && (len(s.pinned) > 0 || s.txn.SQL != "") {
 		// Also a BEGIN no statement followed: the transaction ends.
 		return s.End(true)
@@ -71,7 +102,8 @@ func (s *State) CommitImplicitly() error {
 // Savepoint runs SAVEPOINT, ROLLBACK TO or RELEASE SAVEPOINT (sql, composed
 // by ParseTxn) on every node the transaction reached and keeps the list of
 // savepoints a node joining later must set.
-func (s *State) Savepoint(verb router.TxnVerb, name, sql string) error {
+func (ts *txnState) Savepoint(verb router.TxnVerb, name, sql string) error {
+	s := ts.s
 	if verb != router.TxnSavepoint && len(s.pinned) == 0 && !slices.ContainsFunc(s.savepoints, func(sp savepoint) bool { return sp.name == name }) {
 		return mysql.NewError(mysql.ErSPDoesNotExist, "SAVEPOINT %s does not exist", name)
 	}
@@ -89,7 +121,8 @@ func (s *State) Savepoint(verb router.TxnVerb, name, sql string) error {
 
 // noteSavepoint keeps the list of savepoints that a node joining the
 // transaction later must also set.
-func (s *State) noteSavepoint(verb router.TxnVerb, name, sql string) {
+func (ts *txnState) noteSavepoint(verb router.TxnVerb, name, sql string) {
+	s := ts.s
 	if s.txn.SQL == "" && s.Status&mysql.StatusAutocommit != 0 {
 		return // no transaction: the server keeps no savepoint either
 	}
@@ -125,7 +158,8 @@ var ErrCommitUnknown = errors.New("the connection was lost during COMMIT; the co
 
 // newTxn makes t (TxnNone for none) the open transaction's statement,
 // with no savepoint, no node reached and no XA id yet.
-func (s *State) newTxn(t router.Txn) {
+func (ts *txnState) newTxn(t router.Txn) {
+	s := ts.s
 	s.txn = t
 	s.xaTxn = xa.Txn{}
 	s.savepoints = s.savepoints[:0]
@@ -141,7 +175,8 @@ type savepoint struct{ name, sql string }
 // holds, in the order the transaction reached them, and ends the
 // transaction. When a commit fails part way, the remaining nodes are
 // rolled back and the error (1180) says which nodes committed.
-func (s *State) End(commit bool) error {
+func (ts *txnState) End(commit bool) error {
+	s := ts.s
 	if s.xaTxn.ID != 0 {
 		return s.endXA(commit)
 	}
@@ -231,7 +266,8 @@ func listSuffix(prefix string, names []string) string {
 // unless the session keeps them for another reason (session state, or
 // autocommit off, which starts the next transaction at once, or warnings
 // of the COMMIT or ROLLBACK for the next statement to read: keep).
-func (s *State) releaseAfterTxn(keep []*backend.Conn) {
+func (ts *txnState) releaseAfterTxn(keep []*backend.Conn) {
+	s := ts.s
 	if s.sticky || s.Status&mysql.StatusAutocommit == 0 {
 		// Broken ones still go back (and are closed).
 		keep := s.pinned[:0]
@@ -260,7 +296,8 @@ func (s *State) releaseAfterTxn(keep []*backend.Conn) {
 
 // joinTxn opens the session's transaction on a connection to a node it
 // has not reached yet.
-func (s *State) joinTxn(bc *backend.Conn) error {
+func (ts *txnState) joinTxn(bc *backend.Conn) error {
+	s := ts.s
 	if s.xa != nil && s.xaEligible() {
 		if s.xaTxn.ID == 0 {
 			s.xaTxn = s.xa.Begin()
@@ -283,7 +320,8 @@ func (s *State) joinTxn(bc *backend.Conn) error {
 
 // txnNodeCheck refuses, in transaction_mode single, a statement that would
 // take a transaction to a second node.
-func (s *State) txnNodeCheck(n *backend.Node) error {
+func (ts *txnState) txnNodeCheck(n *backend.Node) error {
+	s := ts.s
 	if !s.singleNodeTxn || len(s.pinned) == 0 {
 		return nil
 	}

@@ -25,6 +25,24 @@ import (
 // variable; an unset one reads as NULL). So SET costs no pooled
 // connection, and nothing one client sets reaches another.
 
+// varState is what the session carries to every connection it uses: the
+// variables the client set, and the settings the proxy itself acts on
+// (wait_timeout, completion_type). It is part of State (embedded).
+type varState struct {
+	s *State
+	// vars are the session and user variables the client set, carried to
+	// every connection the session uses (see vars.go).
+	vars []trackedVar
+	// WaitTimeout is the session's wait_timeout once the client set it
+	// (0: not set, the server's default applies): the proxy closes the
+	// client's connection after that long without a command, as the
+	// server would.
+	WaitTimeout time.Duration
+	// CompletionType is the session's completion_type: 0 (NO_CHAIN), 1
+	// (CHAIN) or 2 (RELEASE).
+	CompletionType int
+}
+
 // trackedVar is one variable the session set: its assignment target and
 // its value as an SQL literal.
 type trackedVar struct {
@@ -33,7 +51,8 @@ type trackedVar struct {
 
 // ReadBack reads the values a SET of vars left on bc into the session's
 // and the connection's variables.
-func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
+func (vs *varState) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
+	s := vs.s
 	targets := make([]string, 0, len(vars))
 	for _, v := range vars {
 		t := varTarget(v)
@@ -95,7 +114,8 @@ func (s *State) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 // read back: a value the server reads out but does not take back (some
 // variables read 'DEFAULT' or a form they refuse) cannot travel to another
 // connection. On error the caller keeps bc for the session.
-func (s *State) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
+func (vs *varState) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
+	s := vs.s
 	var assign []string
 	for _, v := range vars {
 		t := varTarget(v)
@@ -114,7 +134,8 @@ func (s *State) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
 
 // UserVar returns user variable name's value as an SQL literal (NULL when
 // the session has not set it).
-func (s *State) UserVar(name string) string {
+func (vs *varState) UserVar(name string) string {
+	s := vs.s
 	target := "@`" + strings.ReplaceAll(name, "`", "``") + "`"
 	for _, v := range s.vars {
 		if v.target == target {
@@ -187,7 +208,8 @@ func literalOf(c *mysql.Column, v []byte) string {
 }
 
 // syncVars brings bc's variables to the session's with one SET.
-func (s *State) syncVars(bc *backend.Conn) error {
+func (vs *varState) syncVars(bc *backend.Conn) error {
+	s := vs.s
 	var assign []string
 	for _, v := range s.vars {
 		if bc.Vars[v.target] != v.literal {
@@ -219,7 +241,8 @@ func (s *State) syncVars(bc *backend.Conn) error {
 
 // setWaitTimeout records the session's wait_timeout, in seconds as the
 // server reports it.
-func (s *State) setWaitTimeout(v string) {
+func (vs *varState) setWaitTimeout(v string) {
+	s := vs.s
 	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
 		s.WaitTimeout = time.Duration(n) * time.Second
 	}
@@ -227,7 +250,8 @@ func (s *State) setWaitTimeout(v string) {
 
 // setCompletionType records the session's completion_type as the server
 // reports it (a name or its number).
-func (s *State) setCompletionType(v string) {
+func (vs *varState) setCompletionType(v string) {
+	s := vs.s
 	switch strings.ToUpper(v) {
 	case "NO_CHAIN", "0":
 		s.CompletionType = 0

@@ -46,7 +46,8 @@ func xaHook(stage, node string) {
 
 // xaEligible reports whether the open transaction runs as XA: all but
 // START TRANSACTION READ ONLY.
-func (s *State) xaEligible() bool {
+func (ts *txnState) xaEligible() bool {
+	s := ts.s
 	return !s.txn.ReadOnly
 }
 
@@ -55,7 +56,8 @@ func (s *State) xaEligible() bool {
 // MariaDB one statement is one transaction): its nodes begin XA branches as
 // the statement reaches them, and the caller ends it with End. The
 // client's status flags do not show it. It reports whether it opened one.
-func (s *State) BeginImplicitXA(nodes []string) bool {
+func (ts *txnState) BeginImplicitXA(nodes []string) bool {
+	s := ts.s
 	if s.xa == nil || len(nodes) < 2 || s.InTxn() || len(s.locked) > 0 {
 		return false // under LOCK TABLES, XA START is refused
 	}
@@ -64,11 +66,12 @@ func (s *State) BeginImplicitXA(nodes []string) bool {
 }
 
 // XATxn returns the open XA transaction's id (zero when none).
-func (s *State) XATxn() xa.Txn { return s.xaTxn }
+func (ts *txnState) XATxn() xa.Txn { return ts.xaTxn }
 
 // endXA ends an XA transaction: ROLLBACK everywhere; COMMIT on one node in
 // one phase; COMMIT on several in two.
-func (s *State) endXA(commit bool) error {
+func (ts *txnState) endXA(commit bool) error {
+	s := ts.s
 	t := s.xaTxn
 	branches := s.branches[:0]
 	for _, bc := range s.pinned {
@@ -108,7 +111,8 @@ func (s *State) endXA(commit bool) error {
 // one round trip. When it does not commit (a deadlock made the branch
 // rollback-only, say) it is rolled back and the client gets the server's
 // error.
-func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
+func (ts *txnState) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
+	s := ts.s
 	x := t.XID(bc.Node().Name)
 	_, e1, e2 := bc.ExecPair("XA END "+x, "XA COMMIT "+x+" ONE PHASE")
 	if e1 == nil && e2 == nil {
@@ -128,7 +132,8 @@ func (s *State) xaOnePhase(t xa.Txn, bc *backend.Conn) error {
 
 // xaTwoPhase commits branches with two-phase commit. Each phase goes to
 // every node at the same time (each branch has its own connection).
-func (s *State) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
+func (ts *txnState) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
+	s := ts.s
 	s.xa.Enter(t)
 	errs := make([]error, len(branches))
 	onEach(branches, errs, func(bc *backend.Conn) error {
@@ -214,7 +219,8 @@ func onEach(branches []*backend.Conn, errs []error, f func(bc *backend.Conn) err
 // closed: the server rolls back an unprepared branch then; one that may be
 // prepared (prepared[i]; nil: none) is left to recovery, and done is
 // false. It returns the connections whose answer had warnings (1196).
-func (s *State) xaRollback(t xa.Txn, branches []*backend.Conn, prepared []bool) (done bool, warned []*backend.Conn) {
+func (ts *txnState) xaRollback(t xa.Txn, branches []*backend.Conn, prepared []bool) (done bool, warned []*backend.Conn) {
+	s := ts.s
 	done = true
 	for i, bc := range branches {
 		if !bc.Broken() {
