@@ -26,8 +26,9 @@ const Version = "10.11.0-MariaDB-fake"
 
 // Reply is a scripted answer. The zero Reply is an OK packet.
 type Reply struct {
-	// Err answers ERR. A deadlock (1213) also ends the connection's open
-	// transaction, as MariaDB rolls it back.
+	// Err answers ERR. A deadlock (1213), and a COMMIT or ROLLBACK that
+	// fails, also end the connection's open transaction, as MariaDB rolls
+	// it back.
 	Err *mysql.SQLError
 	// Drop closes the connection instead of answering: the statement was
 	// received (and recorded), its answer is lost.
@@ -84,17 +85,21 @@ type rule struct {
 	prefix string
 	times  int
 	reply  Reply
+	answer func(entry string) Reply // when set, the reply is answer's
 }
 
 // Server is a fake MySQL server on a loopback port.
 type Server struct {
-	l      net.Listener
-	mu     sync.Mutex
-	rules  []*rule
-	conns  []*Conn
-	log    []string // every connection's entries, in arrival order
-	nextID uint32
-	wg     sync.WaitGroup
+	l     net.Listener
+	mu    sync.Mutex
+	rules []*rule
+	conns []*Conn
+	log   []string // every connection's entries, in arrival order
+	// journal, when set, also gets every entry, as "name: entry".
+	journal *Journal
+	name    string
+	nextID  uint32
+	wg      sync.WaitGroup
 }
 
 // Conn is one client connection the fake accepted.
@@ -152,6 +157,14 @@ func (s *Server) OnN(prefix string, n int, r Reply) {
 	s.mu.Unlock()
 }
 
+// OnFunc is On with an answer computed from the command's log entry (to
+// echo part of it back, say).
+func (s *Server) OnFunc(prefix string, answer func(entry string) Reply) {
+	s.mu.Lock()
+	s.rules = append(s.rules, &rule{prefix: strings.ToUpper(prefix), times: -1, answer: answer})
+	s.mu.Unlock()
+}
+
 // Conns returns the connections accepted so far, in order.
 func (s *Server) Conns() []*Conn {
 	s.mu.Lock()
@@ -169,6 +182,42 @@ func (s *Server) Conn(id uint32) *Conn {
 		}
 	}
 	return nil
+}
+
+// Journal is one order of arrival across several fakes (JournalTo), for
+// tests that care which node got a command first.
+type Journal struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+// Entries returns what the journal holds, in the order it arrived.
+func (j *Journal) Entries() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.entries...)
+}
+
+// JournalTo makes the fake add every entry it records to j as well, as
+// "name: entry".
+func (s *Server) JournalTo(j *Journal, name string) {
+	s.mu.Lock()
+	s.journal, s.name = j, name
+	s.mu.Unlock()
+}
+
+// note records entry in the server's log and journal; called before the
+// answer goes out, so a client that has the answer finds the entry.
+func (s *Server) note(entry string) {
+	s.mu.Lock()
+	s.log = append(s.log, entry)
+	j, name := s.journal, s.name
+	s.mu.Unlock()
+	if j != nil {
+		j.mu.Lock()
+		j.entries = append(j.entries, name+": "+entry)
+		j.mu.Unlock()
+	}
 }
 
 // Log returns what every connection received, in the order it arrived,
@@ -229,7 +278,7 @@ func (s *Server) accept() {
 func (s *Server) reply(entry string) Reply {
 	up := strings.ToUpper(entry)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var found *rule
 	for i := len(s.rules) - 1; i >= 0; i-- {
 		r := s.rules[i]
 		if r.times == 0 || !strings.HasPrefix(up, r.prefix) {
@@ -238,9 +287,17 @@ func (s *Server) reply(entry string) Reply {
 		if r.times > 0 {
 			r.times--
 		}
-		return r.reply
+		found = r
+		break
 	}
-	return Reply{}
+	s.mu.Unlock()
+	switch {
+	case found == nil:
+		return Reply{}
+	case found.answer != nil:
+		return found.answer(entry)
+	}
+	return found.reply
 }
 
 func (s *Server) serve(c *Conn) {
@@ -273,9 +330,7 @@ func (s *Server) serve(c *Conn) {
 		switch p[0] {
 		case mysql.ComQuit:
 			c.record("QUIT")
-			s.mu.Lock()
-			s.log = append(s.log, "QUIT")
-			s.mu.Unlock()
+			s.note("QUIT")
 			return
 		case mysql.ComQuery:
 			entry, query = string(p[1:]), true
@@ -299,9 +354,7 @@ func (s *Server) serve(c *Conn) {
 			entry = fmt.Sprintf("COMMAND %#x", p[0])
 		}
 		c.record(entry)
-		s.mu.Lock()
-		s.log = append(s.log, entry)
-		s.mu.Unlock()
+		s.note(entry)
 		r := s.reply(entry)
 		if r.Drop {
 			return
@@ -344,8 +397,9 @@ func (c *Conn) apply(entry string, query bool, cmd byte, r Reply) uint16 {
 			c.autocommit, c.inTrans = true, false
 		}
 	case r.Err != nil:
-		if r.Err.Code == mysql.ErLockDeadlock {
-			c.inTrans = false
+		q := strings.ToUpper(strings.TrimSpace(entry))
+		if r.Err.Code == mysql.ErLockDeadlock || query && (strings.HasPrefix(q, "COMMIT") || q == "ROLLBACK") {
+			c.inTrans = false // a failed COMMIT rolls back (trans_commit)
 		}
 	case query:
 		c.applyQuery(strings.ToUpper(strings.TrimSpace(entry)))
@@ -369,7 +423,7 @@ func (c *Conn) apply(entry string, query bool, cmd byte, r Reply) uint16 {
 // applyQuery is apply for a query that succeeded; q is its upper-case
 // text.
 func (c *Conn) applyQuery(q string) {
-	compact := strings.NewReplacer(" ", "", "@@SESSION.", "", "@@", "", "SESSION", "").Replace(q)
+	compact := strings.NewReplacer(" ", "", "`", "", "@@SESSION.", "", "@@", "", "SESSION", "").Replace(q)
 	switch {
 	case strings.HasPrefix(q, "START TRANSACTION"), q == "BEGIN", q == "BEGIN WORK", strings.HasPrefix(q, "XA START"), strings.HasPrefix(q, "XA BEGIN"):
 		c.inTrans = true

@@ -46,3 +46,28 @@ func TestReplayFailureKeepsNoConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestAutocommitOnLeavesNoOpenTransaction: with autocommit off, a
+// transaction reached n1 and n2; SET autocommit = 1 (run on n1, which
+// commits there) turns it off for the session, and the client leaves. In
+// MariaDB the SET commits the whole transaction. Here n2's part stays
+// open: the session still counts n2 in the transaction (HoldsState), but
+// ReleaseAll decides whether to reset from the session's flags alone, so
+// n2's connection goes back to the pool inside a transaction with the
+// client's uncommitted write, and the next client to borrow it works
+// inside it (its syncVars' SET autocommit = DEFAULT would commit it; a
+// pool that closes it rolls it back).
+func TestAutocommitOnLeavesNoOpenTransaction(t *testing.T) {
+	t.Skip("bug: ReleaseAll does not reset connections the transaction joined once autocommit is on again (conns.go, dirty ignores s.joined), and SET autocommit = 1 in transaction_mode multi commits only the node it runs on")
+	h := newHarness(t, "")
+	h.script(readAutocommit)
+	h.run([]step{
+		autocommitOff, on("UPDATE a SET x = 1", "n1"), on("UPDATE b SET x = 1", "n2"),
+		autocommitOn, releaseAll(),
+	})
+	for _, c := range h.conns() {
+		if strings.Contains(c, "INSIDE A TRANSACTION") {
+			t.Errorf("%s", c)
+		}
+	}
+}

@@ -51,6 +51,8 @@ type harness struct {
 	co      *xa.Coordinator
 
 	gtrids map[string]string // gtrid -> g1, g2, ... in order of appearance
+	// journal is the order in which the nodes' fakes received commands.
+	journal fakebackend.Journal
 }
 
 // xaDB is the sidecar database of the harness's coordinator; xaInstance its
@@ -76,6 +78,7 @@ func newHarness(t *testing.T, mode string) *harness {
 	for i, name := range nodeNames {
 		f := fakebackend.Start(t, uint32(i+1)*100+1) // n1's connections are 101, 102, ...
 		h.fakes[name] = f
+		f.JournalTo(&h.journal, name)
 		// No Start: no health checks (their connections would show in
 		// the fakes), and nothing to Close.
 		h.nodes[name] = backend.NewNode(config.Node{Name: name, Master: f.Addr(), User: "app", Password: "pw",
@@ -160,8 +163,8 @@ func (st step) fails(code uint16, parts ...string) step {
 			return fmt.Sprintf("error %v, want code %d", err, code)
 		}
 		for _, p := range parts {
-			if !strings.Contains(se.Message, p) {
-				return fmt.Sprintf("error %q does not say %q", se.Message, p)
+			if !strings.Contains(err.Error(), p) {
+				return fmt.Sprintf("error %q does not say %q", err, p)
 			}
 		}
 		return ""
@@ -455,6 +458,11 @@ func (h *harness) conns() []string {
 				}
 			case n.HasThread(c.ID):
 				state = "pooled"
+				if c.InTxn() {
+					// Never expected: the next client would work inside
+					// this session's transaction.
+					state = "POOLED INSIDE A TRANSACTION"
+				}
 			default:
 				// Neither held nor in the pool: the client side closed
 				// it, so the fake sees the end at once.
@@ -509,6 +517,22 @@ func (h *harness) gtrid(g string) string {
 	name := "g" + strconv.Itoa(len(h.gtrids)+1)
 	h.gtrids[g] = name
 	return name
+}
+
+// ends returns the journal's statements that end transactions or
+// branches, normalised.
+func (h *harness) ends() []string {
+	var out []string
+	for _, e := range h.normalize(h.journal.Entries()) {
+		_, q, _ := strings.Cut(e, ": ")
+		for _, p := range []string{"COMMIT", "ROLLBACK", "XA PREPARE", "XA COMMIT", "XA ROLLBACK"} {
+			if strings.HasPrefix(q, p) && !strings.HasPrefix(q, "ROLLBACK TO") {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // decisions summarises what the coordinator wrote to and read from the
@@ -576,6 +600,10 @@ type transition struct {
 	// session's (harness.facts).
 	conns []string
 	facts string
+	// ends, when set, are the statements that end transactions (COMMIT,
+	// ROLLBACK, XA PREPARE, XA COMMIT, XA ROLLBACK) across nodes, in the
+	// order the nodes received them: "n2: COMMIT".
+	ends []string
 	// decisions, in transaction_mode xa, are what the coordinator wrote
 	// to the decision log (harness.decisions); xa its counters as
 	// "onephase=N decided=N refused=N owed=N".
@@ -594,6 +622,11 @@ func runTransitions(t *testing.T, cases []transition) {
 			h.run(tc.steps)
 			if got := h.conns(); !slices.Equal(got, tc.conns) {
 				t.Errorf("connections:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.conns, "\n"))
+			}
+			if tc.ends != nil {
+				if got := h.ends(); !slices.Equal(got, tc.ends) {
+					t.Errorf("transaction ends in order: %q, want %q", got, tc.ends)
+				}
 			}
 			if got := h.facts(); got != tc.facts {
 				t.Errorf("session: %q, want %q", got, tc.facts)
@@ -643,3 +676,5 @@ func sessionIs(facts string) step {
 		return nil
 	})
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
