@@ -20,6 +20,27 @@
 //     packet, to Writer.Client (the relay functions), so the point-select
 //     path decodes nothing it does not need.
 //
+// How it is built, in the spirit of Vitess's vtgate/engine primitives: an
+// Executor holds what a session's statements share and runs a
+// single-target statement itself (Forward, RunOn), its response passed on
+// by the executor's relayer; Execute hands every other plan kind to a
+// primitive built for that statement, which holds a pointer back to the
+// executor and owns one responsibility:
+//   - concatenate: a Concat plan without a merge, one target after another
+//     as one result set;
+//   - merger: a Concat plan with a Merge, every target at once, their
+//     streams, connections and memory budget, and the operator pipeline
+//     (ops.go, group.go) over them;
+//   - fanout: DML (SumOK) or DDL (Fanout) on several targets, answered as
+//     one OK or one error naming the targets that failed and applied;
+//   - loadData: LOAD DATA LOCAL INFILE split over subtables, with its
+//     loadSplitter cutting the file into each target's part;
+//   - gather: the exact fallback, the sharded tables a statement reads
+//     copied into temporary tables on one connection, within the copy's
+//     bounds;
+//   - meta: SHOW TABLES, SHOW TABLE STATUS and EXPLAIN answered with a
+//     result the proxy builds.
+//
 // The engine knows nothing of sessions, authentication or commands: it
 // never imports proxy/server, and it never decides what a failure means to
 // the session. Failures come back as errors the caller maps: a
@@ -32,6 +53,7 @@
 // safe for concurrent use (it holds only the nodes and limits). An
 // Executor belongs to one client session and is used only by the
 // goroutine that owns that session; it keeps scratch buffers between
-// statements. Every backend connection the engine takes is given back
+// statements (so a point select allocates nothing). A primitive lives for
+// one statement and is used by the same goroutine. Every backend connection the engine takes is given back
 // through Conns.Release before the call that took it returns.
 package engine

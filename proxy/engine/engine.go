@@ -86,6 +86,14 @@ func New(nodes map[string]*backend.Node, mergeLimit, mergeTotalLimit int64) *Eng
 
 // Executor runs plans for one client session. It is owned by the
 // session's goroutine.
+//
+// It holds what every kind of plan shares (the session's connections and
+// client, the statement being run, the statistics the caller reads, the
+// scratch a COM_QUERY is built in) and runs a single-target statement
+// itself (Forward, RunOn, with its relayer). Every other plan kind has a
+// primitive of its own, built by Execute for one statement with a
+// pointer back to the executor: concatenate, merger, fanout, loadData,
+// gather and meta.
 type Executor struct {
 	eng   *Engine
 	conns Conns
@@ -135,11 +143,11 @@ func (x *Executor) Execute(plan *router.Plan, sql string) error {
 	case router.SumOK, router.Fanout:
 		return fanout{x}.run(plan)
 	case router.ShowTables:
-		return x.showTables(plan)
+		return meta{x}.showTables(plan)
 	case router.ShowTableStatus:
-		return x.showTableStatus(plan)
+		return meta{x}.showTableStatus(plan)
 	case router.Explain:
-		return x.explain(plan)
+		return meta{x}.explain(plan)
 	case router.LoadSplit:
 		return loadData{x}.run(plan)
 	case router.Fallback:
@@ -175,6 +183,24 @@ func (x *Executor) send(t *router.Target) (*backend.Conn, error) {
 		return nil, backend.ErrLost(bc)
 	}
 	return bc, nil
+}
+
+// collect runs a target whose result is small and returns it whole.
+func (x *Executor) collect(t *router.Target) (*backend.Result, error) {
+	bc, err := x.send(t)
+	if err != nil {
+		return nil, err
+	}
+	res, more, err := bc.ReadResult()
+	for err == nil && more {
+		_, more, err = bc.ReadResult()
+	}
+	var o backend.Outcome
+	if err == nil && res != nil {
+		o = backend.Outcome{OK: true, Status: res.OK.Status}
+	}
+	x.conns.Release(bc, false, o)
+	return res, err
 }
 
 // SetFallbackLimits bounds the rows and bytes one exact fallback copies,

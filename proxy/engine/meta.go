@@ -11,28 +11,21 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// collect runs a target whose result is small and returns it whole.
-func (x *Executor) collect(t *router.Target) (*backend.Result, error) {
-	bc, err := x.send(t)
-	if err != nil {
-		return nil, err
-	}
-	res, more, err := bc.ReadResult()
-	for err == nil && more {
-		_, more, err = bc.ReadResult()
-	}
-	var o backend.Outcome
-	if err == nil && res != nil {
-		o = backend.Outcome{OK: true, Status: res.OK.Status}
-	}
-	x.conns.Release(bc, false, o)
-	return res, err
+// meta answers, with a result the proxy builds, the statements about
+// tables whose answer one backend cannot give: SHOW TABLES and SHOW TABLE
+// STATUS over the subtables of several nodes (each subtable shown as its
+// logical table, a sharded table's status summed over its subtables), and
+// EXPLAIN FORMAT='shard', which shows the plan itself. Each target's
+// small result is read whole (Executor.collect) before anything is sent.
+type meta struct {
+	x *Executor
 }
 
 // showTables answers SHOW TABLES with the union over the targets, subtable
 // names replaced by their logical table, without duplicates, in name
 // order.
-func (x *Executor) showTables(plan *router.Plan) error {
+func (mt meta) showTables(plan *router.Plan) error {
+	x := mt.x
 	names := NewRenames(plan.Renames)
 	var cols []mysql.Column
 	seen := map[string]bool{}
@@ -69,7 +62,8 @@ func (x *Executor) showTables(plan *router.Plan) error {
 }
 
 // explain answers EXPLAIN FORMAT='shard' with the plan's targets.
-func (x *Executor) explain(plan *router.Plan) error {
+func (mt meta) explain(plan *router.Plan) error {
+	x := mt.x
 	cols := []mysql.Column{
 		{Name: "node", Type: mysql.TypeVarString, Length: 256, Charset: 45},
 		{Name: "backend", Type: mysql.TypeVarString, Length: 256, Charset: 45},
@@ -192,7 +186,8 @@ func RelayRenamed(rs []router.Rename) Relay {
 // largest Auto_increment; the earliest Create_time, the latest
 // Update_time and Check_time), one copy of a global table, matching the
 // plan's LIKE pattern on logical names, in name order.
-func (x *Executor) showTableStatus(plan *router.Plan) error {
+func (mt meta) showTableStatus(plan *router.Plan) error {
+	x := mt.x
 	names := NewRenames(plan.Renames)
 	var cols []mysql.Column
 	idx := map[string]int{}
