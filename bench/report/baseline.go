@@ -54,36 +54,37 @@ func pairedRatio(vs []float64) (spreadRatio, int) {
 	return spreadRatio{median(vs), slices.Min(vs), slices.Max(vs)}, len(vs)
 }
 
-// verdictAtMost marks a ratio that must not exceed target: ✓ when the median
-// is at or below it, ✗ otherwise, and a note when the rounds disagree.
-func (r spreadRatio) verdictAtMost(target float64) string {
+// format renders "1.002 (0.998–1.010)" with prec decimals, or only the
+// median when the bounds round to it (one round) or are missing.
+func (r spreadRatio) format(prec int) string {
 	if !r.valid() {
 		return "–"
 	}
-	s := r.String()
-	if r.Med <= target {
-		s += " ✓"
-	} else {
-		s += " ✗"
-	}
-	if !math.IsNaN(r.Lo) && !math.IsNaN(r.Hi) && r.Lo <= target && r.Hi > target {
-		s += " (spread crosses " + fmtNum(target, 2) + ")"
+	s := fmtNum(r.Med, prec)
+	if !math.IsNaN(r.Lo) && !math.IsNaN(r.Hi) && (fmtNum(r.Lo, prec) != s || fmtNum(r.Hi, prec) != s) {
+		s += " (" + fmtNum(r.Lo, prec) + "–" + fmtNum(r.Hi, prec) + ")"
 	}
 	return s
 }
 
-// verdictAtLeast is verdict with the target printed to two places.
-func (r spreadRatio) verdictAtLeast(target float64) string {
+// check renders r with prec decimals and marks it against target: ✓ when the
+// median meets it (at most target, or at least it when atLeast), ✗ when it
+// does not, and a note when the range over rounds crosses the target.
+func (r spreadRatio) check(target float64, atLeast bool, prec int) string {
 	if !r.valid() {
 		return "–"
 	}
-	s := r.String()
-	if r.Med >= target {
+	s := r.format(prec)
+	met := r.Med <= target
+	if atLeast {
+		met = r.Med >= target
+	}
+	if met {
 		s += " ✓"
 	} else {
 		s += " ✗"
 	}
-	if !math.IsNaN(r.Lo) && !math.IsNaN(r.Hi) && r.Lo < target && r.Hi >= target {
+	if !math.IsNaN(r.Lo) && !math.IsNaN(r.Hi) && r.Lo < target && r.Hi > target {
 		s += " (spread crosses " + fmtNum(target, 2) + ")"
 	}
 	return s
@@ -172,7 +173,7 @@ func (rp *Report) writeBaseline(b *strings.Builder) {
 	}
 	p("\n")
 
-	p("| test | mode | threads | rounds | QPS after / before | CPU/query after / before | allocs/query after / before (≤ 1.00) |")
+	p("| test | mode | threads | rounds | QPS after / before | CPU/query after / before | allocs/query after / before (≤ 1) |")
 	if !math.IsNaN(cpuTarget) {
 		p(" proxy CPU / relay (≤ %s) |", fmtNum(cpuTarget, 2))
 	}
@@ -191,14 +192,14 @@ func (rp *Report) writeBaseline(b *strings.Builder) {
 		qps, n := pairedRatio(rp.roundRatios(r.test, r.mode, r.threads, "proxy", baselinePath, runQPS))
 		cpu, _ := pairedRatio(rp.roundRatios(r.test, r.mode, r.threads, "proxy", baselinePath, runCPU))
 		allocs, _ := pairedRatio(rp.roundRatios(r.test, r.mode, r.threads, "proxy", baselinePath, runAllocs))
-		p("| %s | %s | %d | %d | %s | %s | %s |", r.test, r.mode, r.threads, n, qps, cpu, allocs.verdictAtMost(1))
+		p("| %s | %s | %d | %d | %s | %s | %s |", r.test, r.mode, r.threads, n, qps, cpu, allocs.check(1, false, 3))
 		if !math.IsNaN(cpuTarget) {
 			cr, _ := pairedRatio(rp.roundRatios(r.test, r.mode, r.threads, "proxy", "relay", runCPU))
-			p(" %s |", cr.verdictAtMost(cpuTarget))
+			p(" %s |", cr.check(cpuTarget, false, 2))
 		}
 		if !math.IsNaN(qpsTarget) {
 			qr, _ := pairedRatio(rp.roundRatios(r.test, r.mode, r.threads, "proxy", "relay", runQPS))
-			p(" %s |", qr.verdictAtLeast(qpsTarget))
+			p(" %s |", qr.check(qpsTarget, true, 2))
 		}
 		p("\n")
 	}
