@@ -16,9 +16,19 @@ import (
 // handshakeTimeout bounds the whole authentication exchange.
 const handshakeTimeout = 10 * time.Second
 
+// auth is the login of a client connection: the handshake, the check of
+// its account (by the proxy, or by a backend for a backend account), and
+// the same check again for COM_CHANGE_USER. It holds nothing but its
+// connection, which owns it.
+type auth struct {
+	c *conn
+}
+
+
 // handshake greets the client, authenticates it and selects its database.
 // On failure the client has been sent an ERR packet where possible.
-func (c *conn) handshake() error {
+func (a auth) handshake() error {
+	c := a.c
 	srv := c.srv
 	// Reads only: writes have client_write_timeout, whose deadline the
 	// writer keeps (a deadline cleared here would leave them without one).
@@ -82,13 +92,13 @@ func (c *conn) handshake() error {
 		clientPlugin = mysql.AuthNativePassword
 	}
 	if _, listed := srv.lv().users[hr.User]; !listed && srv.cfg().BackendLogins != "" {
-		if err := c.backendLogin(hr.User, hr.Database, coll); err != nil {
+		if err := a.backendLogin(hr.User, hr.Database, coll); err != nil {
 			return err
 		}
 		c.user = srv.cfg().BackendLogins // its schema routes the session
 		c.act.setUser(hr.User)
 	} else {
-		if err := c.authenticate(hr.User, clientPlugin, hr.AuthResponse); err != nil {
+		if err := a.authenticate(hr.User, clientPlugin, hr.AuthResponse); err != nil {
 			return err
 		}
 		c.user = hr.User
@@ -120,7 +130,8 @@ func (c *conn) handshake() error {
 // passes each authentication request of the server on to the client (an
 // auth switch with the server's salt), so MariaDB checks the password and
 // the proxy never learns it. A failure is written to the client.
-func (c *conn) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
+func (a auth) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
+	c := a.c
 	srv := c.srv
 	node, _ := srv.rt().DefaultNode(srv.cfg().BackendLogins)
 	n := srv.nodes[node]
@@ -152,8 +163,9 @@ func (c *conn) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
 
 // backendLogin logs a client in with a backend account (dialLogin) and
 // makes that connection the session's own.
-func (c *conn) backendLogin(user, db string, coll byte) error {
-	bc, err := c.dialLogin(user, db, coll)
+func (a auth) backendLogin(user, db string, coll byte) error {
+	c := a.c
+	bc, err := a.dialLogin(user, db, coll)
 	if err != nil {
 		return err
 	}
@@ -166,7 +178,8 @@ func (c *conn) backendLogin(user, db string, coll byte) error {
 // authenticate checks a client's credentials, switching plugins or running
 // caching_sha2_password's extra round trips as needed. It writes the ERR
 // packet on failure but not the final OK.
-func (c *conn) authenticate(user, plugin string, resp []byte) error {
+func (a auth) authenticate(user, plugin string, resp []byte) error {
+	c := a.c
 	srv := c.srv
 	password, known := srv.lv().users[user]
 	if plugin != mysql.AuthNativePassword && plugin != mysql.AuthCachingSha2Password {

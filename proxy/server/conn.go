@@ -154,7 +154,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		c.c.Flush()
 		return
 	}
-	err := c.handshake()
+	err := auth{c}.handshake()
 	s.unauth.Add(-1)
 	if errors.Is(err, mysql.ErrPacketTooLarge) {
 		s.packetsTooLarge.Add(1)

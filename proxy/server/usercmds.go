@@ -44,9 +44,9 @@ func (u *userCmds) changeUser(p []byte) error {
 	}
 	var bc *backend.Conn
 	if !listed && c.srv.cfg().BackendLogins != "" {
-		bc, err = c.dialLogin(cu.User, "", coll)
+		bc, err = auth{c}.dialLogin(cu.User, "", coll)
 	} else {
-		err = c.authenticate(cu.User, plugin, cu.AuthResponse)
+		err = auth{c}.authenticate(cu.User, plugin, cu.AuthResponse)
 	}
 	if err != nil {
 		var se *mysql.SQLError
