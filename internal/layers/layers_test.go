@@ -23,6 +23,7 @@ var allowed = map[string]struct {
 	"router":        {[]string{"config", "mysql"}, []string{"github.com/pingcap/tidb/pkg/parser"}},
 	"backend":       {[]string{"config", "mysql"}, nil},
 	"schema":        {nil, nil},
+	"sidecar":       {[]string{"backend", "mysql"}, nil},
 	"sequence":      {[]string{"backend", "mysql"}, nil},
 	"changestream":  {[]string{"config"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal"}},
 	"move":          {[]string{"changestream", "config", "router"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
