@@ -71,3 +71,25 @@ func TestAutocommitOnLeavesNoOpenTransaction(t *testing.T) {
 		}
 	}
 }
+
+// TestLockTablesCommitsFirst: LOCK TABLES commits the open transaction
+// (MariaDB's implicit commit), on every node it reached. The router does
+// not mark LOCK TABLES ImplicitCommit, so the session commits nothing: the
+// nodes the LOCK reaches commit their part themselves, the others (n3
+// here) keep theirs open, and the session still counts the transaction
+// open. A ROLLBACK then undoes n3's part while n1's stays committed; in
+// transaction_mode xa the LOCK would go into n1's active XA branch, which
+// MariaDB refuses.
+func TestLockTablesCommitsFirst(t *testing.T) {
+	t.Skip("bug: LOCK TABLES inside a transaction does not commit it first on every node (router.Stmt.ImplicitCommit is false for LOCK TABLES)")
+	h := newHarness(t, "")
+	h.run([]step{
+		begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), on("UPDATE c SET x = 1", "n3"),
+		on("LOCK TABLES t WRITE", "n1"),
+		sessionIs("holds-state locked"),
+	})
+	want := []string{"n1: COMMIT", "n3: COMMIT"}
+	if got := h.ends(); !slices.Equal(got, want) {
+		t.Errorf("before LOCK TABLES: %q, want %q", got, want)
+	}
+}

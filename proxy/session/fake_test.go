@@ -363,8 +363,17 @@ func check(name string, f func(h *harness) error) step { return step{name: name,
 func (h *harness) statement(sql string, nodes []string) error {
 	s := h.s
 	st := router.Classify(sql, s.Mode())
-	plan := &router.Plan{Kind: router.Forward, Sticky: st.LockTables && len(nodes) > 1}
-	if len(nodes) > 1 {
+	// The plan kinds the router gives: LOCK TABLES on several nodes is a
+	// fan-out whose connections keep the locks; a read on several is a
+	// concatenation; any other statement on several sums their OKs.
+	plan := &router.Plan{Kind: router.Forward}
+	switch {
+	case len(nodes) == 1:
+	case st.LockTables:
+		plan.Kind, plan.Sticky = router.Fanout, true
+	case st.Kind == router.KindRead:
+		plan.Kind = router.Concat
+	default:
 		plan.Kind = router.SumOK
 	}
 	for _, n := range nodes {
