@@ -188,3 +188,34 @@ func TestStartFailure(t *testing.T) {
 		t.Fatalf("%v %v", ids, err)
 	}
 }
+
+// TestAdoptsOldSidecar: a sidecar written before sidecar_migrations (its
+// tables created by the sequence code itself) is adopted: the sequence
+// goes on from the value stored, and the version is recorded.
+func TestAdoptsOldSidecar(t *testing.T) {
+	const sidecarDB = "seq_t_adopt"
+	d := db(t)
+	d.Exec("DROP DATABASE IF EXISTS " + sidecarDB)
+	for _, q := range []string{"CREATE DATABASE " + sidecarDB,
+		"CREATE TABLE " + sidecarDB + ".sidecar_version (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, version INT UNSIGNED NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO " + sidecarDB + ".sidecar_version VALUES (1, 1)",
+		"CREATE TABLE " + sidecarDB + ".sequences (name VARCHAR(192) NOT NULL PRIMARY KEY, next_id BIGINT UNSIGNED NOT NULL, " +
+			"updated TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP) ENGINE=InnoDB",
+		"INSERT INTO " + sidecarDB + ".sequences (name, next_id) VALUES ('d.t', 5000)"} {
+		if _, err := d.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := sequence.NewSidecar(node(t), sidecarDB)
+	defer sc.Close()
+	set := sequence.NewSet(sc)
+	set.Add("d", "t", 10, func() (uint64, error) { return 1, nil })
+	ids := make([]uint64, 2)
+	if err := set.NextIDs("d", "t", ids); err != nil || ids[0] != 5000 || ids[1] != 5001 {
+		t.Fatalf("%v %v; want 5000 5001", ids, err)
+	}
+	var v int
+	if err := d.QueryRow("SELECT version FROM " + sidecarDB + ".sidecar_migrations WHERE component = 'sequence'").Scan(&v); err != nil || v != 1 {
+		t.Fatalf("version %d %v; want 1", v, err)
+	}
+}

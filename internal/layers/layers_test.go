@@ -24,7 +24,7 @@ var allowed = map[string]struct {
 	"backend":       {[]string{"config", "mysql"}, nil},
 	"schema":        {nil, nil},
 	"sidecar":       {[]string{"backend", "mysql"}, nil},
-	"sequence":      {[]string{"backend", "mysql"}, nil},
+	"sequence":      {[]string{"backend", "mysql", "sidecar"}, nil},
 	"changestream":  {[]string{"config"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal"}},
 	"move":          {[]string{"changestream", "config", "router"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
 	"proxy/session": {[]string{"backend", "config", "mysql", "router", "xa"}, nil},
