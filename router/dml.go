@@ -632,7 +632,8 @@ func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) (_ []st
 		return names, nil, past, nil
 	}
 	if st.sess.IDs == nil {
-		return nil, nil, 0, notSupported("INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)
+		return nil, nil, 0, &NeedIDsError{DB: r.db, Table: r.table, N: len(rows),
+			Err: mysql.NewError(mysql.ErNotSupported, "INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)}
 	}
 	ids := make([]uint64, len(rows))
 	if err := st.sess.IDs.NextIDs(r.db, r.table, ids); err != nil {

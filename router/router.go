@@ -111,7 +111,10 @@ type Session struct {
 	// without a column list); nil knows none.
 	Catalog Catalog
 	// IDs hands out global sequence values for INSERTs into tables whose
-	// rule has a sequence; nil refuses such INSERTs when they need one.
+	// rule has a sequence: values the caller reserved before routing
+	// (Reserved), never a source that does I/O, so that routing stays
+	// pure. With nil, such an INSERT gets a *NeedIDsError saying how many
+	// values of which sequence to reserve before routing it again.
 	IDs IDSource
 }
 
@@ -123,7 +126,8 @@ type Catalog interface {
 	Columns(db, table string) (cols []string, ok bool)
 }
 
-// IDSource hands out the values of global sequences.
+// IDSource hands out the values of global sequences that were reserved
+// before routing (in memory: Route does no I/O).
 type IDSource interface {
 	// NextIDs fills ids with the next values of the sequence of logical
 	// table db.table, in increasing order.
@@ -141,6 +145,35 @@ type NeedSchemaError struct {
 
 func (e *NeedSchemaError) Error() string { return e.Err.Error() }
 func (e *NeedSchemaError) Unwrap() error { return e.Err }
+
+// NeedIDsError is the error of an INSERT that needs N values of the global
+// sequence of logical table DB.Table, which its Session's IDs did not
+// hand out: the caller reserves them (sequence values come from the
+// sidecar database, at execution time, outside the router) and routes
+// again with them (Reserved). Without a source of values it is the
+// client's error (Unwrap).
+type NeedIDsError struct {
+	DB, Table string
+	N         int
+	Err       *mysql.SQLError
+}
+
+func (e *NeedIDsError) Error() string { return e.Err.Error() }
+func (e *NeedIDsError) Unwrap() error { return e.Err }
+
+// Reserved is an IDSource of values reserved before routing: each call
+// hands out its first values, so routing the same statement again gives
+// the same plan.
+type Reserved []uint64
+
+// NextIDs fills ids with the first len(ids) reserved values.
+func (r Reserved) NextIDs(db, table string, ids []uint64) error {
+	if len(ids) > len(r) {
+		return mysql.NewError(mysql.ErUnknownError, "%d values of the sequence of %s.%s reserved, %d needed", len(r), db, table, len(ids))
+	}
+	copy(ids, r)
+	return nil
+}
 
 // TableInfo describes one logical table with a rule, for the proxy's
 // schema and sequence set-up.

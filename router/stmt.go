@@ -430,6 +430,7 @@ func (sc *stmtScanner) finish() Stmt {
 	case "LOCK":
 		st.LockTables = st.SecondIs("TABLES") || st.SecondIs("TABLE")
 		st.OutsideTxn = true
+		st.ImplicitCommit = st.LockTables // as in MariaDB: the open transaction commits first
 	case "UNLOCK":
 		st.UnlockTables = sc.words == 2 && (st.SecondIs("TABLES") || st.SecondIs("TABLE")) && !st.Multi
 		st.OutsideTxn = true

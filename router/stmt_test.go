@@ -91,7 +91,7 @@ func TestClassify(t *testing.T) {
 		{"start transaction read only", 0, facts{kind: KindTxn, keyword: "START"}},
 		{"START SLAVE", 0, sticky(KindOther, "START")},
 		{"commit", 0, facts{kind: KindTxn, keyword: "COMMIT"}},
-		{"LOCK TABLES t WRITE", 0, facts{kind: KindOther, keyword: "LOCK", sticky: true, outside: true}},
+		{"LOCK TABLES t WRITE", 0, facts{kind: KindOther, keyword: "LOCK", sticky: true, outside: true, commit: true}},
 		{"UNLOCK TABLES", 0, facts{kind: KindOther, keyword: "UNLOCK", sticky: true, outside: true}},
 		{"PREPARE s FROM 'select 1'", 0, sticky(KindOther, "PREPARE")},
 		{"USE db", 0, sticky(KindOther, "USE")},

@@ -82,13 +82,6 @@ func (t *tables) Columns(db, table string) ([]string, bool) {
 }
 
 // ids is the session's router.IDSource: nil without sequences.
-func (t *tables) ids() router.IDSource {
-	if t.seqs == nil {
-		return nil
-	}
-	return t.seqs
-}
-
 // probeIDs stands in for the sequences where a plan is made only to be
 // looked at (the metadata of a prepared statement, the choice of how to
 // run an execution): it takes no values, and gives 0.

@@ -53,10 +53,11 @@ func newHandler(c *conn) *handler {
 // its session state died, or the client vanished mid-result).
 var errCloseSession = errors.New("close session")
 
-// routerSession is what the router needs to know of the session.
+// routerSession is what the router needs to know of the session. It
+// carries no sequence values: a statement that needs some gets a
+// router.NeedIDsError, and route reserves them (fetch).
 func (h *handler) routerSession() router.Session {
-	t := h.c.srv.tables
-	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode(), Catalog: t, IDs: t.ids()}
+	return router.Session{User: h.c.user, DB: h.c.st.DB, Mode: h.c.st.Mode(), Catalog: h.c.srv.tables}
 }
 
 // logicalRelay returns a relay that names logical tables in column
@@ -71,21 +72,26 @@ func (h *handler) logicalRelay(tables []string) engine.Relay {
 	return h.logical
 }
 
-// probeSession is routerSession for plans made only to be looked at: they
-// take no sequence values.
+// probeSession is routerSession for plans made only to be looked at (the
+// metadata of a prepared statement, the choice of how to run it): every
+// sequence value they would take is 0, and none is reserved.
 func (h *handler) probeSession() router.Session {
 	s := h.routerSession()
-	if s.IDs != nil {
-		s.IDs = probeIDs{}
-	}
+	s.IDs = probeIDs{}
 	return s
 }
 
-// route plans a text statement; a plan that needs the definition of a
-// table not read yet reads it and plans again.
+// route plans a text statement. What the router could plan only after
+// I/O it does not do (a table definition not read yet, values of a global
+// sequence) is fetched, and the statement planned again; a table being
+// moved holds the statement at its gate.
 func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
 	p, err := h.c.srv.rt().Route(sql, s)
-	if h.readDefinition(err) {
+	for tries := 0; err != nil && tries < 2; tries++ {
+		var again bool
+		if again, err = h.fetch(err, &s); !again {
+			break
+		}
 		p, err = h.c.srv.rt().Route(sql, s)
 	}
 	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
@@ -101,7 +107,11 @@ func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
 // routeArgs is route for a binary prepared statement's execution.
 func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*router.Plan, error) {
 	p, err := h.c.srv.rt().RouteArgs(sql, s, args)
-	if h.readDefinition(err) {
+	for tries := 0; err != nil && tries < 2; tries++ {
+		var again bool
+		if again, err = h.fetch(err, &s); !again {
+			break
+		}
 		p, err = h.c.srv.rt().RouteArgs(sql, s, args)
 	}
 	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
@@ -112,6 +122,28 @@ func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*r
 		}
 	}
 	return p, err
+}
+
+// fetch does the I/O a routing error asks for: it reads the table
+// definition a router.NeedSchemaError names, or reserves the sequence
+// values a router.NeedIDsError counts (into s.IDs, kept if the statement
+// is planned again after waiting at a gate). again reports whether the
+// statement can be planned again; err is the statement's error otherwise.
+func (h *handler) fetch(err error, s *router.Session) (again bool, _ error) {
+	if h.readDefinition(err) {
+		return true, nil
+	}
+	var ni *router.NeedIDsError
+	seqs := h.c.srv.tables.seqs
+	if !errors.As(err, &ni) || s.IDs != nil || seqs == nil {
+		return false, err
+	}
+	ids := make(router.Reserved, ni.N)
+	if rerr := seqs.NextIDs(ni.DB, ni.Table, ids); rerr != nil {
+		return false, rerr
+	}
+	s.IDs = ids
+	return true, nil
 }
 
 // readDefinition reads the table definition err asks for (a

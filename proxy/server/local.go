@@ -105,11 +105,12 @@ func (l *localStmts) setTracked(sql string, vars []router.SetVar) error {
 	h := l.h
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
-	if st.XATxn().ID != 0 && st.Status&mysql.StatusAutocommit == 0 &&
+	if st.Status&mysql.StatusAutocommit == 0 &&
 		slices.ContainsFunc(vars, func(v router.SetVar) bool { return !v.User && v.Name == "autocommit" && !v.Off }) {
-		// Turning autocommit on commits the open transaction first, as in
-		// MariaDB (which refuses it inside XA: the proxy's XA is the
-		// session's ordinary transaction).
+		// Turning autocommit on commits the open transaction first, on
+		// every node it reached, as MariaDB commits it (and refuses the
+		// SET inside XA: the proxy's XA is the session's ordinary
+		// transaction).
 		if err := st.End(true); err != nil {
 			return err
 		}

@@ -54,6 +54,9 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		if s.sticky {
 			for _, q := range s.replay {
 				if _, err := bc.Exec(q); err != nil {
+					// The connection does not have the session's state: it
+					// serves no one (a sticky session would keep it).
+					bc.MarkBroken()
 					s.Release(bc, false, backend.Outcome{})
 					return nil, fmt.Errorf("repeating the session's %q on node %s: %w", q, node, err)
 				}
@@ -240,7 +243,11 @@ func (s *State) keep() {
 // leaves or resets: each is reset (dropping variables, temporary tables,
 // locks and open transactions) when the session left state on it.
 func (s *State) ReleaseAll() {
-	dirty := s.sticky || s.txn.SQL != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0
+	// joined: a connection the transaction reached may still hold it
+	// open when the session's flags say none is (autocommit turned on
+	// after the transaction reached several nodes).
+	dirty := s.sticky || s.txn.SQL != "" || s.Status&mysql.StatusInTrans != 0 || s.Status&mysql.StatusAutocommit == 0 ||
+		len(s.joined) > 0 || s.lost != ""
 	if s.xaTxn.ID != 0 {
 		s.End(false) // XA branches end with XA ROLLBACK, not a new login
 	}
