@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/sidecar"
 )
 
 // FormatID is the XA format id of every branch shardgate starts ("SG");
@@ -113,14 +114,12 @@ type Stats struct {
 // recovery. Safe for concurrent use.
 type Coordinator struct {
 	o  Options
+	sc *sidecar.Sidecar
 	db string // quoted database name
 
 	instance atomic.Uint64 // registration id in xa_instances; 0 before registering
 	next     atomic.Uint64 // last transaction number handed out
 	usurper  uint64        // a live registration under this name that fenced ours (heartbeat goroutine only)
-
-	conns chan *backend.Conn // idle sidecar connections
-	ready atomic.Bool        // tables exist
 
 	mu       sync.Mutex
 	inFlight map[Txn]struct{}
@@ -140,8 +139,8 @@ func New(o Options) *Coordinator {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	c := &Coordinator{o: o, db: "`" + strings.ReplaceAll(o.DB, "`", "``") + "`",
-		conns: make(chan *backend.Conn, 8), inFlight: map[Txn]struct{}{}, owed: map[Txn]time.Time{},
+	c := &Coordinator{o: o, sc: sidecar.New(o.Sidecar, o.DB), db: mysql.QuoteIdent(o.DB),
+		inFlight: map[Txn]struct{}{}, owed: map[Txn]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	// Numbers start at a random point so that branch ids stay unique on a
 	// node even when the proxy runs unregistered (instance 0).
@@ -173,14 +172,7 @@ func (c *Coordinator) Close() {
 	close(c.stop)
 	<-c.done
 	c.flushForget(context.Background())
-	for {
-		select {
-		case bc := <-c.conns:
-			bc.Close()
-		default:
-			return
-		}
-	}
+	c.sc.Close()
 }
 
 // Instance is the registration id branch ids carry (0 before
@@ -273,12 +265,8 @@ func (c *Coordinator) Decide(ctx context.Context, t Txn) (Outcome, error) {
 	return Unknown, err
 }
 
-// quote makes s a string literal (s is a gtrid or a name: no NULs).
-func quote(s string) string {
-	return "'" + quoter.Replace(s) + "'"
-}
-
-var quoter = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+// quote makes s a string literal: a gtrid (VARBINARY) or a name.
+func quote(s string) string { return mysql.QuoteString(s, "") }
 
 // inList is ('g1','g2',...).
 func inList(gs []string) string {
@@ -294,71 +282,28 @@ func inList(gs []string) string {
 	return b.String()
 }
 
-// exec runs one autocommitted statement on a sidecar connection.
+// exec runs one autocommitted statement in the sidecar.
 func (c *Coordinator) exec(ctx context.Context, q string) (*backend.Result, error) {
-	bc, err := c.conn(ctx)
+	res, err := c.sc.Exec(ctx, tables, q)
 	if err != nil {
-		return nil, err
-	}
-	res, err := bc.Exec(q)
-	c.put(bc)
-	if err != nil {
-		return nil, fmt.Errorf("xa decision log on node %s: %w", c.o.Sidecar.Name, err)
+		return nil, fmt.Errorf("xa decision log: %w", err)
 	}
 	return res, nil
 }
 
-func (c *Coordinator) conn(ctx context.Context) (*backend.Conn, error) {
-	select {
-	case bc := <-c.conns:
-		return bc, nil
-	default:
-	}
-	bc, err := c.o.Sidecar.Dial(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("xa decision log on node %s: %w", c.o.Sidecar.Name, err)
-	}
-	if !c.ready.Load() {
-		if err := c.createTables(bc); err != nil {
-			bc.Close()
-			return nil, err
-		}
-		c.ready.Store(true)
-	}
-	return bc, nil
-}
-
-func (c *Coordinator) put(bc *backend.Conn) {
-	if bc.Broken() {
-		bc.Close()
-		return
-	}
-	select {
-	case c.conns <- bc:
-	default:
-		bc.Close()
-	}
-}
-
-// createTables creates the decision log's tables in the sidecar database
-// when missing.
-func (c *Coordinator) createTables(bc *backend.Conn) error {
-	for _, q := range []string{
-		"CREATE DATABASE IF NOT EXISTS " + c.db,
-		"CREATE TABLE IF NOT EXISTS " + c.db + ".xa_instances (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, " +
-			"name VARCHAR(255) NOT NULL, started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL, fenced DATETIME(6) NULL, nodes TEXT NULL, " +
-			"KEY (name)) ENGINE=InnoDB",
-		// nodes came after the first version of the table.
-		"ALTER TABLE " + c.db + ".xa_instances ADD COLUMN IF NOT EXISTS nodes TEXT NULL",
-		"CREATE TABLE IF NOT EXISTS " + c.db + ".xa_decisions (gtrid VARBINARY(64) NOT NULL PRIMARY KEY, instance BIGINT UNSIGNED NOT NULL, " +
+// tables are the decision log's tables in the sidecar: the proxies'
+// registrations and the commit (and abort) decisions.
+var tables = &sidecar.Component{Name: "xa", Migrations: [][]string{
+	{
+		"CREATE TABLE IF NOT EXISTS xa_instances (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, " +
+			"name VARCHAR(255) NOT NULL, started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL, fenced DATETIME(6) NULL, KEY (name)) ENGINE=InnoDB",
+		"CREATE TABLE IF NOT EXISTS xa_decisions (gtrid VARBINARY(64) NOT NULL PRIMARY KEY, instance BIGINT UNSIGNED NOT NULL, " +
 			"outcome ENUM('commit','abort') NOT NULL, decided DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY (instance)) ENGINE=InnoDB",
-	} {
-		if _, err := bc.Exec(q); err != nil {
-			return fmt.Errorf("xa decision log on node %s: creating its tables: %w", c.o.Sidecar.Name, err)
-		}
-	}
-	return nil
-}
+	},
+	// The nodes a registration's branches can be on (recovery forgets a
+	// dead instance's decisions only after listing every one of them).
+	{"ALTER TABLE xa_instances ADD COLUMN IF NOT EXISTS nodes TEXT NULL"},
+}}
 
 // leaseAgo is the SQL for one lease before now: a registration renewed
 // since then is alive.

@@ -44,7 +44,7 @@ var allowed = map[string]struct {
 	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},
 	"bench/move":           {[]string{"changestream", "config"}, []string{"github.com/go-sql-driver/mysql"}},
 	"digest":               {nil, nil},
-	"xa":                   {[]string{"backend", "mysql"}, []string{"go.uber.org/zap"}},
+	"xa":                   {[]string{"backend", "mysql", "sidecar"}, []string{"go.uber.org/zap"}},
 }
 
 // TestImportGraph reads every package's direct imports (tests excluded)
