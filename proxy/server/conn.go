@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -78,6 +79,11 @@ type conn struct {
 	watchDone  chan struct{}
 	watchArmed atomic.Bool
 	watched    bool // the watch is armed for the command under way
+	// ctx is the client connection's context, canceled when it ends
+	// (closeNow, or the session's goroutine returns): every backend call
+	// of the session takes it, through its session.State.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// runningMany are the backends of a cross-shard merge under way.
 	runningMany atomic.Pointer[[]*backend.Conn]
 	// interrupted is set by a KILL QUERY that found the session busy
@@ -116,6 +122,8 @@ func (s *Server) serveConn(nc net.Conn) {
 		log: s.log.With(zap.Uint32("conn", id), zap.String("client", nc.RemoteAddr().String())),
 		buf: make([]byte, 0, 256),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	defer c.cancel()
 	c.h = newHandler(c)
 	c.c.MaxPacket = preAuthPacket
 	c.c.LendWriteBuffer()
@@ -265,6 +273,7 @@ func (c *conn) loop() {
 // closeNow ends the session at once, dropping whatever is buffered for
 // the client (it would end inside a packet).
 func (c *conn) closeNow() error {
+	c.cancel()
 	c.nc.Close()
 	return errCloseSession
 }

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -46,7 +45,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		}
 		if bc == nil {
 			var err error
-			bc, err = n.Get(context.Background(), s.Variant, s.DB, s.Coll)
+			bc, err = n.Get(s.ctx, s.Variant, s.DB, s.Coll)
 			if err != nil {
 				return nil, err
 			}

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/shardgate/shardgate/backend"
@@ -69,7 +68,7 @@ func (rs *readState) replicaConn(n *backend.Node) *backend.Conn {
 	if r == nil {
 		return nil
 	}
-	bc, err := r.Get(context.Background(), s.Variant, s.DB, s.Coll)
+	bc, err := r.Get(s.ctx, s.Variant, s.DB, s.Coll)
 	if err != nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -62,6 +63,11 @@ type State struct {
 	varState // variables carried to every connection (vars.go)
 	readState
 
+	// ctx is the client connection's context (SetContext): every backend
+	// call of the session takes it, so a client that is gone, or killed,
+	// waits for no pool, no server and no sidecar any more.
+	ctx context.Context
+
 	// Stmts are the prepared statements the proxy keeps for the session.
 	Stmts Stmts
 }
@@ -71,9 +77,14 @@ type State struct {
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
 	s := &State{nodes: nodes, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
 	s.txnState.s, s.varState.s, s.readState.s = s, s, s
+	s.ctx = context.Background()
 	s.singleNodeTxn = singleNodeTxn
 	return s
 }
+
+// SetContext sets the context of the client connection the session
+// serves; every backend call of the session takes it.
+func (s *State) SetContext(ctx context.Context) { s.ctx = ctx }
 
 // SetTxnMode sets the session's transaction_mode (config.TransactionMulti,
 // TransactionSingle or TransactionXA); co is the coordinator xa needs.

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -151,7 +150,7 @@ func (ts *txnState) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
 	if err == nil {
 		xaHook(XABeforeDecision, "")
 		var outcome xa.Outcome
-		outcome, err = s.xa.Decide(context.Background(), t)
+		outcome, err = s.xa.Decide(s.ctx, t)
 		switch outcome {
 		case xa.Commit:
 			onEach(branches, errs, func(bc *backend.Conn) error {
