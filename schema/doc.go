@@ -13,7 +13,11 @@
 // the next version number, the definitions a table had are kept, and
 // AsOf(version) answers with the definition in force at that version.
 //
-// The package does no I/O of its own: Read takes a Querier, which the
-// proxy backs with a backend connection, so planning code can depend on it
-// without depending on the network.
+// It is also the one place that reads a table's definition from a server
+// (read.go): the columns for the catalog, and for data movement the
+// primary key's order and the CREATE TABLE statement as well. The package
+// does no I/O of its own: the readers take a Querier, which the proxy
+// backs with a backend connection and data movement with its own
+// connections, so planning code can depend on it without depending on the
+// network.
 package schema

@@ -2,22 +2,31 @@ package schema
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // Querier runs one query and returns its rows as text; a nil cell is SQL
-// NULL. The proxy backs it with a backend connection.
+// NULL. The proxy backs it with a backend connection, data movement with
+// its own connections to the servers it copies between.
 type Querier interface {
 	Query(sql string) ([][][]byte, error)
 }
+
+// This file is the one place that reads table definitions from a server:
+// the columns (Read), the primary key's order (ReadPrimaryKey), the CREATE
+// TABLE statement (ReadCreate) and the AUTO_INCREMENT counter
+// (ReadAutoIncrement). Names are written with mysql.QuoteString and
+// mysql.QuoteIdent, so the queries read the same under every sql_mode.
 
 // Read reads the definition of the physical table db.table through q and
 // returns it named logical (the logical table it belongs to, which may be
 // the same). It returns nil, nil when the table does not exist.
 func Read(q Querier, db, table, logical string) (*Table, error) {
 	rows, err := q.Query("SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, COLUMN_KEY, EXTRA " +
-		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = " + quote(db) + " AND TABLE_NAME = " + quote(table) +
-		" ORDER BY ORDINAL_POSITION")
+		"FROM information_schema.COLUMNS WHERE " + where(db, table) + " ORDER BY ORDINAL_POSITION")
 	if err != nil {
 		return nil, fmt.Errorf("schema: reading %s.%s: %w", db, table, err)
 	}
@@ -46,12 +55,59 @@ func Read(q Querier, db, table, logical string) (*Table, error) {
 	return t, nil
 }
 
-// quote writes s as an SQL string literal that reads the same under every
-// sql_mode: plainly quoted, or in hex when it holds a quote, a backslash
-// or NUL.
-func quote(s string) string {
-	if strings.ContainsAny(s, "\\'\x00") {
-		return fmt.Sprintf("CONVERT(X'%x' USING utf8mb4)", s)
+// ReadPrimaryKey returns the names of db.table's primary key columns in
+// key order; none when it has no primary key (or does not exist).
+// information_schema.COLUMNS marks the key's columns but not their order,
+// and a join of the two views scans every table's keys, so this is a
+// query of its own.
+func ReadPrimaryKey(q Querier, db, table string) ([]string, error) {
+	rows, err := q.Query("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE " + where(db, table) +
+		" AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION")
+	if err != nil {
+		return nil, fmt.Errorf("schema: reading the primary key of %s.%s: %w", db, table, err)
 	}
-	return "'" + s + "'"
+	var names []string
+	for _, r := range rows {
+		if len(r) != 1 {
+			return nil, fmt.Errorf("schema: reading the primary key of %s.%s: %d columns in a row", db, table, len(r))
+		}
+		names = append(names, string(r[0]))
+	}
+	return names, nil
+}
+
+// ReadCreate returns db.table's CREATE TABLE statement as SHOW CREATE
+// TABLE writes it.
+func ReadCreate(q Querier, db, table string) (string, error) {
+	rows, err := q.Query("SHOW CREATE TABLE " + mysql.QuoteIdent(db) + "." + mysql.QuoteIdent(table))
+	if err != nil {
+		return "", fmt.Errorf("schema: reading %s.%s: %w", db, table, err)
+	}
+	if len(rows) != 1 || len(rows[0]) < 2 {
+		return "", fmt.Errorf("schema: SHOW CREATE TABLE %s.%s answered no definition", db, table)
+	}
+	return string(rows[0][1]), nil
+}
+
+// ReadAutoIncrement returns db.table's AUTO_INCREMENT counter (the next
+// value it would generate); ok is false when the table has none or does
+// not exist.
+func ReadAutoIncrement(q Querier, db, table string) (next uint64, ok bool, err error) {
+	rows, err := q.Query("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE " + where(db, table))
+	if err != nil {
+		return 0, false, fmt.Errorf("schema: reading the AUTO_INCREMENT of %s.%s: %w", db, table, err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 || rows[0][0] == nil {
+		return 0, false, nil
+	}
+	v, err := strconv.ParseUint(string(rows[0][0]), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("schema: the AUTO_INCREMENT of %s.%s is %q", db, table, rows[0][0])
+	}
+	return v, true, nil
+}
+
+// where selects db.table in an information_schema view.
+func where(db, table string) string {
+	return "TABLE_SCHEMA = " + mysql.QuoteString(db, "utf8mb4") + " AND TABLE_NAME = " + mysql.QuoteString(table, "utf8mb4")
 }

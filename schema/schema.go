@@ -24,6 +24,21 @@ type Column struct {
 	Extra      string // EXTRA, for example "auto_increment"
 }
 
+// DataType is the column's type without its length and attributes, lower
+// case ("bigint" for "bigint(20) unsigned"), as information_schema's
+// DATA_TYPE.
+func (c *Column) DataType() string {
+	t, _, _ := strings.Cut(c.Type, "(")
+	t, _, _ = strings.Cut(t, " ")
+	return strings.ToLower(t)
+}
+
+// Generated reports whether the server computes the column (VIRTUAL or
+// STORED GENERATED): it is never written.
+func (c *Column) Generated() bool {
+	return strings.Contains(strings.ToUpper(c.Extra), "GENERATED")
+}
+
 // Table is the definition of one logical table at one catalog version.
 // A Table is never modified once it is in a Catalog.
 type Table struct {

@@ -97,7 +97,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(q.sql, "TABLE_SCHEMA = 'db' AND TABLE_NAME = 't_0001'") {
+	if !strings.Contains(q.sql, "TABLE_SCHEMA = _utf8mb4 'db' AND TABLE_NAME = _utf8mb4 't_0001'") {
 		t.Errorf("query %s", q.sql)
 	}
 	if tb.Name != "t" || tb.AutoIncrement != "id" || len(tb.Columns) != 2 || tb.Columns[0].HasDefault ||
@@ -108,11 +108,48 @@ func TestRead(t *testing.T) {
 		t.Errorf("Column(K) = %d %v", i, ok)
 	}
 	q.rows = nil
-	if tb, err := Read(q, "db", "it's", "t"); tb != nil || err != nil || !strings.Contains(q.sql, "X'69742773'") {
+	if tb, err := Read(q, "db", `it's\`, "t"); tb != nil || err != nil || !strings.Contains(q.sql, "_utf8mb4 X'697427735C'") {
 		t.Errorf("missing table: %v %v (%s)", tb, err, q.sql)
 	}
 	q.err = errors.New("boom")
 	if _, err := Read(q, "db", "t", "t"); err == nil {
 		t.Error("no error")
+	}
+}
+
+func TestColumnFacts(t *testing.T) {
+	for _, tc := range []struct {
+		typ, extra, dataType string
+		generated            bool
+	}{
+		{"bigint(20) unsigned", "auto_increment", "bigint", false},
+		{"INT", "", "int", false},
+		{"varchar(10)", "VIRTUAL GENERATED", "varchar", true},
+		{"decimal(10,2) unsigned zerofill", "STORED GENERATED", "decimal", true},
+	} {
+		c := Column{Type: tc.typ, Extra: tc.extra}
+		if c.DataType() != tc.dataType || c.Generated() != tc.generated {
+			t.Errorf("%s %s: DataType %q Generated %v", tc.typ, tc.extra, c.DataType(), c.Generated())
+		}
+	}
+}
+
+func TestReadKeyCreateCounter(t *testing.T) {
+	q := &fakeQuerier{rows: [][][]byte{{[]byte("b")}, {[]byte("a")}}}
+	if pk, err := ReadPrimaryKey(q, "db", "t"); err != nil || strings.Join(pk, ",") != "b,a" ||
+		!strings.Contains(q.sql, "KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = _utf8mb4 'db' AND TABLE_NAME = _utf8mb4 't' AND CONSTRAINT_NAME = 'PRIMARY'") {
+		t.Errorf("ReadPrimaryKey = %v %v (%s)", pk, err, q.sql)
+	}
+	q.rows = [][][]byte{{[]byte("a`b"), []byte("CREATE TABLE `a``b` (x int)")}}
+	if c, err := ReadCreate(q, "d", "a`b"); err != nil || c != "CREATE TABLE `a``b` (x int)" || q.sql != "SHOW CREATE TABLE `d`.`a``b`" {
+		t.Errorf("ReadCreate = %q %v (%s)", c, err, q.sql)
+	}
+	q.rows = [][][]byte{{[]byte("1000")}}
+	if v, ok, err := ReadAutoIncrement(q, "d", "t"); v != 1000 || !ok || err != nil || !strings.Contains(q.sql, "information_schema.TABLES") {
+		t.Errorf("ReadAutoIncrement = %d %v %v", v, ok, err)
+	}
+	q.rows = [][][]byte{{nil}}
+	if _, ok, err := ReadAutoIncrement(q, "d", "t"); ok || err != nil {
+		t.Errorf("no counter: %v %v", ok, err)
 	}
 }
