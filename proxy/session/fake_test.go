@@ -53,6 +53,15 @@ type harness struct {
 	gtrids map[string]string // gtrid -> g1, g2, ... in order of appearance
 	// journal is the order in which the nodes' fakes received commands.
 	journal fakebackend.Journal
+	// order lists the fakes whose connections conns describes, nodeOf
+	// the pool each one's connections belong to (a node's master, a new
+	// master after a switch, a replica's pool), skip how many of a fake's
+	// first connections to leave out (a replica's health check).
+	order  []string
+	nodeOf map[string]*backend.Node
+	skip   map[string]int
+	// split: reads may go to replicas (the schema splits reads).
+	split bool
 }
 
 // xaDB is the sidecar database of the harness's coordinator; xaInstance its
@@ -68,13 +77,14 @@ func newHarness(t *testing.T, mode string) *harness {
 		mode = config.TransactionMulti
 	}
 	h := &harness{t: t, fakes: map[string]*fakebackend.Server{}, nodes: map[string]*backend.Node{}, mode: mode,
-		gtrids: map[string]string{}}
+		gtrids: map[string]string{}, nodeOf: map[string]*backend.Node{}, skip: map[string]int{}}
 	opts := config.Default().Backend
 	opts.AcquireTimeout = 2 * time.Second
 	opts.DialTimeout = 5 * time.Second
 	opts.CommandTimeout = 10 * time.Second // a fake that stops answering fails the test, not hangs it
 	opts.PingAfterIdle = 0                 // no time-dependent PING in the logs
 	opts.IdleTimeout, opts.MaxLifetime = 0, 0
+	opts.HealthInterval = time.Hour // a replica's health checks: one, at its start
 	for i, name := range nodeNames {
 		f := fakebackend.Start(t, uint32(i+1)*100+1) // n1's connections are 101, 102, ...
 		h.fakes[name] = f
@@ -83,6 +93,8 @@ func newHarness(t *testing.T, mode string) *harness {
 		// the fakes), and nothing to Close.
 		h.nodes[name] = backend.NewNode(config.Node{Name: name, Master: f.Addr(), User: "app", Password: "pw",
 			MaxConnsLimit: 8, DownAfterNoalive: 1}, opts, nil)
+		h.order = append(h.order, name)
+		h.nodeOf[name] = h.nodes[name]
 	}
 	if mode == config.TransactionXA {
 		h.startXA(opts)
@@ -382,6 +394,7 @@ func (h *harness) statement(sql string, nodes []string) error {
 	if err := s.Before(&st); err != nil {
 		return err
 	}
+	s.Route(&st, plan.Kind, h.split)
 	// In transaction_mode xa a write outside any transaction that reaches
 	// several nodes is one XA transaction, committed before its answer.
 	implicit := plan.Kind == router.SumOK && s.BeginImplicitXA(nodes)
@@ -432,6 +445,47 @@ func (h *harness) exec(node, sql string, sticky, usesLastID bool) (*backend.Resu
 	}
 }
 
+// switchMaster moves node's master to a new fake, named node' in conns (a
+// replica was promoted): connections to the old one are stale.
+func switchMaster(node string) step {
+	return step{name: "the master of " + node + " moves", do: func(h *harness) error {
+		name := node + "'"
+		f := fakebackend.Start(h.t, uint32(slices.Index(nodeNames, node)+1)*100+51)
+		f.JournalTo(&h.journal, name)
+		h.fakes[name] = f
+		h.nodeOf[name] = h.nodes[node]
+		at := slices.Index(h.order, node)
+		h.order = slices.Insert(h.order, at+1, name)
+		h.nodes[node].SwitchMaster(f.Addr())
+		return nil
+	}}
+}
+
+// addReplica gives n1 a healthy replica, named n1r in conns, that has
+// applied the transactions up to gtidPos, and lets reads go to replicas
+// under read_consistency consistency.
+func (h *harness) addReplica(consistency, gtidPos string) {
+	f := fakebackend.Start(h.t, 191)
+	f.On("SHOW GLOBAL VARIABLES", fakebackend.Reply{Columns: varchars("Variable_name", "Value"),
+		Rows: [][]any{{"read_only", "ON"}, {"gtid_slave_pos", gtidPos}}})
+	f.On("SHOW SLAVE STATUS", fakebackend.Reply{Columns: varchars("Slave_IO_Running", "Slave_SQL_Running", "Seconds_Behind_Master"),
+		Rows: [][]any{{"Yes", "Yes", "0"}}})
+	f.JournalTo(&h.journal, "n1r")
+	n := h.nodes["n1"]
+	n.SetReplicas([]config.Replica{{Addr: f.Addr(), Weight: 1}})
+	h.t.Cleanup(func() { n.SetReplicas(nil) })
+	rep := n.Replicas()[0]
+	if st := rep.Status(); !st.Usable {
+		h.t.Fatalf("the replica is not usable: %s", st.Why)
+	}
+	h.fakes["n1r"] = f
+	h.nodeOf["n1r"] = rep.Node
+	h.skip["n1r"] = len(f.Conns()) // its health check
+	h.order = slices.Insert(h.order, 1, "n1r")
+	h.split = true
+	h.s.Consistency = consistency
+}
+
 // held returns the fake's side of the connection the session holds to
 // node's master, or nil.
 func (h *harness) held(node string) *fakebackend.Conn {
@@ -454,16 +508,17 @@ func (h *harness) conns() []string {
 		dedicated = bc.ThreadID
 	}
 	var out []string
-	for _, name := range nodeNames {
-		n := h.nodes[name]
-		inUse := 0
-		for i, c := range h.fakes[name].Conns() {
+	inUse := map[*backend.Node]int{}
+	for _, name := range h.order {
+		n := h.nodeOf[name]
+		inUse[n] += 0
+		for i, c := range h.fakes[name].Conns()[h.skip[name]:] {
 			var state string
 			switch {
 			case slices.Contains(held, c.ID):
 				state = "held"
 				if c.ID != dedicated {
-					inUse++
+					inUse[n]++
 				}
 			case n.HasThread(c.ID):
 				state = "pooled"
@@ -484,8 +539,10 @@ func (h *harness) conns() []string {
 			}
 			out = append(out, fmt.Sprintf("%s.%d %s: %s", name, i+1, state, strings.Join(h.normalize(c.Log()), "; ")))
 		}
-		if st := n.Stats(); st.InUse != inUse {
-			h.t.Errorf("node %s: %d connections checked out, but the session holds %d", name, st.InUse, inUse)
+	}
+	for n, held := range inUse {
+		if st := n.Stats(); st.InUse != held {
+			h.t.Errorf("pool %s: %d connections checked out, but the session holds %d", n.Name, st.InUse, held)
 		}
 	}
 	return out
@@ -609,6 +666,10 @@ type transition struct {
 	// session's (harness.facts).
 	conns []string
 	facts string
+	// replica gives n1 a replica (harness.addReplica) with consistency
+	// read_consistency, at gtidPos.
+	replica              bool
+	consistency, gtidPos string
 	// ends, when set, are the statements that end transactions (COMMIT,
 	// ROLLBACK, XA PREPARE, XA COMMIT, XA ROLLBACK) across nodes, in the
 	// order the nodes received them: "n2: COMMIT".
@@ -627,6 +688,9 @@ func runTransitions(t *testing.T, cases []transition) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.mode)
+			if tc.replica {
+				h.addReplica(tc.consistency, tc.gtidPos)
+			}
 			h.script(tc.script)
 			h.run(tc.steps)
 			if got := h.conns(); !slices.Equal(got, tc.conns) {
