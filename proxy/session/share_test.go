@@ -141,6 +141,17 @@ func TestShareTransitions(t *testing.T) {
 			facts: "holds-state",
 		},
 		{
+			name: "a SET the proxy repeats may also be reported by the server: still repeated on other nodes",
+			script: []answer{{node: "n1", prefix: "SET transaction_isolation", reply: fakebackend.Reply{
+				State: fakebackend.SysVar("transaction_isolation", "SERIALIZABLE")}}},
+			steps: []step{on("SET transaction_isolation = 'SERIALIZABLE'", "n1"), on("SELECT 1", "n2")},
+			conns: []string{
+				"n1.1 held: SET transaction_isolation = 'SERIALIZABLE'",
+				"n2.1 held: SET transaction_isolation = 'SERIALIZABLE'; SELECT 1",
+			},
+			facts: "holds-state",
+		},
+		{
 			name:   "LAST_INSERT_ID goes to the connection that reads it, once",
 			script: []answer{{node: "n1", prefix: "INSERT", reply: fakebackend.Reply{Affected: 1, InsertID: 42}}},
 			steps: []step{

@@ -323,6 +323,68 @@ func TestTxnTransitions(t *testing.T) {
 	})
 }
 
+// TestTxnEndTransitions: how a transaction ends other than by COMMIT or
+// ROLLBACK, and what a failed implicit commit leaves.
+func TestTxnEndTransitions(t *testing.T) {
+	deadlock := fakebackend.Err(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction")
+	runTransitions(t, []transition{
+		{
+			name:   "DDL whose implicit commit fails does not run; the transaction is over",
+			script: []answer{{node: "n1", prefix: "COMMIT", reply: deadlock}},
+			steps: []step{
+				begin("BEGIN"), on("UPDATE a SET x = 1", "n1"),
+				on("CREATE TABLE c (x INT)", "n1").fails(mysql.ErLockDeadlock), sessionIs(""),
+			},
+			conns: []string{"n1.1 pooled: START TRANSACTION; UPDATE a SET x = 1; COMMIT"},
+		},
+		{
+			name:   "BEGIN whose implicit commit fails opens no transaction",
+			script: []answer{{node: "n2", prefix: "COMMIT", reply: deadlock}},
+			steps: []step{
+				begin("BEGIN"), on("UPDATE a SET x = 1", "n2"),
+				begin("BEGIN").fails(mysql.ErLockDeadlock), sessionIs(""),
+				on("UPDATE a SET x = 2", "n2"),
+			},
+			conns: []string{"n2.1 pooled: START TRANSACTION; UPDATE a SET x = 1; COMMIT; UPDATE a SET x = 2"},
+		},
+		{
+			name: "a reset inside a transaction drops it on every node with a new login",
+			steps: []step{
+				begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), on("UPDATE b SET x = 1", "n2"), reset(), sessionIs(""),
+				on("UPDATE a SET x = 2", "n1"),
+			},
+			conns: []string{
+				"n1.1 pooled: START TRANSACTION; UPDATE a SET x = 1; CHANGE_USER; MULTI_STATEMENTS ON; INIT_DB app; UPDATE a SET x = 2",
+				"n2.1 pooled: START TRANSACTION; UPDATE b SET x = 1; CHANGE_USER; MULTI_STATEMENTS ON",
+			},
+		},
+		{
+			name: "a client leaving inside a transaction: a new login on each node drops it",
+			steps: []step{
+				begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), on("UPDATE b SET x = 1", "n2"), leave(),
+			},
+			conns: []string{
+				"n1.1 pooled: START TRANSACTION; UPDATE a SET x = 1; CHANGE_USER; MULTI_STATEMENTS ON",
+				"n2.1 pooled: START TRANSACTION; UPDATE b SET x = 1; CHANGE_USER; MULTI_STATEMENTS ON",
+			},
+		},
+		{
+			name:   "a new login that fails closes the connection",
+			script: []answer{{node: "n1", prefix: "CHANGE_USER", reply: fakebackend.Reply{Drop: true}}},
+			steps:  []step{begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), leave()},
+			conns:  []string{"n1.1 closed: START TRANSACTION; UPDATE a SET x = 1; CHANGE_USER"},
+		},
+		{
+			name: "a transaction opened inside a multi-statement text is followed by the status flags",
+			steps: []step{
+				on("START TRANSACTION; UPDATE a SET x = 1", "n1"), holding("n1"), sessionIs("in-txn holds-state"),
+				commit(), holding(), sessionIs(""),
+			},
+			conns: []string{"n1.1 pooled: START TRANSACTION; UPDATE a SET x = 1; COMMIT"},
+		},
+	})
+}
+
 // TestSingleNodeTxnTransitions: in transaction_mode single a transaction
 // stays on the node it began on.
 func TestSingleNodeTxnTransitions(t *testing.T) {
