@@ -64,15 +64,15 @@ func NewPolicy(deny []string, blacklist io.Reader) (*Policy, error) {
 }
 
 // Check returns why sql may not run ("" when it may): the kind it belongs
-// to, or "blacklist". keyword is the text's first keyword (Classify's). A
+// to, or "blacklist". st is the text's classification (Classify's). A
 // text of several statements is checked statement by statement. A single
 // statement whose keyword the policy does not care about costs nothing.
-func (p *Policy) Check(sql, keyword string) string {
+func (p *Policy) Check(sql string, st *Stmt) string {
 	if p == nil {
 		return ""
 	}
-	if strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') < 0 {
-		return p.checkOne(sql, keyword)
+	if !st.Multi {
+		return p.checkOne(sql, st.Keyword)
 	}
 	for _, one := range splitStatements(sql) {
 		kw, _ := firstKeyword(one)

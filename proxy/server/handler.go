@@ -35,6 +35,10 @@ type handler struct {
 	// (logicalRelay).
 	logical     engine.Relay
 	relayTables []string
+	// version and versionID are the default node's server version and
+	// its router.VersionID (defaultVersion).
+	version   string
+	versionID int
 	// ob is what the statement under way did, for the metrics (observe).
 	ob stmtObs
 }
@@ -360,8 +364,8 @@ func (h *handler) advance(a *router.Advance) {
 
 // allowed applies the statement policy (deny_statements,
 // blacklist_sql_file) to a text a client wants to run, or prepare.
-func (h *handler) allowed(sql, keyword string) error {
-	switch why := h.c.srv.lv().policy.Check(sql, keyword); why {
+func (h *handler) allowed(sql string, stmt *router.Stmt) error {
+	switch why := h.c.srv.lv().policy.Check(sql, stmt); why {
 	case "":
 		return nil
 	case "blacklist":

@@ -37,7 +37,7 @@ func (l *localStmts) executeImmediate(sql string) error {
 			}
 			return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
 		}
-		if err := h.allowed(text, stmt.Keyword); err != nil {
+		if err := h.allowed(text, &stmt); err != nil {
 			return err
 		}
 		if stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" && isExecuteImmediate(text) {
@@ -122,7 +122,7 @@ func (l *localStmts) prepareFromExpr(name, expr string) error {
 	}
 	if lit != "NULL" {
 		stmt := router.Classify(text, h.c.st.Mode())
-		if err := h.allowed(text, stmt.Keyword); err != nil {
+		if err := h.allowed(text, &stmt); err != nil {
 			return err
 		}
 		if stmt.Kind == router.KindKill || c.srv.rt().Prepared(text, h.routerSession()) != nil {

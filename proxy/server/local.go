@@ -56,7 +56,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	case stmt.Keyword == "PREPARE" && h.immediate:
 		return false, nil // prepareFromExpr's: checked, the server runs it
 	case stmt.Keyword == "PREPARE":
-		if router.HasExecutableComment(sql) {
+		if stmt.Executable {
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal, a user variable or an expression, without executable comments")
 		}
 		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok {
@@ -69,7 +69,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 			return true, h.ls.prepareFromExpr(name, expr)
 		}
 	}
-	if router.HasExecutableComment(sql) {
+	if stmt.Executable {
 		// What the server runs may not be what the proxy reads: the
 		// statement goes to the session's own connection.
 		return false, nil

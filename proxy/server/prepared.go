@@ -58,7 +58,7 @@ func (s *stmtHandler) prepare(p []byte) error {
 	h := s.h
 	sql := string(p[1:])
 	stmt := router.Classify(sql, h.c.st.Mode())
-	if err := h.allowed(sql, stmt.Keyword); err != nil {
+	if err := h.allowed(sql, &stmt); err != nil {
 		return err
 	}
 	switch {

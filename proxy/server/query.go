@@ -71,7 +71,10 @@ func (h *handler) query(p []byte) error {
 // default node, as router.VersionID reads it.
 func (h *handler) defaultVersion() int {
 	node, _ := h.c.srv.rt().DefaultNode(h.c.user)
-	return router.VersionID(h.c.srv.nodes[node].Version())
+	if v := h.c.srv.nodes[node].Version(); v != h.version {
+		h.version, h.versionID = v, router.VersionID(v) // read once per version, not per statement
+	}
+	return h.versionID
 }
 
 // answerFirst answers the statements that need neither the session's
@@ -105,7 +108,7 @@ func (h *handler) answerFirst(sql string, stmt *router.Stmt) (handled bool, err 
 			return true, c.srv.showProcesslist(c, full)
 		}
 	}
-	if err := h.allowed(sql, stmt.Keyword); err != nil {
+	if err := h.allowed(sql, stmt); err != nil {
 		return true, err
 	}
 	return false, nil

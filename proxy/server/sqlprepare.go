@@ -41,12 +41,13 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 			}
 			text = v
 		}
-		if err := h.allowed(text, router.Classify(text, h.c.st.Mode()).Keyword); err != nil {
+		cls := router.Classify(text, h.c.st.Mode())
+		if err := h.allowed(text, &cls); err != nil {
 			return true, err
 		}
 		// KILL is the proxy's (its ids are the proxy's connection ids, and
 		// only their owner may kill them), whatever route it comes by.
-		if router.Classify(text, h.c.st.Mode()).Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
+		if cls.Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
 			// No sharded table: the backend's.
 			stmts.DropNamed(sp.Name)
 			return false, nil
