@@ -34,7 +34,8 @@
 //     to the old ones, so a rollback (another cutover) loses no write;
 //     complete stops it and drops the old subtables.
 //
-// The state of every workflow lives in the sidecar database, so a
+// The state of every workflow lives in the sidecar database (package
+// sidecar, on the proxy's own MySQL client), so a
 // restarted proxy resumes each from its last checkpoint.
 //
 // It is its own room because it is the one part of the proxy that writes

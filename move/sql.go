@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // Endpoint is a server the workflow reads or writes.
@@ -41,34 +43,31 @@ func dial(ep Endpoint) (*client.Conn, error) {
 	return c, nil
 }
 
-// quoteName quotes an identifier.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-
 // qualified quotes db.table.
-func qualified(db, table string) string { return quoteName(db) + "." + quoteName(table) }
+func qualified(db, table string) string { return mysql.QuoteIdent(db) + "." + mysql.QuoteIdent(table) }
 
-// quoteString writes s as a _binary string literal.
+// quoteString writes s as a binary string literal: the bytes go into the
+// column as they are, whatever its character set.
 func quoteString(b *strings.Builder, s string) {
-	b.WriteString("_binary'")
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case 0:
-			b.WriteString(`\0`)
-		case '\'':
-			b.WriteString(`\'`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case 0x1a:
-			b.WriteString(`\Z`)
-		default:
-			b.WriteByte(c)
-		}
+	b.WriteString(mysql.QuoteString(s, "binary"))
+}
+
+// text quotes s as a utf8mb4 string literal (names, JSON).
+func text(s string) string { return mysql.QuoteString(s, "utf8mb4") }
+
+// cell is a result value as the text protocol sends it; nil is NULL.
+func cell(v *gmysql.FieldValue) []byte {
+	switch v.Type {
+	case gmysql.FieldValueTypeNull:
+		return nil
+	case gmysql.FieldValueTypeSigned:
+		return strconv.AppendInt(nil, v.AsInt64(), 10)
+	case gmysql.FieldValueTypeUnsigned:
+		return strconv.AppendUint(nil, v.AsUint64(), 10)
+	case gmysql.FieldValueTypeFloat:
+		return strconv.AppendFloat(nil, v.AsFloat64(), 'g', -1, 64)
 	}
-	b.WriteByte('\'')
+	return append([]byte{}, v.AsString()...)
 }
 
 // literal writes a value read from a result (text protocol) as SQL.

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-	gmysql "github.com/go-mysql-org/go-mysql/mysql"
-
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/sidecar"
 )
 
 // Kinds of workflow.
@@ -110,72 +108,55 @@ func (w *Workflow) Ended() bool {
 	return false
 }
 
-// Store keeps workflows in the sidecar database.
+// Store keeps workflows in the sidecar database (package sidecar), one
+// row each in its table move_workflows.
 type Store struct {
-	ep Endpoint
-	db string
-
-	mu      sync.Mutex
-	conn    *client.Conn
-	created bool // the table is known to exist
+	sc *sidecar.Sidecar
 }
 
 // NewStore returns the store in database db on ep's server; the table is
-// created on first use.
-func NewStore(ep Endpoint, db string) *Store { return &Store{ep: ep, db: db} }
+// created on first write.
+func NewStore(ep Endpoint, db string) *Store {
+	return &Store{sc: sidecar.NewAt(ep.Addr, ep.User, ep.Password, db)}
+}
 
-func (s *Store) exec(ctx context.Context, q string, create bool) (r *resultRows, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for attempt := 0; attempt < 2; attempt++ {
-		if s.conn == nil {
-			c, err := dial(s.ep)
-			if err != nil {
-				return nil, fmt.Errorf("sidecar: %w", err)
-			}
-			s.conn, s.created = c, false
-		}
-		if create && !s.created {
-			c := s.conn
-			if _, err := c.Execute("CREATE DATABASE IF NOT EXISTS " + quoteName(s.db)); err != nil {
-				return nil, fmt.Errorf("sidecar: %w", err)
-			}
-			if _, err := c.Execute("CREATE TABLE IF NOT EXISTS " + qualified(s.db, "move_workflows") +
-				" (name VARCHAR(64) NOT NULL PRIMARY KEY, spec LONGTEXT NOT NULL, state LONGTEXT NOT NULL," +
-				" owner VARCHAR(255) NOT NULL DEFAULT '', lease_until TIMESTAMP(3) NULL," +
-				" updated TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"); err != nil {
-				return nil, fmt.Errorf("sidecar: %w", err)
-			}
-			s.created = true
-		}
-		res, err := s.conn.Execute(q)
-		if err == nil {
-			out := &resultRows{affected: res.AffectedRows}
-			if res.Resultset != nil {
-				for i := range res.Values {
-					row := make([]string, len(res.Values[i]))
-					for j := range row {
-						row[j] = string(res.Values[i][j].AsString())
-					}
-					out.rows = append(out.rows, row)
-				}
-			}
-			return out, nil
-		}
-		var me *gmysql.MyError
-		if errors.As(err, &me) && !create && (me.Code == 1146 || me.Code == 1049) {
-			return &resultRows{}, nil // no workflow was ever saved
-		}
-		if errors.As(err, &me) || ctx.Err() != nil {
-			return nil, fmt.Errorf("sidecar: %w", err)
-		}
-		s.conn.Close()
-		s.conn = nil
-		if attempt == 1 {
-			return nil, fmt.Errorf("sidecar: %w", err)
-		}
+// tables is the workflows' table in the sidecar: per workflow its spec and
+// state (JSON) and the lease of the proxy running it.
+var tables = &sidecar.Component{Name: "move", Migrations: [][]string{
+	{"CREATE TABLE IF NOT EXISTS move_workflows (name VARCHAR(64) NOT NULL PRIMARY KEY, spec LONGTEXT NOT NULL, state LONGTEXT NOT NULL," +
+		" owner VARCHAR(255) NOT NULL DEFAULT '', lease_until TIMESTAMP(3) NULL," +
+		" updated TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"},
+}}
+
+// exec runs one statement in the sidecar: a write (creating the table
+// first) or, with write false, a read that finds no rows while no
+// workflow was ever saved. Every statement of the store can run twice, so
+// one that lost its connection is tried once more on a new one (an idle
+// connection may have outlived a restart of the server).
+func (s *Store) exec(ctx context.Context, q string, write bool) (*resultRows, error) {
+	run := s.sc.Read
+	if write {
+		run = s.sc.Exec
 	}
-	return nil, nil
+	for attempt := 0; ; attempt++ {
+		res, err := run(ctx, tables, q)
+		var se *mysql.SQLError
+		if err != nil && attempt == 0 && !errors.As(err, &se) && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := &resultRows{affected: res.OK.AffectedRows}
+		for _, row := range res.Rows {
+			cells := make([]string, len(row))
+			for j, v := range row {
+				cells[j] = string(v)
+			}
+			out.rows = append(out.rows, cells)
+		}
+		return out, nil
+	}
 }
 
 type resultRows struct {
@@ -195,7 +176,7 @@ func (s *Store) Save(ctx context.Context, w *Workflow) error {
 		return err
 	}
 	_, err = s.exec(ctx, fmt.Sprintf("INSERT INTO %s (name, spec, state) VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE spec = VALUES(spec), state = VALUES(state)",
-		qualified(s.db, "move_workflows"), stringLit(w.Spec.Name), stringLit(string(spec)), stringLit(string(st))), true)
+		s.sc.Table("move_workflows"), text(w.Spec.Name), text(string(spec)), text(string(st))), true)
 	return err
 }
 
@@ -204,7 +185,7 @@ func (s *Store) Save(ctx context.Context, w *Workflow) error {
 // owner's lease runs.
 func (s *Store) Claim(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
 	r, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, lease_until = NOW(3) + INTERVAL %d MICROSECOND WHERE name = %s AND (owner = %s OR owner = '' OR lease_until IS NULL OR lease_until < NOW(3))",
-		qualified(s.db, "move_workflows"), stringLit(owner), ttl.Microseconds(), stringLit(name), stringLit(owner)), true)
+		s.sc.Table("move_workflows"), text(owner), ttl.Microseconds(), text(name), text(owner)), true)
 	if err != nil {
 		return false, err
 	}
@@ -214,13 +195,13 @@ func (s *Store) Claim(ctx context.Context, name, owner string, ttl time.Duration
 // Release gives up owner's lease of workflow name.
 func (s *Store) Release(ctx context.Context, name, owner string) error {
 	_, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = '', lease_until = NULL WHERE name = %s AND owner = %s",
-		qualified(s.db, "move_workflows"), stringLit(name), stringLit(owner)), true)
+		s.sc.Table("move_workflows"), text(name), text(owner)), true)
 	return err
 }
 
 // Owner returns who holds workflow name's lease ("" when nobody does).
 func (s *Store) Owner(ctx context.Context, name string) (string, error) {
-	r, err := s.exec(ctx, fmt.Sprintf("SELECT owner FROM %s WHERE name = %s AND lease_until >= NOW(3)", qualified(s.db, "move_workflows"), stringLit(name)), false)
+	r, err := s.exec(ctx, fmt.Sprintf("SELECT owner FROM %s WHERE name = %s AND lease_until >= NOW(3)", s.sc.Table("move_workflows"), text(name)), false)
 	if err != nil || len(r.rows) == 0 {
 		return "", err
 	}
@@ -229,7 +210,7 @@ func (s *Store) Owner(ctx context.Context, name string) (string, error) {
 
 // List reads every workflow, oldest first.
 func (s *Store) List(ctx context.Context) ([]*Workflow, error) {
-	r, err := s.exec(ctx, "SELECT spec, state FROM "+qualified(s.db, "move_workflows"), false)
+	r, err := s.exec(ctx, "SELECT spec, state FROM "+s.sc.Table("move_workflows"), false)
 	if err != nil {
 		return nil, err
 	}
@@ -248,15 +229,8 @@ func (s *Store) List(ctx context.Context) ([]*Workflow, error) {
 	return out, nil
 }
 
-// Close closes the store's connection.
-func (s *Store) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn != nil {
-		s.conn.Close()
-		s.conn = nil
-	}
-}
+// Close closes the store's connections.
+func (s *Store) Close() { s.sc.Close() }
 
 func sortWorkflows(ws []*Workflow) {
 	sort.SliceStable(ws, func(i, j int) bool { return ws[i].Spec.Created.Before(ws[j].Spec.Created) })

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
+
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/schema"
 )
 
 // tableDef is what the copy needs of a table: its stored columns in order
@@ -19,35 +22,33 @@ type tableDef struct {
 	create string
 }
 
-// readDef reads db.table's definition from c.
+// readDef reads db.table's definition from c (package schema reads it).
 func readDef(c *client.Conn, db, table string) (*tableDef, error) {
-	r, err := c.Execute(fmt.Sprintf("SELECT COLUMN_NAME, COLUMN_KEY, EXTRA, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-		stringLit(db), stringLit(table)))
+	q := querier{c}
+	t, err := schema.Read(q, db, table, table)
 	if err != nil {
 		return nil, err
 	}
 	d := &tableDef{}
 	types := map[string]string{}
-	for i := range r.Values {
-		name, _ := r.GetString(i, 0)
-		extra, _ := r.GetString(i, 2)
-		typ, _ := r.GetString(i, 3)
-		if strings.Contains(strings.ToUpper(extra), "GENERATED") {
-			continue
+	if t != nil {
+		for i := range t.Columns {
+			col := &t.Columns[i]
+			if col.Generated() {
+				continue
+			}
+			types[col.Name] = col.DataType()
+			d.cols = append(d.cols, col.Name)
 		}
-		types[name] = strings.ToLower(typ)
-		d.cols = append(d.cols, name)
 	}
 	if len(d.cols) == 0 {
 		return nil, fmt.Errorf("table %s.%s does not exist", db, table)
 	}
-	k, err := c.Execute(fmt.Sprintf("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
-		stringLit(db), stringLit(table)))
+	pk, err := schema.ReadPrimaryKey(q, db, table)
 	if err != nil {
 		return nil, err
 	}
-	for i := range k.Values {
-		name, _ := k.GetString(i, 0)
+	for _, name := range pk {
 		at := -1
 		for j, c := range d.cols {
 			if strings.EqualFold(c, name) {
@@ -68,13 +69,31 @@ func readDef(c *client.Conn, db, table string) (*tableDef, error) {
 			d.intPK = true
 		}
 	}
-	sc, err := c.Execute("SHOW CREATE TABLE " + qualified(db, table))
+	create, err := schema.ReadCreate(q, db, table)
 	if err != nil {
 		return nil, err
 	}
-	create, _ := sc.GetString(0, 1)
 	d.create = autoIncRE.ReplaceAllString(create, "")
 	return d, nil
+}
+
+// querier is a schema.Querier over a copying connection.
+type querier struct{ c *client.Conn }
+
+func (q querier) Query(sql string) ([][][]byte, error) {
+	r, err := q.c.Execute(sql)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	rows := make([][][]byte, len(r.Values))
+	for i := range r.Values {
+		rows[i] = make([][]byte, len(r.Values[i]))
+		for j := range r.Values[i] {
+			rows[i][j] = cell(&r.Values[i][j])
+		}
+	}
+	return rows, nil
 }
 
 var autoIncRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
@@ -90,7 +109,7 @@ func (d *tableDef) createAs(db, table string) string {
 func (d *tableDef) colList() string {
 	q := make([]string, len(d.cols))
 	for i, c := range d.cols {
-		q[i] = quoteName(c)
+		q[i] = mysql.QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
 }
@@ -99,7 +118,7 @@ func (d *tableDef) colList() string {
 func (d *tableDef) pkList() string {
 	q := make([]string, len(d.pk))
 	for i, j := range d.pk {
-		q[i] = quoteName(d.cols[j])
+		q[i] = mysql.QuoteIdent(d.cols[j])
 	}
 	return strings.Join(q, ", ")
 }
@@ -119,16 +138,10 @@ func (d *tableDef) col(name string) int {
 func (d *tableDef) rowCRC() string {
 	parts := make([]string, 0, 2*len(d.cols))
 	for _, c := range d.cols {
-		parts = append(parts, quoteName(c))
+		parts = append(parts, mysql.QuoteIdent(c))
 	}
 	for _, c := range d.cols {
-		parts = append(parts, "ISNULL("+quoteName(c)+")")
+		parts = append(parts, "ISNULL("+mysql.QuoteIdent(c)+")")
 	}
 	return "CRC32(CONCAT_WS('|', " + strings.Join(parts, ", ") + "))"
-}
-
-func stringLit(s string) string {
-	var b strings.Builder
-	quoteString(&b, s)
-	return strings.TrimPrefix(b.String(), "_binary")
 }

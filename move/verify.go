@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // table is one physical table on a server.
@@ -30,7 +32,7 @@ type verifier struct {
 
 func (v *verifier) bucketExpr() string {
 	if v.def.intPK {
-		return quoteName(v.def.cols[v.def.pk[0]]) + " DIV " + strconv.FormatInt(v.width, 10)
+		return mysql.QuoteIdent(v.def.cols[v.def.pk[0]]) + " DIV " + strconv.FormatInt(v.width, 10)
 	}
 	return "CRC32(CONCAT_WS('|', " + v.def.pkList() + ")) % 4096"
 }
@@ -179,7 +181,7 @@ func (v *verifier) snapshotSums(ctx context.Context, sources map[string][]table,
 		if file == "" {
 			return nil, nil, fmt.Errorf("node %s reports no binlog_snapshot_file: verify needs MariaDB with binary logs", node)
 		}
-		g, err := c.Execute("SELECT BINLOG_GTID_POS(" + stringLit(file) + ", " + pos + ")")
+		g, err := c.Execute("SELECT BINLOG_GTID_POS(" + text(file) + ", " + pos + ")")
 		if err != nil {
 			return nil, nil, err
 		}

@@ -26,7 +26,7 @@ var allowed = map[string]struct {
 	"sidecar":       {[]string{"backend", "mysql"}, nil},
 	"sequence":      {[]string{"backend", "mysql", "sidecar"}, nil},
 	"changestream":  {[]string{"config"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal"}},
-	"move":          {[]string{"changestream", "config", "router"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
+	"move":          {[]string{"changestream", "config", "mysql", "router", "schema", "sidecar"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
 	"proxy/session": {[]string{"backend", "config", "mysql", "router", "xa"}, nil},
 	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
 	"proxy/server": {[]string{"backend", "config", "move", "mysql", "proxy/admin", "proxy/engine", "proxy/metrics", "proxy/session", "router", "schema", "sequence", "xa"},
