@@ -53,6 +53,23 @@ func TestShareTransitions(t *testing.T) {
 			},
 		},
 		{
+			name: "a multi-statement text for several nodes is refused before it runs when the session's state cannot follow",
+			steps: []step{
+				on("CREATE TEMPORARY TABLE tmp (a INT)", "n1"),
+				check("CheckNodes", func(h *harness) error {
+					if err := h.s.CheckNodes([]string{"n1"}, false); err != nil {
+						return err
+					}
+					if err := h.s.CheckNodes([]string{"n1", "n2"}, false); err == nil {
+						return errorf("CheckNodes(n1, n2) with a temporary table on n1: nil, want 1235")
+					}
+					return nil
+				}),
+			},
+			conns: []string{"n1.1 held: CREATE TEMPORARY TABLE tmp (a INT)"},
+			facts: "holds-state",
+		},
+		{
 			name:   "state the server reports (a user variable a function set) keeps the connection",
 			script: []answer{{node: "n1", prefix: "SELECT f()", reply: fakebackend.Reply{State: fakebackend.StateChange()}}},
 			steps: []step{

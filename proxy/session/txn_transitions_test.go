@@ -122,6 +122,30 @@ func TestTxnTransitions(t *testing.T) {
 			conns: []string{"n1.1 pooled: START TRANSACTION; SAVEPOINT `s1`; UPDATE a SET x = 1; ROLLBACK TO SAVEPOINT `s1`; ROLLBACK"},
 		},
 		{
+			name: "setting a savepoint again moves it; a late node sets them in their new order",
+			steps: []step{
+				begin("BEGIN"), savepoint("SAVEPOINT a"), savepoint("SAVEPOINT b"), savepoint("SAVEPOINT a"),
+				on("UPDATE a SET x = 1", "n1"), savepoint("ROLLBACK TO b"), on("UPDATE b SET x = 1", "n2"), commit(),
+			},
+			conns: []string{
+				"n1.1 pooled: START TRANSACTION; SAVEPOINT `b`; SAVEPOINT `a`; UPDATE a SET x = 1; ROLLBACK TO SAVEPOINT `b`; COMMIT",
+				"n2.1 pooled: START TRANSACTION; SAVEPOINT `b`; UPDATE b SET x = 1; COMMIT",
+			},
+		},
+		{
+			name:   "a savepoint a late node refuses fails the statement there and closes that connection",
+			script: []answer{{node: "n2", prefix: "SAVEPOINT", reply: fakebackend.Err(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded")}},
+			steps: []step{
+				begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), savepoint("SAVEPOINT s"),
+				on("UPDATE b SET x = 1", "n2").fails(mysql.ErLockWaitTimeout, "setting savepoint s on node n2"),
+				holding("n1"), commit(),
+			},
+			conns: []string{
+				"n1.1 pooled: START TRANSACTION; UPDATE a SET x = 1; SAVEPOINT `s`; COMMIT",
+				"n2.1 closed: START TRANSACTION; SAVEPOINT `s`",
+			},
+		},
+		{
 			name:  "ROLLBACK TO outside a transaction is refused without a round trip",
 			steps: []step{savepoint("ROLLBACK TO x").fails(mysql.ErSPDoesNotExist, "x"), savepoint("SAVEPOINT y"), on("SELECT 1", "n1")},
 			conns: []string{"n1.1 pooled: SELECT 1"},
