@@ -35,8 +35,7 @@
 //     complete stops it and drops the old subtables.
 //
 // The state of every workflow lives in the sidecar database (package
-// sidecar, on the proxy's own MySQL client), so a
-// restarted proxy resumes each from its last checkpoint.
+// sidecar), so a restarted proxy resumes each from its last checkpoint.
 //
 // It is its own room because it is the one part of the proxy that writes
 // rows on its own account, over long spans, from several sources, and
