@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // ruleOf returns the rule of a table named in DDL, or nil.
@@ -479,10 +481,10 @@ func heldOn(rules []*rule, node string, match func(*rule) bool) []string {
 // file systems).
 func LikeMatch(name, pattern string, esc byte) bool { return likeMatch(name, pattern, esc) }
 
-// QuoteName writes a name in back quotes, a back quote in it doubled.
-func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+// QuoteName writes a name in back quotes, a back quote in it doubled
+// (mysql.QuoteIdent).
+func QuoteName(s string) string { return mysql.QuoteIdent(s) }
 
-func quoteString(s string) string {
-	s = strings.ReplaceAll(s, `\`, `\\`)
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
+// quoteString writes s as a string literal every sql_mode reads alike
+// (mysql.QuoteString): the statement runs in the client's session.
+func quoteString(s string) string { return mysql.QuoteString(s, "") }
