@@ -8,6 +8,8 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // Queries of information_schema's table catalog (what GUI tools, ORM
@@ -34,7 +36,7 @@ var infoSchemaViews = map[string]bool{
 // representatives returns, per sharded rule with a subtable on the default
 // node, its first such subtable, and the names of every other subtable of
 // every sharded rule, by database.
-func (sc *schema) representatives() (reps map[tableKey]string, hidden map[string][]string) {
+func (sc *userRules) representatives() (reps map[tableKey]string, hidden map[string][]string) {
 	reps = map[tableKey]string{}
 	hidden = map[string][]string{}
 	keys := slices.SortedFunc(maps.Keys(sc.rules), func(a, b tableKey) int {
@@ -100,7 +102,7 @@ func (r *literalRenamer) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // planInfoSchema plans a SELECT that reads information_schema's table
 // catalog; ok is false when n reads none of it.
-func (sc *schema) planInfoSchema(n ast.StmtNode, s Session) (p *Plan, ok bool, err error) {
+func (sc *userRules) planInfoSchema(n ast.StmtNode, s Session) (p *Plan, ok bool, err error) {
 	f := &infoSchemaFinder{db: s.DB}
 	n.Accept(f)
 	if len(f.sources) == 0 || sc.walk(n, s, nil).ruleInsts() {
@@ -178,9 +180,6 @@ func (sc *schema) planInfoSchema(n ast.StmtNode, s Session) (p *Plan, ok bool, e
 	return p, true, nil
 }
 
-// sqlString quotes s as a string literal for restored SQL (names from the
-// configuration: no quotes or backslashes, which config forbids in names
-// the proxy writes; a quote is doubled all the same).
-func sqlString(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
+// sqlString quotes s as a string literal for restored SQL
+// (mysql.QuoteString).
+func sqlString(s string) string { return mysql.QuoteString(s, "") }
