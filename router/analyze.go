@@ -115,7 +115,7 @@ type inSplit struct {
 // stmt is the analysis of one parsed statement. It is built and used by
 // one Route call.
 type stmt struct {
-	sc   *schema
+	sc   *userRules
 	sess Session
 	bind binder
 
@@ -148,7 +148,7 @@ type walker struct {
 	pushed []ast.Node
 }
 
-func (sc *schema) walk(root ast.Node, sess Session, bind binder) *stmt {
+func (sc *userRules) walk(root ast.Node, sess Session, bind binder) *stmt {
 	st := &stmt{sc: sc, sess: sess, bind: bind, scopeOf: make(map[ast.Node]*scope)}
 	st.top = &scope{}
 	st.scopes = []*scope{st.top}

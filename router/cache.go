@@ -192,7 +192,7 @@ const (
 
 // cachedText routes statement text through the cache. ok is false when
 // the statement must be planned normally.
-func (sc *schema) cachedText(sql string, s Session) (*Plan, bool) {
+func (sc *userRules) cachedText(sql string, s Session) (*Plan, bool) {
 	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode&^ModeNoAutoValueOnZero != 0 {
 		return nil, false
 	}
@@ -240,7 +240,7 @@ type hitPlan struct {
 
 // cachedArgs routes one execution of a binary prepared statement through
 // the cache.
-func (sc *schema) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
+func (sc *userRules) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool) {
 	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode&^ModeNoAutoValueOnZero != 0 {
 		return nil, false
 	}
@@ -311,7 +311,7 @@ func argsBinder(args []Arg) binder {
 // bind supplying the values of client's literals, and returns its
 // template, or noTemplateEntry when its plan is not one the cache can
 // reproduce.
-func (sc *schema) buildTemplate(shape, client string, s Session, bind binder, prepared bool) *template {
+func (sc *userRules) buildTemplate(shape, client string, s Session, bind binder, prepared bool) *template {
 	if _, ok := explainShard(shape); ok || hintIn(shape, sc.hints) != nil {
 		return noTemplateEntry
 	}
@@ -522,7 +522,7 @@ func (t *template) split(sql, quotedSub string, order []int, nmarkers int) bool 
 }
 
 // ruleOfSubtable finds the rule that owns a subtable and the subtable's index.
-func (sc *schema) ruleOfSubtable(subtable string) (*rule, int) {
+func (sc *userRules) ruleOfSubtable(subtable string) (*rule, int) {
 	for _, ru := range sc.rules {
 		for i := range ru.subs {
 			if ru.subs[i].name == subtable {
@@ -646,7 +646,7 @@ func singleTable(refs *ast.TableRefsClause) bool {
 
 // fillsSequence reports whether x inserts into a table whose rule has a
 // global sequence.
-func (sc *schema) fillsSequence(x *ast.InsertStmt, s Session) bool {
+func (sc *userRules) fillsSequence(x *ast.InsertStmt, s Session) bool {
 	if x.Table == nil || x.Table.TableRefs == nil {
 		return false
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // ruleOf returns the rule of a table named in DDL, or nil.
-func (sc *schema) ruleOf(tn *ast.TableName, s Session) *rule {
+func (sc *userRules) ruleOf(tn *ast.TableName, s Session) *rule {
 	if tn == nil {
 		return nil
 	}
@@ -23,7 +23,7 @@ func (sc *schema) ruleOf(tn *ast.TableName, s Session) *rule {
 // planDDL plans table DDL. On a sharded table it fans out to every
 // subtable on its node; on a global table to every node of its rule,
 // unchanged.
-func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) {
+func (sc *userRules) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) {
 	st := sc.walk(n, s, nil) // also drops default charset introducers before restore
 	if !st.ruleInsts() {
 		return sc.defPlan, nil
@@ -105,7 +105,7 @@ func (sc *schema) planDDL(n ast.StmtNode, sql string, s Session) (*Plan, error) 
 // default node), and a named one where a node holds several subtables of
 // r (InnoDB constraint names are unique per database, and those
 // subtables share one).
-func (sc *schema) checkForeignKey(r *rule, c *ast.Constraint, s Session) error {
+func (sc *userRules) checkForeignKey(r *rule, c *ast.Constraint, s Session) error {
 	if c == nil || c.Tp != ast.ConstraintForeignKey || c.Refer == nil {
 		return nil
 	}
@@ -196,7 +196,7 @@ func dropEnforced(q string) string {
 
 // refersToSharded plans DDL on a table without a rule that names other
 // tables (LIKE, AS SELECT, foreign keys): fine unless one is sharded.
-func (sc *schema) refersToSharded(what string, tn *ast.TableName, st *stmt) (*Plan, error) {
+func (sc *userRules) refersToSharded(what string, tn *ast.TableName, st *stmt) (*Plan, error) {
 	for _, in := range st.insts {
 		if in.rule != nil && in.rule.sharded() {
 			return nil, notSupported("%s %s refers to sharded table %s (LIKE, AS SELECT or a foreign key), which is not supported", what, tn.Name.O, in.rule.table)
@@ -208,7 +208,7 @@ func (sc *schema) refersToSharded(what string, tn *ast.TableName, st *stmt) (*Pl
 // planDrop plans DROP TABLE: each sharded table is dropped on every
 // subtable, each global table on every node of its rule, the other tables
 // together on the default node.
-func (sc *schema) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, error) {
+func (sc *userRules) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, error) {
 	if x.IsView || x.TemporaryKeyword != ast.TemporaryNone {
 		return sc.defPlan, nil
 	}
@@ -264,7 +264,7 @@ func (sc *schema) planDrop(x *ast.DropTableStmt, st *stmt, s Session) (*Plan, er
 
 // planShow plans SHOW statements and DESCRIBE; outer is the statement to
 // restore (the ShowStmt, or the ExplainStmt around it for DESCRIBE).
-func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Plan, error) {
+func (sc *userRules) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Plan, error) {
 	switch x.Tp {
 	case ast.ShowTables:
 		return sc.showTables(x, s)
@@ -316,7 +316,7 @@ func (sc *schema) planShow(x *ast.ShowStmt, outer ast.StmtNode, s Session) (*Pla
 // logical names here: the default node gets it as a WHERE that also lets
 // the matching tables' subtables through (and keeps other tables'
 // subtables out), the other nodes only the names of matching tables.
-func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
+func (sc *userRules) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 	db := x.DBName
 	if db == "" {
 		db = s.DB
@@ -405,7 +405,7 @@ func (sc *schema) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 // Data_free; the largest Auto_increment, the first Create_time, the last
 // Update_time), keeps one copy of a global table, and matches the LIKE
 // pattern (Plan.Pattern) against the logical names.
-func (sc *schema) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) {
+func (sc *userRules) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) {
 	db := x.DBName
 	if db == "" {
 		db = s.DB

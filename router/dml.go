@@ -156,7 +156,7 @@ func (st *stmt) globalWrite(g *inst) (*Plan, error) {
 }
 
 // planSelect plans SELECT, TABLE, VALUES and UNION statements.
-func (sc *schema) planSelect(n ast.StmtNode, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planSelect(n ast.StmtNode, s Session, bind binder) (*Plan, error) {
 	st := sc.walk(n, s, bind)
 	if !st.ruleInsts() {
 		return sc.defPlan, nil
@@ -287,7 +287,7 @@ func (st *stmt) assigned(c *ast.ColumnName) *inst {
 	return nil
 }
 
-func (sc *schema) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Plan, error) {
 	st := sc.walk(x, s, bind)
 	if !st.ruleInsts() {
 		return sc.defPlan, nil
@@ -362,7 +362,7 @@ func (sc *schema) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Plan, 
 	return st.build(x, ts, SumOK)
 }
 
-func (sc *schema) planDelete(x *ast.DeleteStmt, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planDelete(x *ast.DeleteStmt, s Session, bind binder) (*Plan, error) {
 	st := sc.walk(x, s, bind)
 	if !st.ruleInsts() {
 		return sc.defPlan, nil
@@ -428,7 +428,7 @@ func (st *stmt) insertTarget(x *ast.InsertStmt) *inst {
 	return nil
 }
 
-func (sc *schema) planInsert(x *ast.InsertStmt, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planInsert(x *ast.InsertStmt, s Session, bind binder) (*Plan, error) {
 	st := sc.walk(x, s, bind)
 	if !st.ruleInsts() {
 		return sc.defPlan, nil
@@ -743,7 +743,7 @@ func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, err
 }
 
 // planExplain plans EXPLAIN <statement> and DESCRIBE <table>.
-func (sc *schema) planExplain(x *ast.ExplainStmt, sql string, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planExplain(x *ast.ExplainStmt, sql string, s Session, bind binder) (*Plan, error) {
 	if x.Stmt == nil {
 		// TiDB's EXPLAIN 'digest' forms name no statement.
 		return sc.defPlan, nil

@@ -41,7 +41,7 @@ type Gather struct {
 // planner refused, as an exact fallback. ok is false when the statement
 // cannot run so (it writes, locks or assigns; a table it names has no
 // copy on the default node); the caller then returns its own refusal.
-func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
+func (sc *userRules) planFallback(sql string, s Session) (p *Plan, ok bool) {
 	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
@@ -113,7 +113,7 @@ func (sc *schema) planFallback(sql string, s Session) (p *Plan, ok bool) {
 // they are.
 type fallbackFinder struct {
 	db      string
-	sc      *schema
+	sc      *userRules
 	names   []*ast.TableName
 	rules   map[*ast.TableName]*rule
 	sources []*ast.TableSource

@@ -55,7 +55,7 @@ func (l *Load) Subtable(key string, null bool) (int, error) {
 // planLoad plans LOAD DATA: unchanged for tables without rules, split by
 // shard key for a sharded table (LOCAL files only: the proxy must read
 // the rows), to every node for a global table.
-func (sc *schema) planLoad(x *ast.LoadDataStmt, s Session) (*Plan, error) {
+func (sc *userRules) planLoad(x *ast.LoadDataStmt, s Session) (*Plan, error) {
 	db := x.Table.Schema.O
 	if db == "" {
 		db = s.DB

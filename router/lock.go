@@ -15,7 +15,7 @@ import (
 // unsharded tables on the default node), each on the session's own
 // connection, which keeps the locks (Plan.Sticky) until UNLOCK TABLES.
 // Without rule tables it is the default plan.
-func (sc *schema) planLock(x *ast.LockTablesStmt, s Session) (*Plan, error) {
+func (sc *userRules) planLock(x *ast.LockTablesStmt, s Session) (*Plan, error) {
 	per := map[string][]string{} // node -> "`db`.`t` TYPE"
 	var order []string
 	var tables []string

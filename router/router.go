@@ -17,11 +17,13 @@ import (
 // Router holds the compiled routing configuration. It is immutable after
 // New and safe for concurrent use.
 type Router struct {
-	schemas map[string]*schema // by user
+	schemas map[string]*userRules // by user
 }
 
-// schema is one compiled schema_list entry.
-type schema struct {
+// userRules is one compiled schema_list entry: the shard rules and plans
+// of one user (named apart from config.Schema and package schema, which
+// mean other things).
+type userRules struct {
 	user  string
 	def   string   // default node
 	nodes []string // the schema's nodes, in config order
@@ -40,10 +42,10 @@ type tableKey struct{ db, table string }
 
 // New compiles the routing configuration. cfg must have passed Validate.
 func New(cfg *config.Config) (*Router, error) {
-	r := &Router{schemas: make(map[string]*schema, len(cfg.Schemas))}
+	r := &Router{schemas: make(map[string]*userRules, len(cfg.Schemas))}
 	for i := range cfg.Schemas {
 		s := &cfg.Schemas[i]
-		sc := &schema{
+		sc := &userRules{
 			user:    s.User,
 			def:     s.Default,
 			nodes:   s.Nodes,
@@ -306,7 +308,7 @@ func (r *Router) Sharded(user string) bool {
 }
 
 // plan parses sql and plans it.
-func (sc *schema) plan(sql string, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) plan(sql string, s Session, bind binder) (*Plan, error) {
 	if s.Mode&ModeForeign != 0 {
 		for _, name := range sc.ruleNames {
 			if mentionsWord(sql, name) {
@@ -395,7 +397,7 @@ func numberMarkers(stmts []ast.StmtNode) {
 }
 
 // planStmt plans one parsed statement.
-func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (*Plan, error) {
+func (sc *userRules) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (*Plan, error) {
 	switch x := n.(type) {
 	case *ast.SelectStmt, *ast.SetOprStmt:
 		if strings.EqualFold(s.DB, "information_schema") || containsFold(sql, "information_schema") {
@@ -455,7 +457,7 @@ func (sc *schema) planStmt(n ast.StmtNode, sql string, s Session, bind binder) (
 // mayNameRule reports whether text the parser could not read, which
 // mentions table name, may mean a table with a rule: one in the session's
 // database, or in a database the text mentions too.
-func (sc *schema) mayNameRule(sql, name, db string) bool {
+func (sc *userRules) mayNameRule(sql, name, db string) bool {
 	for rdb, rules := range sc.byDB {
 		for _, r := range rules {
 			if r.table == name && (rdb == db || mentionsWord(sql, rdb)) {

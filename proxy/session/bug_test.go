@@ -18,7 +18,6 @@ import (
 // without the SET: here under the default isolation level on n2 while n1
 // runs SERIALIZABLE.
 func TestReplayFailureKeepsNoConnection(t *testing.T) {
-	// fixed: was t.Skip("bug: Acquire's failed replay of the session's SETs leaves the connection pinned, so the node's next statement runs without them (conns.go, the replay loop calls Release, which pins for a sticky session)")
 	h := newHarness(t, "")
 	h.script([]answer{{node: "n2", prefix: "SET transaction_isolation", reply: fakebackend.Err(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded"), times: 1}})
 	h.run([]step{
@@ -58,7 +57,6 @@ func TestReplayFailureKeepsNoConnection(t *testing.T) {
 // inside it (its syncVars' SET autocommit = DEFAULT would commit it; a
 // pool that closes it rolls it back).
 func TestAutocommitOnLeavesNoOpenTransaction(t *testing.T) {
-	// fixed: was t.Skip("bug: ReleaseAll does not reset connections the transaction joined once autocommit is on again (conns.go, dirty ignores s.joined), and SET autocommit = 1 in transaction_mode multi commits only the node it runs on")
 	h := newHarness(t, "")
 	h.script(readAutocommit)
 	h.run([]step{
@@ -81,7 +79,6 @@ func TestAutocommitOnLeavesNoOpenTransaction(t *testing.T) {
 // transaction_mode xa the LOCK would go into n1's active XA branch, which
 // MariaDB refuses.
 func TestLockTablesCommitsFirst(t *testing.T) {
-	// fixed: was t.Skip("bug: LOCK TABLES inside a transaction does not commit it first on every node (router.Stmt.ImplicitCommit is false for LOCK TABLES)")
 	h := newHarness(t, "")
 	h.run([]step{
 		begin("BEGIN"), on("UPDATE a SET x = 1", "n1"), on("UPDATE c SET x = 1", "n3"),
