@@ -191,4 +191,3 @@ func stripComments(sql string) string {
 		}
 	}
 }
-
