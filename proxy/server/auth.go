@@ -24,7 +24,6 @@ type auth struct {
 	c *conn
 }
 
-
 // handshake greets the client, authenticates it and selects its database.
 // On failure the client has been sent an ERR packet where possible.
 func (a auth) handshake() error {
