@@ -273,9 +273,8 @@ func (h *handler) execute(plan *router.Plan, sql string) error {
 // up other transactions, and the client's next BEGIN would commit them).
 func (h *handler) endDeadlocked(err error) {
 	code := h.x.ErrCode // a relayed error
-	var se *mysql.SQLError
-	if code == 0 && err != nil && errors.As(err, &se) {
-		code = se.Code
+	if code == 0 && err != nil {
+		code = errorCode(err)
 	}
 	if code != mysql.ErLockDeadlock || !h.c.st.InTxn() {
 		return
@@ -283,6 +282,17 @@ func (h *handler) endDeadlocked(err error) {
 	if rerr := h.c.st.End(false); rerr != nil {
 		h.c.log.Warn("rolling back a deadlocked transaction across nodes", zap.Error(rerr))
 	}
+}
+
+// errorCode returns the MySQL code err carries (0 for none). Apart from
+// its callers so that the error variable it needs is allocated only on
+// an error.
+func errorCode(err error) uint16 {
+	var se *mysql.SQLError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
 }
 
 // commitImplicit commits the transaction execute opened (BeforeOK).
