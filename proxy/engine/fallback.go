@@ -160,7 +160,7 @@ func (g *gather) withTables(plan *router.Plan, copy bool, f func(bc *backend.Con
 			return err
 		}
 		gt := &plan.Gathers[i]
-		temp := router.QuoteName(gt.DB) + "." + router.QuoteName(gt.Temp)
+		temp := mysql.QuoteIdent(gt.DB) + "." + mysql.QuoteIdent(gt.Temp)
 		ddl, err := g.definition(gt, temp, bc, plan.Targets[0].Node)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ var (
 // table would be; no constraints, no table options but the character set.
 func (g *gather) definition(gt *router.Gather, temp string, bc *backend.Conn, node string) (string, error) {
 	sub := gt.Subtables[0]
-	show := "SHOW CREATE TABLE " + router.QuoteName(gt.DB) + "." + router.QuoteName(sub.Subtable)
+	show := "SHOW CREATE TABLE " + mysql.QuoteIdent(gt.DB) + "." + mysql.QuoteIdent(sub.Subtable)
 	var res *backend.Result
 	var err error
 	if sub.Node == node {
@@ -355,8 +355,8 @@ func (g *gather) copyRows(bc *backend.Conn, t *router.Target, temp string) error
 		}
 	}
 	// Text values arrive in the source connection's result character set:
-	// they are written in hex and converted from it, so the copy stores
-	// the same characters whatever the column's character set.
+	// they are written with its introducer, so the copy stores the same
+	// characters whatever the column's character set.
 	charset := "utf8mb4"
 	if c, ok := mysql.CollationByID(src.Collation); ok && src.Collation != 0 && c.Charset != "binary" {
 		charset = c.Charset
@@ -436,9 +436,9 @@ func (g *gather) copyRows(bc *backend.Conn, t *router.Target, temp string) error
 }
 
 // appendLiteral writes a text-protocol value as an SQL literal that stores
-// the same value: NULL, a number as it is, binary data in hex, and text in
-// hex converted from charset (so that no sql_mode or character set reads
-// it differently).
+// the same value: NULL, a number as it is, binary data as _binary, and
+// text with charset's introducer (mysql.AppendQuoted: no sql_mode or
+// character set reads it differently).
 func appendLiteral(b, v []byte, typ byte, binary bool, charset string) []byte {
 	switch {
 	case v == nil:
@@ -446,15 +446,9 @@ func appendLiteral(b, v []byte, typ byte, binary bool, charset string) []byte {
 	case !binary && isNumericType(typ):
 		return append(b, v...)
 	case binary:
-		if len(v) == 0 {
-			return append(b, "''"...)
-		}
-		return fmt.Appendf(b, "X'%x'", v)
+		return mysql.AppendQuoted(b, string(v), "binary")
 	}
-	if len(v) == 0 {
-		return append(b, "''"...)
-	}
-	return fmt.Appendf(b, "CONVERT(X'%x' USING %s)", v, charset)
+	return mysql.AppendQuoted(b, string(v), charset)
 }
 
 func isNumericType(t byte) bool {
