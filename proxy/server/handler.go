@@ -214,23 +214,6 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	return false, err
 }
 
-// unlockTables answers UNLOCK TABLES: the session's table locks are
-// released on every node that holds some; without any, the statement goes
-// to the default node as it is (it also ends FLUSH TABLES WITH READ LOCK
-// there) and leaves nothing behind.
-func (h *handler) unlockTables(p []byte) error {
-	st := h.c.st
-	if !st.Locked() {
-		node, _ := h.c.srv.rt().DefaultNode(h.c.user)
-		_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
-		return h.settle(err)
-	}
-	if err := st.Unlock(); err != nil {
-		return mysql.NewError(mysql.ErServerLost, "%v", err)
-	}
-	return h.c.okStatus()
-}
-
 // forwardComment sends a text the server reads as comments only to the
 // default node, unchanged, and relays its answer (OK, or 1065): nothing
 // runs, so no state is left, and nothing is routed.
@@ -385,64 +368,6 @@ func (h *handler) allowed(sql string, stmt *router.Stmt) error {
 	default:
 		return mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; shardgate does not run %s statements for clients: they act on the server every client shares through the proxy's backend account (deny_statements: %s)", strings.ReplaceAll(why, "_", " "), why)
 	}
-}
-
-// txnStatement runs a transaction control statement. handled is false when
-// the statement is not one the proxy manages (it then runs as usual).
-func (h *handler) txnStatement(sql string, stmt *router.Stmt) (handled bool, err error) {
-	st := h.c.st
-	var warnings uint16
-	if stmt.Executable {
-		// mysqldump's START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */
-		sql = router.InlineExecutable(sql, h.defaultVersion())
-	}
-	txn := router.ParseTxn(sql)
-	switch txn.Verb {
-	case router.TxnNone:
-		// Not a form the proxy composes: the server answers it (its
-		// syntax error, typically); what it changes shows in the status
-		// flags and session tracking like any statement's.
-		return false, nil
-	case router.TxnBegin:
-		err = st.Begin(txn)
-		if err == nil && txn.Snapshot {
-			// The snapshot is taken now, as on the server (on the default
-			// node; others take theirs when the transaction reaches them).
-			node, _ := h.c.srv.rt().DefaultNode(h.c.user)
-			var bc *backend.Conn
-			if bc, err = st.Acquire(node, false); err == nil {
-				st.Release(bc, false, backend.Outcome{})
-			}
-		}
-	case router.TxnCommit, router.TxnRollback:
-		again := st.OpenTxn()
-		err = st.End(txn.Verb == router.TxnCommit)
-		warnings = st.EndWarnings
-		// Without AND [NO] CHAIN or [NO] RELEASE, the session's
-		// completion_type decides, as on the server.
-		ct := st.CompletionType
-		txn.Chain = txn.Chain || ct == 1 && !txn.NoChain
-		txn.Release = txn.Release || ct == 2 && !txn.NoRelease
-		if err == nil && txn.Chain && !txn.Release {
-			// A new transaction with the same access mode, as the
-			// server's AND CHAIN starts one.
-			if again.Verb == router.TxnNone {
-				again = router.Txn{Verb: router.TxnBegin, SQL: "START TRANSACTION"}
-			}
-			err = st.Begin(again)
-		}
-		if err == nil && txn.Release {
-			h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
-			h.c.c.Flush()
-			return true, errCloseSession
-		}
-	default:
-		err = st.Savepoint(txn.Verb, txn.Name, txn.SQL)
-	}
-	if err != nil {
-		return true, h.settle(err)
-	}
-	return true, h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 }
 
 // queryPacket builds a COM_QUERY packet for sql in a buffer that is valid

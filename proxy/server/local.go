@@ -5,14 +5,17 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/router"
-	"go.uber.org/zap"
 )
 
 // localStmts runs the statements of a session that the proxy answers
-// itself instead of routing them: tracked SET (on a pooled connection,
+// itself instead of routing them: transaction control (BEGIN, COMMIT,
+// SAVEPOINT, ..., and UNLOCK TABLES), tracked SET (on a pooled connection,
 // values read back and carried by the session), SET NAMES, USE, and the
 // statements that run other statements (SQL-level PREPARE and EXECUTE,
 // EXECUTE IMMEDIATE), which the proxy must see to route and check what
@@ -193,4 +196,81 @@ func reportedVars(state []byte) []router.SetVar {
 		}
 	}
 	return vars
+}
+
+// unlockTables answers UNLOCK TABLES: the session's table locks are
+// released on every node that holds some; without any, the statement goes
+// to the default node as it is (it also ends FLUSH TABLES WITH READ LOCK
+// there) and leaves nothing behind.
+func (l *localStmts) unlockTables(p []byte) error {
+	h := l.h
+	st := h.c.st
+	if !st.Locked() {
+		node, _ := h.c.srv.rt().DefaultNode(h.c.user)
+		_, err := h.x.Forward(node, p, false, false, engine.RelayResult)
+		return h.settle(err)
+	}
+	if err := st.Unlock(); err != nil {
+		return mysql.NewError(mysql.ErServerLost, "%v", err)
+	}
+	return h.c.okStatus()
+}
+
+// txnStatement runs a transaction control statement. handled is false when
+// the statement is not one the proxy manages (it then runs as usual).
+func (l *localStmts) txnStatement(sql string, stmt *router.Stmt) (handled bool, err error) {
+	h := l.h
+	st := h.c.st
+	var warnings uint16
+	if stmt.Executable {
+		// mysqldump's START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */
+		sql = router.InlineExecutable(sql, h.defaultVersion())
+	}
+	txn := router.ParseTxn(sql)
+	switch txn.Verb {
+	case router.TxnNone:
+		// Not a form the proxy composes: the server answers it (its
+		// syntax error, typically); what it changes shows in the status
+		// flags and session tracking like any statement's.
+		return false, nil
+	case router.TxnBegin:
+		err = st.Begin(txn)
+		if err == nil && txn.Snapshot {
+			// The snapshot is taken now, as on the server (on the default
+			// node; others take theirs when the transaction reaches them).
+			node, _ := h.c.srv.rt().DefaultNode(h.c.user)
+			var bc *backend.Conn
+			if bc, err = st.Acquire(node, false); err == nil {
+				st.Release(bc, false, backend.Outcome{})
+			}
+		}
+	case router.TxnCommit, router.TxnRollback:
+		again := st.OpenTxn()
+		err = st.End(txn.Verb == router.TxnCommit)
+		warnings = st.EndWarnings
+		// Without AND [NO] CHAIN or [NO] RELEASE, the session's
+		// completion_type decides, as on the server.
+		ct := st.CompletionType
+		txn.Chain = txn.Chain || ct == 1 && !txn.NoChain
+		txn.Release = txn.Release || ct == 2 && !txn.NoRelease
+		if err == nil && txn.Chain && !txn.Release {
+			// A new transaction with the same access mode, as the
+			// server's AND CHAIN starts one.
+			if again.Verb == router.TxnNone {
+				again = router.Txn{Verb: router.TxnBegin, SQL: "START TRANSACTION"}
+			}
+			err = st.Begin(again)
+		}
+		if err == nil && txn.Release {
+			h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
+			h.c.c.Flush()
+			return true, errCloseSession
+		}
+	default:
+		err = st.Savepoint(txn.Verb, txn.Name, txn.SQL)
+	}
+	if err != nil {
+		return true, h.settle(err)
+	}
+	return true, h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 }
