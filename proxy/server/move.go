@@ -2,22 +2,22 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
-	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/admin"
+	"github.com/shardgate/shardgate/router"
 )
 
 // A gate stands in front of a table that a workflow moves. Sessions enter
@@ -32,70 +32,73 @@ type gate struct {
 
 // gates are the gates of the tables workflows move, by table name (as
 // router.Plan.Tables names them). Statements look at them only while some
-// workflow runs (moving is nil otherwise).
+// workflow runs (moving is nil otherwise). Safe for concurrent use.
 type gates struct {
-	mu sync.Mutex
-	m  map[string]*gate
+	mu      sync.Mutex
+	byTable map[string]*gate
+	// moving is the published copy of byTable that statements read
+	// without the lock; nil until a workflow exists.
+	moving atomic.Pointer[map[string]*gate]
+	// heldStatements counts statements a cutover held.
+	heldStatements atomic.Uint64
+	conf           *liveConfig // the cutover timeout
 }
 
 // gate returns table's gate, making it (and publishing the set) if needed.
-func (s *Server) gate(table string) *gate {
-	s.gates.mu.Lock()
-	defer s.gates.mu.Unlock()
-	if g := s.gates.m[table]; g != nil {
+func (gs *gates) gate(table string) *gate {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g := gs.byTable[table]; g != nil {
 		return g
 	}
-	if s.gates.m == nil {
-		s.gates.m = map[string]*gate{}
-	}
 	g := &gate{}
-	next := make(map[string]*gate, len(s.gates.m)+1)
-	for k, v := range s.gates.m {
+	next := make(map[string]*gate, len(gs.byTable)+1)
+	for k, v := range gs.byTable {
 		next[k] = v
 	}
 	next[table] = g
-	s.gates.m = next
-	s.moving.Store(&next)
+	gs.byTable = next
+	gs.moving.Store(&next)
 	return g
 }
 
-// enterGates enters the gates of the tables a plan touches; it waits
-// while one is held and reports whether it did (the plan must then be made
-// again: the rule may have changed).
-func (h *handler) enterGates(m map[string]*gate, tables []string) (waited bool, err error) {
-	c := h.c
+// enter enters the gates in m of tables that the session is not inside
+// yet (inside) and returns inside with them added; it waits while one is
+// held and reports whether it did (the plan must then be made again: the
+// rule may have changed).
+func (gs *gates) enter(inside []*gate, m map[string]*gate, tables []string) (_ []*gate, waited bool, err error) {
 	for _, t := range tables {
 		g := m[t]
-		if g == nil || slices.Contains(c.gates, g) {
+		if g == nil || slices.Contains(inside, g) {
 			continue
 		}
 		for {
-			c.srv.gates.mu.Lock()
+			gs.mu.Lock()
 			held := g.held
 			if held == nil {
 				g.active++
-				c.gates = append(c.gates, g)
-				c.srv.gates.mu.Unlock()
+				inside = append(inside, g)
+				gs.mu.Unlock()
 				break
 			}
-			c.srv.gates.mu.Unlock()
+			gs.mu.Unlock()
 			waited = true
-			c.srv.heldStatements.Add(1)
-			limit := 2*c.srv.cfg().Move.WithDefaults().CutoverTimeout + time.Second
+			gs.heldStatements.Add(1)
+			limit := 2*gs.conf.cfg().Move.WithDefaults().CutoverTimeout + time.Second
 			select {
 			case <-held:
 			case <-time.After(limit):
-				return true, mysql.NewError(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded: table %s is being cut over to a new shard rule and stayed held longer than %v", t, limit)
+				return inside, true, mysql.NewError(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded: table %s is being cut over to a new shard rule and stayed held longer than %v", t, limit)
 			}
 		}
 	}
-	return waited, nil
+	return inside, waited, nil
 }
 
-// leaveGates leaves every gate the session is inside.
-func (c *conn) leaveGates() {
-	c.srv.gates.mu.Lock()
-	for _, g := range c.gates {
+// leave leaves the gates inside; it returns inside emptied.
+func (gs *gates) leave(inside []*gate) []*gate {
+	gs.mu.Lock()
+	for _, g := range inside {
 		g.active--
 		if g.active == 0 && g.held != nil {
 			select {
@@ -104,19 +107,141 @@ func (c *conn) leaveGates() {
 			}
 		}
 	}
-	c.srv.gates.mu.Unlock()
-	c.gates = c.gates[:0]
+	gs.mu.Unlock()
+	return inside[:0]
 }
 
-// moveEnv is what the workflows need of the server.
-type moveEnv struct{ s *Server }
+// hold shuts table's gate and waits until no session is inside, or ctx
+// ends; release opens it again.
+func (gs *gates) hold(ctx context.Context, db, table string) (release func(), err error) {
+	g := gs.gate(table)
+	gs.mu.Lock()
+	if g.held != nil {
+		gs.mu.Unlock()
+		return nil, fmt.Errorf("table %s is already held", table)
+	}
+	g.held, g.empty = make(chan struct{}), make(chan struct{}, 1)
+	gs.mu.Unlock()
+	release = func() {
+		gs.mu.Lock()
+		close(g.held)
+		g.held = nil
+		gs.mu.Unlock()
+	}
+	for {
+		gs.mu.Lock()
+		n := g.active
+		gs.mu.Unlock()
+		if n == 0 {
+			return release, nil
+		}
+		select {
+		case <-g.empty:
+		case <-ctx.Done():
+			release()
+			return nil, fmt.Errorf("%d sessions stayed inside transactions on %s.%s", n, db, table)
+		}
+	}
+}
 
-func (e moveEnv) Endpoint(node string) (move.Endpoint, error) {
-	n := e.s.nodes[node]
+// enterGates enters the gates of the tables a plan touches (gates.enter).
+func (h *handler) enterGates(m map[string]*gate, tables []string) (waited bool, err error) {
+	c := h.c
+	c.gates, waited, err = c.srv.gates.enter(c.gates, m, tables)
+	return waited, err
+}
+
+// leaveGates leaves every gate the session is inside.
+func (c *conn) leaveGates() { c.gates = c.srv.gates.leave(c.gates) }
+
+// workflows is the server's side of data movement: it gives the workflows
+// (move.Manager) what they need of the proxy (move.Env: node endpoints,
+// replica lag, holding a table's statements and swapping its rule) and the
+// admin console what it starts and commands (admin.Workflows).
+type workflows struct {
+	m     *move.Manager
+	conf  *liveConfig
+	gates *gates
+	nodes map[string]*backend.Node
+	// ruleChanged is told of each rule a cutover puts in force.
+	ruleChanged func(rt *router.Router, db, table string)
+	log         *zap.Logger
+}
+
+// startWorkflows opens the workflow store in the sidecar, puts in force
+// the rules of tables already cut over, and resumes the workflows that have
+// not ended. It returns nil when the sidecar's node is unknown.
+func startWorkflows(s *Server) *workflows {
+	cfg := s.cfg()
+	node := cfg.Sidecar.Node
+	if node == "" && len(cfg.Schemas) > 0 {
+		node = cfg.Schemas[0].Default
+	}
+	w := &workflows{conf: &s.liveConfig, gates: &s.gates, nodes: s.nodes, ruleChanged: s.tables.ruleChanged, log: s.log}
+	ep, err := w.Endpoint(node)
+	if err != nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	w.m = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), w, s.log, host+"/"+cfg.Addr)
+	// Start-up waits a little for the sidecar, not for ever: a node that
+	// does not answer must not keep the proxy from serving.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.resume()
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		s.log.Warn("the sidecar has not answered in 3s; workflows resume when it does")
+	}
+	return w
+}
+
+func (w *workflows) resume() {
+	ws, err := w.m.List()
+	if err != nil {
+		w.log.Warn("cannot read the data-movement workflows from the sidecar; tables cut over by a workflow use their ks.yaml rule until it is updated", zap.Error(err))
+		return
+	}
+	ovr, _ := w.m.Overrides()
+	for t, r := range ovr {
+		db, table, _ := strings.Cut(t, ".")
+		if err := w.swapRule(db, table, r); err != nil {
+			w.log.Error("cannot use the rule a workflow cut over to", zap.String("table", t), zap.Error(err))
+		}
+	}
+	for _, x := range ws {
+		if !x.Ended() {
+			w.gates.gate(x.Spec.Table)
+		}
+	}
+	if err := w.m.Resume(); err != nil {
+		w.log.Warn("resuming workflows", zap.Error(err))
+	}
+}
+
+// swapRule puts rule in force for db.table (liveConfig.swapRule) and
+// has the table definitions read under it.
+func (w *workflows) swapRule(db, table string, rule config.ShardRule) error {
+	lv, err := w.conf.swapRule(db, table, rule)
+	if err != nil {
+		return err
+	}
+	go w.ruleChanged(lv.router, db, table)
+	w.log.Info("shard rule swapped", zap.String("table", db+"."+table), zap.String("subtables", strings.Join(move.Targets(rule), ",")),
+		zap.Uint64("version", lv.version))
+	return nil
+}
+
+// Endpoint is where node's master is, with the node's account (move.Env).
+func (w *workflows) Endpoint(node string) (move.Endpoint, error) {
+	n := w.nodes[node]
 	if n == nil {
 		return move.Endpoint{}, fmt.Errorf("no node %s", node)
 	}
-	for _, nc := range e.s.cfg().Nodes {
+	for _, nc := range w.conf.cfg().Nodes {
 		if nc.Name == node {
 			return move.Endpoint{Addr: n.Addr(), User: nc.User, Password: nc.Password}, nil
 		}
@@ -124,8 +249,9 @@ func (e moveEnv) Endpoint(node string) (move.Endpoint, error) {
 	return move.Endpoint{}, fmt.Errorf("no node %s", node)
 }
 
-func (e moveEnv) Lag(node string) time.Duration {
-	n := e.s.nodes[node]
+// Lag is the largest lag of node's replicas (move.Env).
+func (w *workflows) Lag(node string) time.Duration {
+	n := w.nodes[node]
 	if n == nil {
 		return 0
 	}
@@ -136,164 +262,44 @@ func (e moveEnv) Lag(node string) time.Duration {
 	return lag
 }
 
-func (e moveEnv) Pause(ctx context.Context, db, table string) (func(*config.ShardRule) error, error) {
-	s := e.s
-	g := s.gate(table)
-	s.gates.mu.Lock()
-	if g.held != nil {
-		s.gates.mu.Unlock()
-		return nil, fmt.Errorf("table %s is already held", table)
-	}
-	g.held, g.empty = make(chan struct{}), make(chan struct{}, 1)
-	s.gates.mu.Unlock()
-	release := func() {
-		s.gates.mu.Lock()
-		close(g.held)
-		g.held = nil
-		s.gates.mu.Unlock()
-	}
-	for {
-		s.gates.mu.Lock()
-		n := g.active
-		s.gates.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		select {
-		case <-g.empty:
-		case <-ctx.Done():
-			release()
-			return nil, fmt.Errorf("%d sessions stayed inside transactions on %s.%s", n, db, table)
-		}
+// Pause holds the statements on db.table until no session is inside a
+// transaction on it (move.Env); the function it returns puts the new rule
+// in force (none when nil) and lets them go.
+func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.ShardRule) error, error) {
+	release, err := w.gates.hold(ctx, db, table)
+	if err != nil {
+		return nil, err
 	}
 	return func(to *config.ShardRule) error {
 		defer release()
 		if to == nil {
 			return nil
 		}
-		return s.swapRule(db, table, *to)
+		return w.swapRule(db, table, *to)
 	}, nil
 }
 
-// swapRule puts rule in force for db.table: the next statement routes by
-// it. It is remembered, so a reload of ks.yaml (which still has the old
-// rule) keeps it.
-func (s *Server) swapRule(db, table string, rule config.ShardRule) error {
-	s.swapMu.Lock()
-	defer s.swapMu.Unlock()
-	if s.overrides == nil {
-		s.overrides = map[string]config.ShardRule{}
-	}
-	s.overrides[db+"."+table] = rule
-	old := s.lv()
-	lv, err := newLive(withRules(old.cfg, s.overrides))
-	if err != nil {
-		return err
-	}
-	lv.version = old.version + 1
-	s.current.Store(lv)
-	go s.tables.ruleChanged(lv.router, db, table)
-	s.log.Info("shard rule swapped", zap.String("table", db+"."+table), zap.String("subtables", strings.Join(move.Targets(rule), ",")),
-		zap.Uint64("version", lv.version))
-	return nil
+// List lists the workflows (admin.Workflows).
+func (w *workflows) List() ([]move.Status, error) { return w.m.List() }
+
+// Command sends a workflow a command (admin.Workflows).
+func (w *workflows) Command(name, cmd string) error { return w.m.Command(name, cmd) }
+
+// Start sets up the gate of sp's table, then starts the workflow
+// (admin.Workflows).
+func (w *workflows) Start(sp move.Spec) (*move.Workflow, error) {
+	w.gates.gate(sp.Table)
+	return w.m.Start(sp)
 }
 
-// withRules returns cfg with the rules of the tables in rules replaced.
-func withRules(cfg *config.Config, rules map[string]config.ShardRule) *config.Config {
-	if len(rules) == 0 {
-		return cfg
-	}
-	c := *cfg
-	c.Schemas = slices.Clone(cfg.Schemas)
-	for i := range c.Schemas {
-		c.Schemas[i].Shard = slices.Clone(c.Schemas[i].Shard)
-		for k, r := range c.Schemas[i].Shard {
-			if nr, ok := rules[r.DB+"."+r.Table]; ok {
-				c.Schemas[i].Shard[k] = nr
-			}
-		}
-	}
-	return &c
-}
-
-// startMoves opens the workflow store in the sidecar, puts in force the
-// rules of tables already cut over, and resumes the workflows that have
-// not ended.
-func (s *Server) startMoves() {
-	cfg := s.cfg()
-	node := cfg.Sidecar.Node
-	if node == "" && len(cfg.Schemas) > 0 {
-		node = cfg.Schemas[0].Default
-	}
-	ep, err := moveEnv{s}.Endpoint(node)
-	if err != nil {
-		return
-	}
-	host, _ := os.Hostname()
-	s.moves = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), moveEnv{s}, s.log, host+"/"+cfg.Addr)
-	// Start-up waits a little for the sidecar, not for ever: a node that
-	// does not answer must not keep the proxy from serving.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.resumeMoves()
-	}()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		s.log.Warn("the sidecar has not answered in 3s; workflows resume when it does")
-	}
-}
-
-func (s *Server) resumeMoves() {
-	ws, err := s.moves.List()
-	if err != nil {
-		s.log.Warn("cannot read the data-movement workflows from the sidecar; tables cut over by a workflow use their ks.yaml rule until it is updated", zap.Error(err))
-		return
-	}
-	ovr, _ := s.moves.Overrides()
-	for t, r := range ovr {
-		db, table, _ := strings.Cut(t, ".")
-		if err := s.swapRule(db, table, r); err != nil {
-			s.log.Error("cannot use the rule a workflow cut over to", zap.String("table", t), zap.Error(err))
-		}
-	}
-	for _, w := range ws {
-		if !w.Ended() {
-			s.gate(w.Spec.Table)
-		}
-	}
-	if err := s.moves.Resume(); err != nil {
-		s.log.Warn("resuming workflows", zap.Error(err))
-	}
-}
-
-// moveRequest starts a workflow (POST /admin/workflows).
-type moveRequest struct {
-	Kind  string `json:"kind"`  // reshard (default) or import
-	Table string `json:"table"` // db.table
-	Name  string `json:"name"`
-	// The new rule (reshard): what is left out keeps the current rule's.
-	Type          string   `json:"type"`
-	Key           string   `json:"key"`
-	Nodes         []string `json:"nodes"`
-	Locations     []int    `json:"locations"`
-	TableRowLimit int      `json:"table_row_limit"`
-	DateRange     []string `json:"date_range"`
-	// Import: the server and table to read.
-	Source      *move.Endpoint     `json:"source"`
-	SourceTable string             `json:"source_table"`
-	AutoCutover bool               `json:"auto_cutover"`
-	Options     config.MoveOptions `json:"options"`
-}
-
-// newSpec checks a request against the configuration in force.
-func (s *Server) newSpec(req moveRequest) (move.Spec, error) {
+// Spec checks a request against the configuration in force
+// (admin.Workflows).
+func (w *workflows) Spec(req admin.MoveRequest) (move.Spec, error) {
 	db, table, ok := strings.Cut(req.Table, ".")
 	if !ok || db == "" || table == "" {
 		return move.Spec{}, fmt.Errorf("table must be db.table, got %q", req.Table)
 	}
-	cfg := s.cfg()
+	cfg := w.conf.cfg()
 	var cur *config.ShardRule
 	for i := range cfg.Schemas {
 		for k := range cfg.Schemas[i].Shard {
@@ -316,33 +322,13 @@ func (s *Server) newSpec(req moveRequest) (move.Spec, error) {
 	switch req.Kind {
 	case "", move.KindReshard:
 		sp.Kind = move.KindReshard
-		to := &sp.To
-		if req.Type != "" {
-			to.Type = req.Type
-		}
-		if req.Key != "" {
-			to.Key = req.Key
-		}
-		if req.Nodes != nil {
-			to.Nodes = req.Nodes
-		}
-		if req.Locations != nil {
-			to.Locations = req.Locations
-		}
-		if req.TableRowLimit != 0 {
-			to.TableRowLimit = req.TableRowLimit
-		}
-		if req.DateRange != nil {
-			to.DateRange = req.DateRange
-		}
-		to.Generation = cur.Generation + 1
-		if to.Type != "hash" && to.Type != "range" {
-			return move.Spec{}, fmt.Errorf("the new rule must be hash or range (its subtables get a new generation's names), not %q", to.Type)
+		if err := newRule(&sp.To, req); err != nil {
+			return move.Spec{}, err
 		}
 		if cur.Type != "hash" && cur.Type != "range" {
 			return move.Spec{}, fmt.Errorf("only hash and range tables can be resharded; %s is %s", req.Table, cur.Type)
 		}
-		if err := withRules(cfg, map[string]config.ShardRule{req.Table: *to}).Validate(); err != nil {
+		if err := withRules(cfg, map[string]config.ShardRule{req.Table: sp.To}).Validate(); err != nil {
 			return move.Spec{}, fmt.Errorf("the new rule: %w", err)
 		}
 	case move.KindImport:
@@ -357,152 +343,30 @@ func (s *Server) newSpec(req moveRequest) (move.Spec, error) {
 	return sp, nil
 }
 
-// serveWorkflows lists workflows (GET), starts one (POST), or sends one
-// a command (POST /admin/workflows/NAME/COMMAND).
-func (s *Server) serveWorkflows(w http.ResponseWriter, r *http.Request) {
-	if s.moves == nil {
-		http.Error(w, "workflows need the sidecar database's node", http.StatusServiceUnavailable)
-		return
+// newRule changes to, a copy of the current rule, into the rule req asks
+// for: what req leaves out stays; the generation is the next one.
+func newRule(to *config.ShardRule, req admin.MoveRequest) error {
+	if req.Type != "" {
+		to.Type = req.Type
 	}
-	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, "/admin/workflows"), "/")
-	reply := func(v any) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(v)
+	if req.Key != "" {
+		to.Key = req.Key
 	}
-	switch {
-	case r.Method == http.MethodGet && rest == "":
-		st, err := s.moves.List()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		reply(st)
-	case r.Method == http.MethodGet:
-		st, err := s.moves.List()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		for _, x := range st {
-			if x.Spec.Name == rest {
-				reply(x)
-				return
-			}
-		}
-		http.Error(w, "no workflow "+rest, http.StatusNotFound)
-	case r.Method == http.MethodPost && rest == "":
-		var req moveRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		sp, err := s.newSpec(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.gate(sp.Table)
-		wf, err := s.moves.Start(sp)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		s.log.Info("workflow started", zap.String("workflow", wf.Spec.Name), zap.String("kind", wf.Spec.Kind), zap.String("table", wf.Spec.Logical()),
-			zap.Strings("to", move.Targets(wf.Spec.To)))
-		shown := *wf
-		shown.Spec.Source = nil // no password in answers
-		reply(shown)
-	case r.Method == http.MethodPost:
-		name, cmd, ok := strings.Cut(rest, "/")
-		if !ok {
-			http.Error(w, "POST /admin/workflows/NAME/(cutover|rollback|complete|cancel|verify|repair)", http.StatusNotFound)
-			return
-		}
-		if err := s.moves.Command(name, cmd); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		s.log.Info("workflow command done", zap.String("workflow", name), zap.String("command", cmd))
-		st, _ := s.moves.List()
-		for _, x := range st {
-			if x.Spec.Name == name {
-				reply(x)
-				return
-			}
-		}
-		reply(map[string]string{"workflow": name, "done": cmd})
-	default:
-		http.Error(w, "use GET or POST", http.StatusMethodNotAllowed)
+	if req.Nodes != nil {
+		to.Nodes = req.Nodes
 	}
-}
-
-// adminMove runs the admin SQL of data movement (adminsql.go).
-func (h *handler) adminMove(what string, v []string) error {
-	c, s := h.c, h.c.srv
-	if s.moves == nil {
-		return mysql.NewError(mysql.ErNotSupported, "workflows need the sidecar database's node")
+	if req.Locations != nil {
+		to.Locations = req.Locations
 	}
-	bad := func(format string, args ...any) error { return mysql.NewError(mysql.ErWrongArguments, format, args...) }
-	var req moveRequest
-	switch what {
-	case "show":
-		all, err := s.moves.List()
-		if err != nil {
-			return mysql.NewError(mysql.ErUnknownError, "%v", err)
-		}
-		var rows [][][]byte
-		for _, w := range all {
-			rows = append(rows, rowOf(w.Spec.Name, w.Spec.Kind, w.Spec.Logical(), w.State.Phase,
-				strconv.FormatInt(w.State.RowsCopied, 10), strconv.FormatInt(w.State.RowsTotal, 10), strconv.FormatInt(w.State.ChangesApplied, 10),
-				strconv.FormatFloat(w.LagSeconds, 'f', 1, 64), strconv.Itoa(len(w.State.Diffs)), strconv.FormatFloat(w.State.PauseMillis, 'f', 1, 64),
-				strings.Join(move.Targets(w.Spec.To), ","), w.State.Error))
-		}
-		return engine.WriteResultSet(c, textColumns("Name", "Kind", "Table", "Phase", "Rows_Copied", "Rows_Total", "Changes_Applied",
-			"Lag_Seconds", "Differing_Ranges", "Pause_Ms", "Subtables", "Error"), rows)
-	case "workflow":
-		if len(v) != 2 {
-			return bad("admin workflow(opt,name) takes two values: the command and the workflow's name")
-		}
-		if err := s.moves.Command(v[1], strings.ToLower(v[0])); err != nil {
-			return bad("%v", err)
-		}
-		return c.writeOK(mysql.OK{AffectedRows: 1, Status: c.status()})
-	case "reshard":
-		if len(v) != 4 || !strings.EqualFold(v[0], "start") {
-			return bad("admin reshard(opt,table,nodes,locations) values('start', 'db.table', 'node1,node2', '4,4')")
-		}
-		req = moveRequest{Table: v[1], Nodes: splitComma(v[2])}
-		for _, l := range splitComma(v[3]) {
-			n, err := strconv.Atoi(l)
-			if err != nil {
-				return bad("locations: %q is not a number", l)
-			}
-			req.Locations = append(req.Locations, n)
-		}
-	case "import":
-		if len(v) != 4 || !strings.EqualFold(v[0], "start") {
-			return bad("admin import(opt,table,source,source_table) values('start', 'db.table', 'user:password@host:port', 'db.table')")
-		}
-		cred, addr, ok := strings.Cut(v[2], "@")
-		user, pw, _ := strings.Cut(cred, ":")
-		if !ok {
-			return bad("source is user:password@host:port, not %q", v[2])
-		}
-		req = moveRequest{Kind: move.KindImport, Table: v[1], Source: &move.Endpoint{Addr: addr, User: user, Password: pw}, SourceTable: v[3]}
+	if req.TableRowLimit != 0 {
+		to.TableRowLimit = req.TableRowLimit
 	}
-	sp, err := s.newSpec(req)
-	if err != nil {
-		return bad("%v", err)
+	if req.DateRange != nil {
+		to.DateRange = req.DateRange
 	}
-	s.gate(sp.Table)
-	wf, err := s.moves.Start(sp)
-	if err != nil {
-		return bad("%v", err)
+	to.Generation++
+	if to.Type != "hash" && to.Type != "range" {
+		return fmt.Errorf("the new rule must be hash or range (its subtables get a new generation's names), not %q", to.Type)
 	}
-	s.log.Info("workflow started", zap.String("workflow", wf.Spec.Name), zap.String("kind", wf.Spec.Kind), zap.String("table", wf.Spec.Logical()))
-	return c.writeOK(mysql.OK{AffectedRows: 1, Status: c.status(), Info: "workflow " + wf.Spec.Name})
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,14 +65,8 @@ func (a *activity) get() (user, db, cmd, info string, since time.Time) {
 
 // showProcesslist answers SHOW [FULL] PROCESSLIST for c with the proxy's
 // own sessions, so the ids it shows are the ones KILL takes.
-func (s *Server) showProcesslist(c *conn, full bool) error {
-	s.mu.Lock()
-	list := make([]*conn, 0, len(s.sessions))
-	for _, o := range s.sessions {
-		list = append(list, o)
-	}
-	s.mu.Unlock()
-	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+func (r *registry) showProcesslist(c *conn, full bool) error {
+	list := r.list()
 	cols := []mysql.Column{
 		{Name: "Id", Type: mysql.TypeLongLong, Length: 21, Charset: 63, Flags: mysql.FlagNotNull | mysql.FlagNum},
 		{Name: "User", Type: mysql.TypeVarString, Length: 128 * 4, Charset: 45},
@@ -121,23 +114,23 @@ func (s *Server) showProcesslist(c *conn, full bool) error {
 
 // kill implements KILL [QUERY] id and COM_PROCESS_KILL, sent by c, on the
 // proxy's own connection ids.
-func (s *Server) kill(c *conn, k router.Kill) error {
+func (r *registry) kill(c *conn, k router.Kill) error {
 	// An id CONNECTION_ID() gave on a connection a session of the same
 	// account holds names that session; other ids are the proxy's.
 	if k.User != "" {
-		return s.killUser(c, k)
+		return r.killUser(c, k)
 	}
 	var target *conn
 	if k.Self {
 		target = c
 	} else {
-		target = s.sessionHolding(k.ID, c.act.owner())
+		target = r.sessionHolding(k.ID, c.act.owner())
 	}
 	if target == nil {
-		target = s.session(uint32(k.ID))
+		target = r.session(uint32(k.ID))
 	}
 	if target == nil {
-		target = s.sessionHolding(k.ID, "") // another account's: 1095
+		target = r.sessionHolding(k.ID, "") // another account's: 1095
 	}
 	if k.ID > uint64(^uint32(0)) && !k.Self {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
@@ -147,7 +140,7 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 		// MariaDB account: the server decides, by the privileges of the
 		// killer's account (its own, or the node's for a user_list
 		// session, whose statements all run with the node's).
-		return s.killThread(c, k)
+		return r.killThread(c, k)
 	}
 	if target.act.owner() != c.act.owner() {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
@@ -189,11 +182,11 @@ func (s *Server) kill(c *conn, k router.Kill) error {
 // privileges (the account's own threads, CONNECTION ADMIN). The proxy's
 // pooled connections (of any node: two may name the same server) carry
 // other clients' sessions: their ids stay unknown (1094) to every client.
-func (s *Server) killThread(c *conn, k router.Kill) error {
-	node, _ := s.rt().DefaultNode(c.user)
-	n := s.nodes[node]
+func (r *registry) killThread(c *conn, k router.Kill) error {
+	node, _ := r.conf.rt().DefaultNode(c.user)
+	n := r.nodes[node]
 	unknown := n == nil
-	for _, other := range s.nodes {
+	for _, other := range r.nodes {
 		// Any node's: two nodes may name the same server.
 		unknown = unknown || other.HasThread(uint32(k.ID))
 	}
@@ -220,7 +213,7 @@ var killUserSpec = regexp.MustCompile(`^(?:'([A-Za-z0-9_$.-]+)'|` + "`([A-Za-z0-
 // node's: the server kills that account's threads its privileges allow
 // and says how many. The accounts the proxy's pools log in with are
 // refused (1095): their threads are every client's sessions.
-func (s *Server) killUser(c *conn, k router.Kill) error {
+func (r *registry) killUser(c *conn, k router.Kill) error {
 	m := killUserSpec.FindStringSubmatch(k.User)
 	if m == nil {
 		// CURRENT_USER(), escapes, comments: the proxy must know which
@@ -228,13 +221,13 @@ func (s *Server) killUser(c *conn, k router.Kill) error {
 		return mysql.NewError(mysql.ErNotSupported, "this form of KILL USER is not supported by shardgate: name the account with letters, digits, _ $ . - only ('user'@'host' or user)")
 	}
 	name := m[1] + m[2] + m[3] // one of the three spellings
-	for _, n := range s.nodes {
+	for _, n := range r.nodes {
 		if strings.EqualFold(n.User(), name) {
 			return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %s: the account's connections are the proxy's pool, every client's", k.User)
 		}
 	}
-	node, _ := s.rt().DefaultNode(c.user)
-	n := s.nodes[node]
+	node, _ := r.conf.rt().DefaultNode(c.user)
+	n := r.nodes[node]
 	kc, done, err := killerConn(c, n)
 	if err != nil {
 		return err

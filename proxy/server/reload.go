@@ -9,10 +9,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/router"
 )
@@ -56,13 +59,29 @@ func newLive(cfg *config.Config) (*live, error) {
 	return lv, nil
 }
 
-func (s *Server) lv() *live { return s.current.Load() }
+// liveConfig holds the configuration in force and replaces it: on a
+// reload (Reload) and when a cutover puts a table's new rule in force
+// (swapRule). Statements read it with one atomic load (lv, cfg, rt); the
+// two writers take turns under mu, so a reload keeps the rules cutovers
+// put in force (overrides) and a cutover builds on the reloaded file.
+type liveConfig struct {
+	current atomic.Pointer[live]
+	// hasReplicas is set when any node has read replicas (slave).
+	hasReplicas atomic.Bool
+
+	mu        sync.Mutex
+	overrides map[string]config.ShardRule // by db.table
+	nodes     map[string]*backend.Node    // whose replicas a reload sets
+	logger    *zap.Logger
+}
+
+func (l *liveConfig) lv() *live { return l.current.Load() }
 
 // rt returns the router of the configuration in force.
-func (s *Server) rt() *router.Router { return s.current.Load().router }
+func (l *liveConfig) rt() *router.Router { return l.current.Load().router }
 
 // cfg returns the configuration in force.
-func (s *Server) cfg() *config.Config { return s.current.Load().cfg }
+func (l *liveConfig) cfg() *config.Config { return l.current.Load().cfg }
 
 // reloadable lists what a reload may change (ks.yaml keys); everything
 // else needs a restart, and a changed shard rule moves rows, which only
@@ -71,20 +90,29 @@ var reloadable = []string{"user_list", "allow_ips", "blacklist_sql_file", "deny_
 	"max_connections", "max_unauthenticated_connections", "max_allowed_packet", "client_write_timeout",
 	"idle_in_transaction_timeout", "nodes[].slave", "schema_list (new users' schemas; rw_split and read_consistency of the others)"}
 
+// ReloadFile reads the configuration file at path and applies it (Reload).
+func (l *liveConfig) ReloadFile(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return fmt.Errorf("reload refused, nothing changed: %w", err)
+	}
+	return l.Reload(cfg)
+}
+
 // Reload validates cfg (already parsed) against the configuration in
 // force and swaps it in: users, allow_ips, the statement policy, limits,
 // the nodes' replicas and the schemas' read split take effect for the
 // next statement and login; sessions and their connections stay. A change
 // to anything else is refused and nothing changes.
-func (s *Server) Reload(cfg *config.Config) error {
+func (l *liveConfig) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	// Tables a workflow cut over keep their new rule.
-	s.swapMu.Lock()
-	defer s.swapMu.Unlock()
-	cfg = withRules(cfg, s.overrides)
-	old := s.lv()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg = withRules(cfg, l.overrides)
+	old := l.lv()
 	if diff := restartKeys(old.cfg, cfg); len(diff) > 0 {
 		return fmt.Errorf("reload refused, nothing changed: %s", strings.Join(diff, "; "))
 	}
@@ -94,17 +122,55 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	lv.version = old.version + 1
 	for _, nc := range cfg.Nodes {
-		n := s.nodes[nc.Name]
+		n := l.nodes[nc.Name]
 		if added, removed := n.SetReplicas(nc.Slaves()); added+removed > 0 {
-			s.log.Info("replicas changed", zap.String("node", n.Name), zap.Int("added", added), zap.Int("removed", removed))
+			l.logger.Info("replicas changed", zap.String("node", n.Name), zap.Int("added", added), zap.Int("removed", removed))
 		}
 		if len(n.Replicas()) > 0 {
-			s.hasReplicas.Store(true)
+			l.hasReplicas.Store(true)
 		}
 	}
-	s.current.Store(lv)
-	s.log.Info("configuration reloaded", zap.Uint64("version", lv.version))
+	l.current.Store(lv)
+	l.logger.Info("configuration reloaded", zap.Uint64("version", lv.version))
 	return nil
+}
+
+// swapRule puts rule in force for db.table: the next statement routes by
+// it. It is remembered, so a reload of ks.yaml (which still has the old
+// rule) keeps it. It returns the configuration now in force.
+func (l *liveConfig) swapRule(db, table string, rule config.ShardRule) (*live, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.overrides == nil {
+		l.overrides = map[string]config.ShardRule{}
+	}
+	l.overrides[db+"."+table] = rule
+	old := l.lv()
+	lv, err := newLive(withRules(old.cfg, l.overrides))
+	if err != nil {
+		return nil, err
+	}
+	lv.version = old.version + 1
+	l.current.Store(lv)
+	return lv, nil
+}
+
+// withRules returns cfg with the rules of the tables in rules replaced.
+func withRules(cfg *config.Config, rules map[string]config.ShardRule) *config.Config {
+	if len(rules) == 0 {
+		return cfg
+	}
+	c := *cfg
+	c.Schemas = slices.Clone(cfg.Schemas)
+	for i := range c.Schemas {
+		c.Schemas[i].Shard = slices.Clone(c.Schemas[i].Shard)
+		for k, r := range c.Schemas[i].Shard {
+			if nr, ok := rules[r.DB+"."+r.Table]; ok {
+				c.Schemas[i].Shard[k] = nr
+			}
+		}
+	}
+	return &c
 }
 
 // restartKeys names the differences between two configurations that a

@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -19,9 +16,10 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
-	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -40,35 +38,38 @@ const versionSuffix = "-shardgate"
 const fallbackVersion = "5.5.5-10.11.0-MariaDB"
 
 // Server accepts MySQL clients and runs their statements on backend nodes.
+//
+// Its responsibilities beyond the listener each have a type of their own,
+// embedded so that sessions reach them as s.cfg(), s.register(c),
+// s.kill(c, k) or s.moving: liveConfig (the configuration in force and
+// reload, reload.go), registry (the client sessions, SHOW PROCESSLIST and
+// KILL: registry.go, processlist.go), gates (statements on tables that
+// workflows move, move.go), counters (metrics.go) and sha2Keys
+// (caching_sha2_password, keys.go). The operator's side is proxy/admin's
+// (console) and proxy/metrics' (metrics).
 type Server struct {
-	// current is what a reload may change (Reload): the configuration
-	// and what is derived from it alone. Read it through cfg and lv.
-	current atomic.Pointer[live]
-	log     *zap.Logger
-	sqlLog  *zap.Logger // nil when log_sql is off
-	cfgPath string      // what /admin/reload reads
-	// hasReplicas is set when any node has read replicas (slave).
-	hasReplicas atomic.Bool
-	engine      *engine.Engine
-	tables      *tables // definitions of the tables with rules, and their sequences
-	nodes       map[string]*backend.Node
-	order       []*backend.Node // nodes in config order
-	// Data movement (move.go): the workflows, the gates of the tables they
-	// move (moving is nil until one exists), the rules cutovers put in force.
-	moves          *move.Manager
-	gates          gates
-	moving         atomic.Pointer[map[string]*gate]
-	swapMu         sync.Mutex
-	overrides      map[string]config.ShardRule
-	heldStatements atomic.Uint64
+	liveConfig
+	registry
+	gates
+	counters
+	sha2Keys
+
+	log    *zap.Logger
+	sqlLog *zap.Logger // nil when log_sql is off
+	engine *engine.Engine
+	tables *tables // definitions of the tables with rules, and their sequences
+	nodes  map[string]*backend.Node
+	order  []*backend.Node // nodes in config order
+	// flows runs data movement (move.go); nil without the sidecar's node.
+	flows *workflows
 	// xa coordinates two-phase commit when a schema uses transaction_mode
 	// xa (nil otherwise).
 	xa *xa.Coordinator
-	// metrics: Prometheus, the digest and the status page's series.
-	metrics     *metrics
-	stopSampler chan struct{}
-	stopOnce    sync.Once
-	coll        byte // collation announced in the handshake
+	// metrics: Prometheus, the digest and the status page's series;
+	// console: admin HTTP and admin SQL.
+	metrics stmtMetrics
+	console *admin.Console
+	coll    byte // collation announced in the handshake
 	// tls is the TLS configuration clients may upgrade to (nil without
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
@@ -82,37 +83,8 @@ type Server struct {
 	shutting atomic.Bool
 	wg       sync.WaitGroup
 
-	mu        sync.Mutex
-	sessions  map[uint32]*conn
+	mu        sync.Mutex // listeners, and shutting's change
 	listeners map[net.Listener]struct{}
-
-	keyOnce sync.Once
-	rsaKey  *rsa.PrivateKey
-	pubPEM  []byte
-	keyErr  error
-
-	sha2Mu    sync.Mutex
-	sha2Cache map[string]string // user -> password that passed full authentication
-
-	// Counters for operators.
-	connsTotal, queries, errorsSent, rejected atomic.Uint64
-	acceptErrors                              atomic.Uint64 // Accept failures retried
-	unauth                                    atomic.Int64  // connections that have not logged in yet
-	unauthRejected                            atomic.Uint64 // refused past max_unauthenticated_connections
-	packetsTooLarge                           atomic.Uint64 // client packets over the pre-login limit or max_allowed_packet
-	longDataTooLarge                          atomic.Uint64 // executions refused for long data over max_allowed_packet
-	writeTimeouts                             atomic.Uint64 // clients disconnected by client_write_timeout
-	panics                                    atomic.Uint64 // sessions ended by a panic (a bug)
-	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
-}
-
-// ReloadFile reads the configuration file at path and applies it (Reload).
-func (s *Server) ReloadFile(path string) error {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return fmt.Errorf("reload refused, nothing changed: %w", err)
-	}
-	return s.Reload(cfg)
 }
 
 // Options carries the server's collaborators.
@@ -151,21 +123,20 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		caps:      caps,
 		log:       o.Log,
 		sqlLog:    o.SQLLog,
-		cfgPath:   o.ConfigPath,
 		nodes:     make(map[string]*backend.Node, len(cfg.Nodes)),
 		coll:      coll,
-		sessions:  make(map[uint32]*conn),
 		listeners: make(map[net.Listener]struct{}),
-		sha2Cache: make(map[string]string),
 	}
 	s.current.Store(lv)
+	s.liveConfig.nodes, s.liveConfig.logger = s.nodes, s.log
+	s.registry.conf, s.registry.nodes = &s.liveConfig, s.nodes
+	s.gates.conf = &s.liveConfig
 	var names []string
 	for _, nc := range cfg.Nodes {
 		names = append(names, nc.Name)
 	}
-	s.metrics = newMetrics(s, cfg.DigestSize, names)
-	s.stopSampler = make(chan struct{})
-	go s.sampler(s.stopSampler)
+	s.metrics = stmtMetrics{metrics.New(metrics.Options{DigestSize: cfg.DigestSize, Nodes: names, Collector: collector(s)})}
+	s.metrics.Start()
 	for _, nc := range cfg.Nodes {
 		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
 		s.nodes[nc.Name] = n
@@ -192,7 +163,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if cfg.UsesXA() {
 		s.startXA(cfg)
 	}
-	s.startMoves()
+	s.flows = startWorkflows(s)
+	s.console = newConsole(s, o.ConfigPath)
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
 	s.tables.start()
@@ -336,21 +308,7 @@ wait:
 			s.closeIdle()
 		case <-ctx.Done():
 			err = ctx.Err()
-			s.mu.Lock()
-			for _, ss := range s.sessions {
-				ss.nc.Close()
-				// A statement blocked on a backend would keep its session
-				// alive past the deadline.
-				if bc := ss.running.Load(); bc != nil {
-					bc.Abort()
-				}
-				if many := ss.runningMany.Load(); many != nil {
-					for _, bc := range *many {
-						bc.Abort()
-					}
-				}
-			}
-			s.mu.Unlock()
+			s.closeAll()
 			// Sessions may be waiting on a backend in commands of the
 			// proxy's own (COM_CHANGE_USER when they end, a COMMIT).
 			for _, n := range s.order {
@@ -360,13 +318,13 @@ wait:
 			break wait
 		}
 	}
-	if s.moves != nil {
-		s.moves.Close()
+	if s.flows != nil {
+		s.flows.m.Close()
 	}
 	if s.xa != nil {
 		s.xa.Close()
 	}
-	s.stopOnce.Do(func() { close(s.stopSampler) })
+	s.metrics.Close()
 	s.tables.close()
 	for _, n := range s.order {
 		n.Close()
@@ -374,7 +332,6 @@ wait:
 	return err
 }
 
-// closeIdle wakes sessions blocked waiting for a command so they exit.
 // renewPools replaces every node's pooled connections (after SET GLOBAL).
 func (s *Server) renewPools() {
 	for _, n := range s.order {
@@ -382,75 +339,14 @@ func (s *Server) renewPools() {
 	}
 }
 
-func (s *Server) closeIdle() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ss := range s.sessions {
-		// A session inside a transaction may still commit it.
-		if ss.idle.Load() && !ss.inTxn.Load() {
-			ss.nc.SetReadDeadline(time.Unix(1, 0))
-		}
-	}
-}
-
-func (s *Server) register(c *conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.sessions) >= s.cfg().MaxConnections {
-		return false
-	}
-	s.sessions[c.id] = c
-	return true
-}
-
-func (s *Server) unregister(c *conn) {
-	s.mu.Lock()
-	delete(s.sessions, c.id)
-	s.mu.Unlock()
-}
-
-// sessionHolding returns the session of user (any user when "") that
-// holds the backend connection whose thread id is id, if any.
-func (s *Server) sessionHolding(id uint64, user string) *conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.sessions {
-		if (user == "" || c.act.owner() == user) && c.holds(id) {
-			return c
-		}
-	}
-	return nil
-}
-
-func (s *Server) session(id uint32) *conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions[id]
-}
-
-// rsaKeys returns the key pair used by caching_sha2_password full
-// authentication, generating it on first use.
-func (s *Server) rsaKeys() (*rsa.PrivateKey, []byte, error) {
-	s.keyOnce.Do(func() {
-		s.rsaKey, s.keyErr = rsa.GenerateKey(rand.Reader, 2048)
-		if s.keyErr == nil {
-			s.pubPEM, s.keyErr = mysql.MarshalPublicKey(s.rsaKey)
-		}
-	})
-	return s.rsaKey, s.pubPEM, s.keyErr
-}
-
-func (s *Server) sha2Cached(user, password string) bool {
-	s.sha2Mu.Lock()
-	defer s.sha2Mu.Unlock()
-	pw, ok := s.sha2Cache[user]
-	return ok && pw == password
-}
-
-func (s *Server) sha2Remember(user, password string) {
-	s.sha2Mu.Lock()
-	s.sha2Cache[user] = password
-	s.sha2Mu.Unlock()
+// Stats returns a snapshot of sessions, counters and pools.
+func (s *Server) Stats() Stats {
+	st := s.counters.stats(s.count())
+	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.rt().CacheStats()
+	st.HeldStatements = s.heldStatements.Load()
+	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
+	st.Nodes = metrics.Nodes(s.order)
+	return st
 }
 
 // allowed reports whether a client address passes allow_ips.

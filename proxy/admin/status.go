@@ -1,12 +1,10 @@
-package server
+package admin
 
 import (
 	_ "embed"
 	"encoding/json"
 	"net/http"
 	"strconv"
-
-	"github.com/shardgate/shardgate/digest"
 )
 
 //go:embed status.html
@@ -15,31 +13,23 @@ var statusPage []byte
 // serveStatus serves the status page: one HTML file with its script and
 // style inline, which reads /stats, /admin/series, /admin/digest and
 // /admin/workflows.
-func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
+func (c *Console) serveStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
 	w.Write(statusPage)
 }
 
 // serveSeries answers the last ten minutes, one sample per second.
-func (s *Server) serveSeries(w http.ResponseWriter, r *http.Request) {
+func (c *Console) serveSeries(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(s.Series())
-}
-
-// Digest returns the query digest's rows, most total time first; nil when
-// digest_size is 0.
-func (s *Server) Digest() []digest.Row {
-	if s.metrics.digest == nil {
-		return nil
-	}
-	return s.metrics.digest.Snapshot()
+	json.NewEncoder(w).Encode(c.env.Metrics.Series())
 }
 
 // serveDigest answers the query digest as JSON (GET, ?limit=N), or resets
 // it (POST /admin/digest?reset=1).
-func (s *Server) serveDigest(w http.ResponseWriter, r *http.Request) {
-	if s.metrics.digest == nil {
+func (c *Console) serveDigest(w http.ResponseWriter, r *http.Request) {
+	d := c.env.Metrics.Digest()
+	if d == nil {
 		http.Error(w, "the query digest is off (digest_size: 0)", http.StatusNotFound)
 		return
 	}
@@ -48,11 +38,11 @@ func (s *Server) serveDigest(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "POST /admin/digest?reset=1 forgets every shape", http.StatusBadRequest)
 			return
 		}
-		s.metrics.digest.Reset()
+		d.Reset()
 		w.Write([]byte("digest reset\n"))
 		return
 	}
-	rows := s.metrics.digest.Snapshot()
+	rows := d.Snapshot()
 	if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n >= 0 && n < len(rows) {
 		rows = rows[:n]
 	}

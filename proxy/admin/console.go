@@ -1,0 +1,127 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"net/http/pprof"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/move"
+	"github.com/shardgate/shardgate/proxy/metrics"
+)
+
+// Env is what the console needs of the server. The funcs are called at
+// each request or statement, so they see the configuration and counts of
+// the moment.
+type Env struct {
+	Log *zap.Logger // required
+	// Config returns the configuration in force and its version (1 at
+	// start, one more per reload or cutover).
+	Config  func() (*config.Config, uint64)
+	Nodes   []*backend.Node // in configuration order; fixed for the process's life
+	Metrics *metrics.Metrics
+	Stats   func() metrics.Stats
+	// Sessions and Queries are the client sessions open and the statements
+	// run so far (show proxy config).
+	Sessions func() int
+	Queries  func() uint64
+	// Draining reports that Shutdown has begun: /healthz answers 503.
+	Draining func() bool
+	// Reload validates and applies a configuration; ReloadFile reads one
+	// first. ConfigPath is the file POST /admin/reload reads ("" refuses).
+	Reload     func(*config.Config) error
+	ReloadFile func(path string) error
+	ConfigPath string
+	// ReplicaAdded is called when admin SQL adds a replica to a node.
+	ReplicaAdded func()
+	// Workflows runs data movement; nil without the sidecar's node.
+	Workflows Workflows
+}
+
+// Workflows is the data movement the console starts and commands.
+type Workflows interface {
+	List() ([]move.Status, error)
+	// Spec checks a request against the configuration in force.
+	Spec(MoveRequest) (move.Spec, error)
+	// Start starts a workflow; statements on its table pass its gate
+	// from then on.
+	Start(move.Spec) (*move.Workflow, error)
+	Command(name, cmd string) error
+}
+
+// Console serves the admin HTTP listener and answers admin SQL.
+type Console struct {
+	env   Env
+	nodes map[string]*backend.Node
+	flows flows
+}
+
+// New returns the console of env.
+func New(env Env) *Console {
+	c := &Console{env: env, nodes: make(map[string]*backend.Node, len(env.Nodes)), flows: flows{env.Workflows, env.Log}}
+	for _, n := range env.Nodes {
+		c.nodes[n.Name] = n
+	}
+	return c
+}
+
+func (c *Console) cfg() *config.Config {
+	cfg, _ := c.env.Config()
+	return cfg
+}
+
+// HTTP serves the admin listener (web_addr): /healthz (no
+// authentication), /stats, /metrics and /debug/pprof/ (HTTP basic
+// authentication with web_user/web_password when web_user is set).
+func (c *Console) HTTP() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", c.serveHealth)
+	mux.Handle("/stats", c.auth(http.HandlerFunc(c.serveStats)))
+	mux.Handle("/metrics", c.auth(http.HandlerFunc(c.serveMetrics)))
+	mux.Handle("/admin/switch_master", c.auth(http.HandlerFunc(c.serveSwitchMaster)))
+	mux.Handle("/admin/reload", c.auth(http.HandlerFunc(c.serveReload)))
+	mux.Handle("/admin/config", c.auth(http.HandlerFunc(c.serveAdminConfig)))
+	mux.Handle("/changes", c.auth(http.HandlerFunc(c.serveChanges)))
+	mux.Handle("/admin/workflows", c.auth(http.HandlerFunc(c.flows.serve)))
+	mux.Handle("/admin/workflows/", c.auth(http.HandlerFunc(c.flows.serve)))
+	mux.Handle("/admin/digest", c.auth(http.HandlerFunc(c.serveDigest)))
+	mux.Handle("/admin/series", c.auth(http.HandlerFunc(c.serveSeries)))
+	mux.Handle("/status", c.auth(http.HandlerFunc(c.serveStatus)))
+	mux.Handle("/debug/pprof/", c.auth(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", c.auth(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", c.auth(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", c.auth(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", c.auth(http.HandlerFunc(pprof.Trace)))
+	return mux
+}
+
+// MetricsHTTP serves /metrics alone, for prometheus_addr.
+func (c *Console) MetricsHTTP() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", c.serveMetrics)
+	return mux
+}
+
+func (c *Console) auth(h http.Handler) http.Handler {
+	if c.cfg().WebUser == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(c.cfg().WebUser)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(c.cfg().WebPassword)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="shardgate"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serveMetrics serves the Prometheus exposition of the proxy's registry.
+func (c *Console) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	c.env.Metrics.Handler(c.env.Log).ServeHTTP(w, r)
+}

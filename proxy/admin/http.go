@@ -1,0 +1,188 @@
+package admin
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/changestream"
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// serveHealth answers 200 while the proxy accepts clients and every node
+// is up, 503 otherwise, with the node states as JSON.
+func (c *Console) serveHealth(w http.ResponseWriter, r *http.Request) {
+	type node struct {
+		Name string `json:"name"`
+		Addr string `json:"addr"`
+		Up   bool   `json:"up"`
+	}
+	body := struct {
+		Status string `json:"status"`
+		Nodes  []node `json:"nodes"`
+	}{Status: "ok"}
+	code := http.StatusOK
+	for _, n := range c.env.Nodes {
+		body.Nodes = append(body.Nodes, node{n.Name, n.Addr(), n.Up()})
+		if !n.Up() {
+			body.Status, code = "degraded", http.StatusServiceUnavailable
+		}
+	}
+	if c.env.Draining() {
+		body.Status, code = "shutting down", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(body)
+}
+
+// serveSwitchMaster moves a node's writes to another of its servers: POST
+// /admin/switch_master?node=NAME&addr=HOST:PORT, where addr is the node's
+// configured master or one of its replicas. For a switchover the operator
+// has made (the new master writable and no longer replicating); the proxy
+// also follows such a promotion by itself when the old master turns
+// read-only or goes down.
+func (c *Console) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	name, addr := r.URL.Query().Get("node"), r.URL.Query().Get("addr")
+	n := c.nodes[name]
+	if n == nil {
+		http.Error(w, fmt.Sprintf("no node %q", name), http.StatusNotFound)
+		return
+	}
+	known := addr == c.cfg().Node(name).Master
+	for _, rep := range n.Replicas() {
+		known = known || rep.Addr() == addr
+	}
+	if !known {
+		http.Error(w, fmt.Sprintf("%q is neither node %s's configured master nor one of its replicas", addr, name), http.StatusBadRequest)
+		return
+	}
+	from := n.Addr()
+	n.SwitchMaster(addr)
+	fmt.Fprintf(w, "node %s: master %s -> %s\n", name, from, addr)
+}
+
+// serveAdminConfig is the admin SQL's show commands as JSON: GET
+// /admin/config gives the proxy's settings, the nodes with their replicas
+// and state, and the schemas with their rules.
+func (c *Console) serveAdminConfig(w http.ResponseWriter, r *http.Request) {
+	objects := func(cols []mysql.Column, rows [][][]byte) []map[string]string {
+		out := make([]map[string]string, 0, len(rows))
+		for _, row := range rows {
+			m := make(map[string]string, len(cols))
+			for i, c := range cols {
+				m[c.Name] = string(row[i])
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	proxy := map[string]string{}
+	for _, row := range c.proxyConfigRows() {
+		proxy[string(row[0])] = string(row[1])
+	}
+	body := map[string]any{
+		"proxy":   proxy,
+		"nodes":   objects(nodeColumns(), nodeRows(c.env.Nodes)),
+		"schemas": objects(schemaColumns(), schemaRows(c.cfg())),
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(body)
+}
+
+// serveReload reads the configuration file again and applies it (POST
+// /admin/reload): 200 with the new version, or 409 with why nothing
+// changed.
+func (c *Console) serveReload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	path := c.env.ConfigPath
+	if path == "" {
+		http.Error(w, "this proxy was not started from a configuration file", http.StatusConflict)
+		return
+	}
+	if err := c.env.ReloadFile(path); err != nil {
+		c.env.Log.Warn("reload refused", zap.Error(err))
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	_, version := c.env.Config()
+	fmt.Fprintf(w, "reloaded %s: configuration version %d\n", path, version)
+}
+
+func (c *Console) serveStats(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(c.env.Stats())
+}
+
+// serveChanges streams the change streams of logical tables as JSON lines
+// (changestream.Change): GET /changes?table=db.t&table=...&from=node1=GTIDS&from=...
+// (&until=node1=GTIDS&...: end once each named node has reached it).
+// Each line is flushed as it is written; a client that reads slowly slows
+// only its own stream. The stream ends when the client goes away or a
+// node's reader fails (its error is the last line, {"error": "..."}).
+func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}, Encode: true}
+	for _, p := range []struct {
+		key string
+		m   map[string]string
+	}{{"from", o.From}, {"until", o.Until}} {
+		for _, f := range q[p.key] {
+			node, pos, ok := strings.Cut(f, "=")
+			if !ok || c.nodes[node] == nil {
+				http.Error(w, fmt.Sprintf("%s=%q: want node=GTID-position with a node of this proxy", p.key, f), http.StatusBadRequest)
+				return
+			}
+			p.m[node] = pos
+		}
+	}
+	if len(o.Until) == 0 {
+		o.Until = nil
+	}
+	cfg := c.cfg()
+	changes, errc, err := changestream.Subscribe(r.Context(), changestream.Sources(cfg), changestream.Names(cfg), o)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	m := c.env.Metrics
+	m.StreamOpened()
+	defer m.StreamClosed()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	fl, _ := w.(http.Flusher)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for ch := range changes {
+		// Encoded by each node's reader (Options.Encode), in parallel.
+		if _, err := bw.Write(ch.JSON); err != nil {
+			break // the client went away; r.Context() ends the readers
+		}
+		m.ChangeSent()
+		if len(changes) == 0 {
+			if bw.Flush() != nil {
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	}
+	if err := <-errc; err != nil {
+		json.NewEncoder(bw).Encode(map[string]string{"error": err.Error()})
+	}
+	bw.Flush()
+}
