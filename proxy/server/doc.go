@@ -1,7 +1,9 @@
 // Package server is the client-facing side of the proxy: the listener,
 // one goroutine per client connection, the MySQL handshake and
 // authentication, command dispatch, the statements that look at other
-// sessions (SHOW PROCESSLIST, KILL), and the admin HTTP handler.
+// sessions (SHOW PROCESSLIST, KILL). The admin HTTP listener, the status
+// page and admin SQL are proxy/admin's, the Prometheus metrics and the
+// digest proxy/metrics'; the server gives them what they read (admin.go).
 //
 // It owns no execution and no session rules: plans come from the router,
 // run in proxy/engine, and every decision about a backend connection
@@ -15,8 +17,11 @@
 //     answers itself (transaction control, tracked SET, SET NAMES, USE,
 //     SQL-level PREPARE of statements on sharded tables);
 //   - stmtHandler (prepared.go) runs the binary prepared statements;
-//   - Server (server.go, processlist.go, admin.go) holds what all sessions
-//     share: the router, the engine, the nodes, the session registry.
+//   - Server (server.go) holds what all sessions share: the engine, the
+//     nodes, and embedded types of their own for the configuration in force
+//     and reload (liveConfig, reload.go), the session registry with SHOW
+//     PROCESSLIST and KILL (registry, registry.go, processlist.go), the gates
+//     of tables workflows move (gates, move.go) and the counters.
 //
 // Lifecycle: New builds the backend nodes from the configuration and checks
 // them; Serve accepts clients on a listener until Shutdown, which stops
