@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -101,11 +100,7 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 	if err != nil {
 		return "", "", fmt.Errorf("EXECUTE IMMEDIATE: the server's HEX() gave %q: %w", hx, err)
 	}
-	lit = "X'" + string(hx) + "'"
-	if cs != "binary" {
-		lit = "_" + cs + " " + lit
-	}
-	return string(v), lit, nil
+	return string(v), mysql.QuoteString(string(v), cs), nil
 }
 
 // prepareFromExpr runs PREPARE name FROM expr for an expression other than
@@ -134,7 +129,7 @@ func (l *localStmts) prepareFromExpr(name, expr string) error {
 		}
 	}
 	c.st.Stmts.DropNamed(name)
-	q := "PREPARE `" + strings.ReplaceAll(name, "`", "``") + "` FROM " + lit
+	q := "PREPARE " + mysql.QuoteIdent(name) + " FROM " + lit
 	h.immediate = true
 	defer func() { h.immediate = false }()
 	return h.query(append([]byte{mysql.ComQuery}, q...))
