@@ -1,8 +1,6 @@
 package server
 
 import (
-	"strings"
-
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
@@ -32,7 +30,7 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 			// session's connection, always: a statement can change it
 			// where the proxy does not see (SELECT ... INTO, a stored
 			// function), and the session then keeps that connection.
-			v, lit, err := h.ls.evalString("@`"+strings.ReplaceAll(sp.FromVar, "`", "``")+"`", "PREPARE..FROM")
+			v, lit, err := h.ls.evalString("@"+mysql.QuoteIdent(sp.FromVar), "PREPARE..FROM")
 			if err != nil {
 				return true, err
 			}
