@@ -320,7 +320,9 @@ func ParamLiteral(typ, flags byte, v []byte, charset string, noBackslashEscapes 
 
 // quoteString quotes b as a string literal with a doubled quote for the
 // quote and, unless noBackslashEscapes, backslash escapes for backslash
-// and NUL.
+// and NUL. It is not QuoteString, whose hex form the router's parser
+// would restore without its type (ParamLiteral): the literal is read in
+// the session's own sql_mode, which the caller knows.
 func quoteString(b []byte, noBackslashEscapes bool) string {
 	out := make([]byte, 0, len(b)+2)
 	out = append(out, '\'')
