@@ -33,13 +33,14 @@ var (
 	adminValueRE  = regexp.MustCompile(`\s*'((?:[^'\\]|\\.|'')*)'\s*(,|$)`)
 )
 
-// ParseAdmin reads a statement classified as st as admin SQL. ok is false
+// ParseAdmin reads a statement whose first keyword is keyword (Classify's)
+// as admin SQL. ok is false
 // for a statement that is not admin SQL (a SHOW of the server's, any
 // other statement); err is a syntax error (1064) for an ADMIN statement
 // that is not well formed.
-func ParseAdmin(sql string, st *Stmt) (a Admin, ok bool, err error) {
+func ParseAdmin(sql, keyword string) (a Admin, ok bool, err error) {
 	var target, values string
-	switch st.Keyword {
+	switch keyword {
 	case "ADMIN":
 		m := adminRE.FindStringSubmatch(sql)
 		if m == nil {

@@ -27,10 +27,13 @@ func TestParseAdmin(t *testing.T) {
 		{"admin node values", true, mysql.ErSyntax, Admin{}},
 		{"admin node(opt) values(add)", true, mysql.ErSyntax, Admin{}},
 		{"select 1", false, 0, Admin{}},
+		{`admin server(opt,k,v) values('a\'b', '', 'it''s')`, true, 0, Admin{"server", []string{`a\'b`, "", "it's"}}},
+		{"admin server(opt,k,v) values('a', b)", true, mysql.ErSyntax, Admin{}},
+		{"admin server(opt,k,v) values()", true, mysql.ErSyntax, Admin{}},
 	}
 	for _, tt := range tests {
 		st := Classify(tt.sql, 0)
-		a, ok, err := ParseAdmin(tt.sql, &st)
+		a, ok, err := ParseAdmin(tt.sql, st.Keyword)
 		var se *mysql.SQLError
 		code := uint16(0)
 		if errors.As(err, &se) {

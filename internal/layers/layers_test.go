@@ -31,7 +31,7 @@ var allowed = map[string]struct {
 	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
 	"proxy/server": {[]string{"backend", "config", "move", "mysql", "proxy/admin", "proxy/engine", "proxy/metrics", "proxy/session", "router", "schema", "sequence", "xa"},
 		[]string{"go.uber.org/zap"}},
-	"proxy/admin":          {[]string{"backend", "changestream", "config", "digest", "move", "mysql", "proxy/metrics"}, []string{"go.uber.org/zap"}},
+	"proxy/admin":          {[]string{"backend", "changestream", "config", "digest", "move", "mysql", "proxy/metrics", "router"}, []string{"go.uber.org/zap"}},
 	"proxy/metrics":        {[]string{"backend", "digest", "move", "router", "xa"}, []string{"go.uber.org/zap", "github.com/prometheus/client_golang/"}},
 	"cmd/proxy":            {[]string{"config", "proxy/server"}, []string{"go.uber.org/zap"}},
 	"cmd/shardgate":        {[]string{"move"}, nil},

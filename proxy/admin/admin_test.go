@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
@@ -65,21 +64,6 @@ func (tc *testConsole) get(t *testing.T, method, target string, auth ...string) 
 	}
 	tc.HTTP().ServeHTTP(rec, r)
 	return rec
-}
-
-func TestAdminValues(t *testing.T) {
-	for in, want := range map[string][]string{
-		`'add', 'node1','slave' , '127.0.0.1:3307'`: {"add", "node1", "slave", "127.0.0.1:3307"},
-		`'it''s'`:    {"it's"},
-		`'a\'b', ''`: {`a\'b`, ""},
-		`'a', b`:     nil,
-		``:           nil,
-	} {
-		got, ok := adminValues(in)
-		if ok != (want != nil) || !slices.Equal(got, want) {
-			t.Errorf("adminValues(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
 }
 
 func TestHTTP(t *testing.T) {

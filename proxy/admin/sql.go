@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/router"
 )
 
 // kingshard's admin SQL, for admin_user on the client port:
@@ -36,13 +35,8 @@ import (
 //
 // Node changes act at once and last until the next reload or restart
 // (ks.yaml is not written); server changes go through Reload, so they
-// are validated like a reloaded file.
-var (
-	adminRE       = regexp.MustCompile(`(?is)^\s*admin\s+(node|server|reshard|import|workflow|digest)\s*\(([^)]*)\)\s*values\s*\((.*)\)\s*;?\s*$`)
-	adminShowRE   = regexp.MustCompile(`(?is)^\s*show\s+(proxy|node|schema|workflow)\s+(config|status)\s*;?\s*$`)
-	adminDigestRE = regexp.MustCompile(`(?is)^\s*show\s+shardgate\s+digest\s*;?\s*$`)
-	adminValueRE  = regexp.MustCompile(`\s*'((?:[^'\\]|\\.|'')*)'\s*(,|$)`)
-)
+// are validated like a reloaded file. The router reads these statements
+// (router.ParseAdmin); this file acts on them.
 
 // Result is the answer to an admin statement: a result set when Columns
 // is set, else OK with Affected rows and Info.
@@ -60,40 +54,22 @@ type Session struct {
 }
 
 // SQL answers sql when it is admin SQL (keyword is its first keyword, as
-// the router classified it); handled is false otherwise, and the server
-// runs the statement as usual.
+// the router classified it; router.ParseAdmin reads it); handled is false
+// otherwise, and the server runs the statement as usual.
 func (c *Console) SQL(s Session, sql, keyword string) (res Result, handled bool, err error) {
-	var m []string
-	switch keyword {
-	case "ADMIN":
-		if m = adminRE.FindStringSubmatch(sql); m == nil {
-			return res, true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: shardgate's admin SQL is admin node(opt,node,k,v) values(...) or admin server(opt,k,v) values(...)")
-		}
-	case "SHOW":
-		if adminDigestRE.MatchString(sql) {
-			m = []string{sql, "digest", "opt", "'show'"}
-			break
-		}
-		show := adminShowRE.FindStringSubmatch(sql)
-		if show == nil {
-			return res, false, nil
-		}
-		m = []string{sql, "server", "opt,k,v", fmt.Sprintf("'show','%s','config'", strings.ToLower(show[1]))}
-	default:
-		return res, false, nil
+	a, ok, err := router.ParseAdmin(sql, keyword)
+	if !ok || err != nil {
+		return res, ok, err
 	}
 	if admin := c.cfg().AdminUser; admin == "" || s.User != admin {
 		return res, true, mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; you need to be the proxy's admin_user to run shardgate's admin SQL")
 	}
-	vals, ok := adminValues(m[3])
-	if !ok {
-		return res, true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax: the values of admin SQL are quoted strings, as in values('add','node1','slave','127.0.0.1:3307')")
-	}
-	switch strings.ToLower(m[1]) {
+	vals := a.Values
+	switch a.Target {
 	case "node":
 		res, err = c.adminNode(s, vals)
 	case "reshard", "import", "workflow":
-		res, err = c.flows.sql(strings.ToLower(m[1]), vals)
+		res, err = c.flows.sql(a.Target, vals)
 	case "digest":
 		res, err = c.adminDigest(vals)
 	default:
@@ -104,19 +80,6 @@ func (c *Console) SQL(s Session, sql, keyword string) (res Result, handled bool,
 		}
 	}
 	return res, true, err
-}
-
-func adminValues(s string) ([]string, bool) {
-	var out []string
-	for rest := strings.TrimSpace(s); rest != ""; {
-		m := adminValueRE.FindStringSubmatchIndex(rest)
-		if m == nil || m[0] != 0 {
-			return nil, false
-		}
-		out = append(out, strings.ReplaceAll(rest[m[2]:m[3]], "''", "'"))
-		rest = rest[m[1]:]
-	}
-	return out, len(out) > 0
 }
 
 func (c *Console) adminNode(s Session, v []string) (Result, error) {
