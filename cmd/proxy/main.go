@@ -56,13 +56,14 @@ func run(cfgPath, logLevel string) error {
 		defer sqlLog.Sync()
 	}
 
+	opts := server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath}
 	if fp := os.Getenv("SHARDGATE_FAILPOINT"); fp != "" {
-		if err := server.SetFailpoint(fp); err != nil {
+		if opts.Knobs, err = server.FailpointKnobs(fp); err != nil {
 			return err
 		}
 		log.Warn("failpoint armed: this process kills itself at that point (tests only)", zap.String("failpoint", fp))
 	}
-	srv, err := server.New(cfg, server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath})
+	srv, err := server.New(cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,7 @@ func (a auth) handshake() error {
 	c.st = session.New(srv.nodes, srv.cfg().TransactionMode == config.TransactionSingle, coll,
 		c.caps&backend.VariantCaps, c.caps&mysql.ClientMultiStatements != 0)
 	c.st.SetContext(c.ctx)
+	c.st.SetKnobs(srv.knobs)
 	clientPlugin := hr.AuthPlugin
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword

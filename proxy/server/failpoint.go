@@ -8,14 +8,15 @@ import (
 	"github.com/shardgate/shardgate/proxy/session"
 )
 
-// SetFailpoint makes the proxy kill itself with SIGKILL at one point of a
-// two-phase commit, for tests of recovery against the real process
-// (environment variable SHARDGATE_FAILPOINT, read by cmd/proxy; never set
-// it in production):
+// FailpointKnobs returns knobs (Options.Knobs) that make the proxy kill
+// itself with SIGKILL at one point of a two-phase commit, for tests of
+// recovery against the real process (environment variable
+// SHARDGATE_FAILPOINT, which cmd/proxy reads and passes on; never set it
+// in production):
 //
 //	xa-before-decision        every branch prepared, no decision written
 //	xa-before-commit:<node>   decision written, XA COMMIT about to go to <node>
-func SetFailpoint(spec string) error {
+func FailpointKnobs(spec string) (*session.Knobs, error) {
 	stage, node, _ := strings.Cut(spec, ":")
 	var want string
 	switch stage {
@@ -24,10 +25,10 @@ func SetFailpoint(spec string) error {
 	case "xa-before-commit":
 		want = session.XABeforeCommit
 		if node == "" {
-			return fmt.Errorf("failpoint %q: name the node (xa-before-commit:<node>)", spec)
+			return nil, fmt.Errorf("failpoint %q: name the node (xa-before-commit:<node>)", spec)
 		}
 	default:
-		return fmt.Errorf("unknown failpoint %q (xa-before-decision, xa-before-commit:<node>)", spec)
+		return nil, fmt.Errorf("unknown failpoint %q (xa-before-decision, xa-before-commit:<node>)", spec)
 	}
 	h := func(s, n string) {
 		if s == want && n == node {
@@ -35,6 +36,7 @@ func SetFailpoint(spec string) error {
 			select {} // the signal is on its way
 		}
 	}
-	session.XAHook.Store(&h)
-	return nil
+	k := &session.Knobs{}
+	k.XAStage.Store(&h)
+	return k, nil
 }

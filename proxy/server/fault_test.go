@@ -11,7 +11,6 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/mysql"
-	"github.com/shardgate/shardgate/proxy/session"
 )
 
 // TestFaultBackendPaused: a backend that stops answering (SIGSTOP: its
@@ -119,8 +118,8 @@ func TestFaultKilledBetweenCommits(t *testing.T) {
 			doomed.Kill()
 		}
 	}
-	session.BeforeCommit.Store(&hook)
-	defer session.BeforeCommit.Store(nil)
+	p.srv.Knobs().BeforeCommit.Store(&hook)
+	defer p.srv.Knobs().BeforeCommit.Store(nil)
 	restarted := false
 	defer func() {
 		if !restarted {
@@ -128,7 +127,7 @@ func TestFaultKilledBetweenCommits(t *testing.T) {
 		}
 	}()
 	_, err := c.ExecContext(t.Context(), "COMMIT")
-	session.BeforeCommit.Store(nil)
+	p.srv.Knobs().BeforeCommit.Store(nil)
 	wantSQLError(t, err, mysql.ErErrorDuringCommit, "HY000")
 	if msg := err.Error(); !strings.Contains(msg, "committed on node1") || !strings.Contains(msg, "failed on node2") {
 		t.Errorf("the error does not say what committed: %v", err)

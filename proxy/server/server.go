@@ -20,6 +20,7 @@ import (
 	"github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/proxy/metrics"
+	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -48,6 +49,7 @@ const fallbackVersion = "5.5.5-10.11.0-MariaDB"
 // (caching_sha2_password, keys.go). The operator's side is proxy/admin's
 // (console) and proxy/metrics' (metrics).
 type Server struct {
+	knobs *session.Knobs // test hooks of every session (Options.Knobs)
 	liveConfig
 	registry
 	gates
@@ -93,7 +95,13 @@ type Options struct {
 	SQLLog *zap.Logger // SQL log; nil disables it
 	// ConfigPath is the file POST /admin/reload reads; "" refuses it.
 	ConfigPath string
+	// Knobs are test hooks every session of the server calls (nil: none;
+	// FailpointKnobs for the process tests).
+	Knobs *session.Knobs
 }
+
+// Knobs are the test hooks every session of the server calls.
+func (s *Server) Knobs() *session.Knobs { return s.knobs }
 
 // New builds a server and its backend nodes from cfg and checks each node
 // once. Nodes that are down do not make New fail.
@@ -118,7 +126,11 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}
 		tlsCfg, caps = store.tlsConfig(), caps|mysql.ClientSSL
 	}
+	if o.Knobs == nil {
+		o.Knobs = &session.Knobs{}
+	}
 	s := &Server{
+		knobs:     o.Knobs,
 		tls:       tlsCfg,
 		caps:      caps,
 		log:       o.Log,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
-	"github.com/shardgate/shardgate/proxy/session"
 )
 
 // txnProxy starts a proxy over both servers with database txn_t whose
@@ -560,7 +559,7 @@ func TestLostNodeCommitsNothing(t *testing.T) {
 // connection is closed (as the server's crash during COMMIT would close
 // it), not answered with an error that would say "not committed".
 func TestCommitAnswerLost(t *testing.T) {
-	_, db := txnProxy(t, config.TransactionMulti)
+	p, db := txnProxy(t, config.TransactionMulti)
 	cn := conn(t, db)
 	mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1") // node1
 	node1 := openDB(t, directDSN(backends(t)[0], "", ""))
@@ -568,10 +567,10 @@ func TestCommitAnswerLost(t *testing.T) {
 	id := queryValue(t, node1, "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t "+
 		"JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id WHERE p.db = 'txn_t'")
 	hook := func(string) { node1.Exec("KILL " + id) }
-	session.BeforeCommit.Store(&hook)
-	defer session.BeforeCommit.Store(nil)
+	p.srv.Knobs().BeforeCommit.Store(&hook)
+	defer p.srv.Knobs().BeforeCommit.Store(nil)
 	_, err := cn.ExecContext(context.Background(), "COMMIT")
-	session.BeforeCommit.Store(nil)
+	p.srv.Knobs().BeforeCommit.Store(nil)
 	var me *gomysql.MySQLError
 	if err == nil || errors.As(err, &me) {
 		t.Fatalf("COMMIT with its answer lost: %v, want the connection closed", err)

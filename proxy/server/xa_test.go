@@ -382,12 +382,12 @@ func TestXATransactions(t *testing.T) {
 				once.Do(func() { c.Servers[0].Pause() })
 			}
 		}
-		session.XAHook.Store(&h)
-		defer session.XAHook.Store(nil)
+		p.srv.Knobs().XAStage.Store(&h)
+		defer p.srv.Knobs().XAStage.Store(nil)
 		cn := conn(t, db)
 		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 0 WHERE id = 1", "UPDATE acct SET balance = 0 WHERE id = 2")
 		_, err := cn.ExecContext(context.Background(), "COMMIT")
-		session.XAHook.Store(nil)
+		p.srv.Knobs().XAStage.Store(nil)
 		c.Servers[0].Resume()
 		me := wantSQLError(t, err, 1180, "HY000")
 		if !strings.Contains(me.Message, "recovery commits or rolls it back") {
@@ -440,12 +440,12 @@ func TestXATransactions(t *testing.T) {
 				once.Do(func() { c.Servers[1].Kill() })
 			}
 		}
-		session.XAHook.Store(&h)
-		defer session.XAHook.Store(nil)
+		p.srv.Knobs().XAStage.Store(&h)
+		defer p.srv.Knobs().XAStage.Store(nil)
 		cn := conn(t, db)
 		mustExec(t, cn, "BEGIN", "UPDATE acct SET balance = 50 WHERE id = 3", "UPDATE acct SET balance = 150 WHERE id = 1",
 			"UPDATE acct SET balance = 10 WHERE id = 2", "COMMIT") // reported committed
-		session.XAHook.Store(nil)
+		p.srv.Knobs().XAStage.Store(nil)
 		cn.Close()
 		if got := queryValue(t, direct[0], "SELECT balance FROM xa_t.acct_0000 WHERE id = 3"); got != "50" {
 			t.Errorf("node1 after COMMIT: %s, want 50", got)

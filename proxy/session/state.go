@@ -67,6 +67,8 @@ type State struct {
 	// call of the session takes it, so a client that is gone, or killed,
 	// waits for no pool, no server and no sidecar any more.
 	ctx context.Context
+	// knobs are the test hooks of the session's server (SetKnobs).
+	knobs *Knobs
 
 	// Stmts are the prepared statements the proxy keeps for the session.
 	Stmts Stmts
@@ -77,7 +79,7 @@ type State struct {
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
 	s := &State{nodes: nodes, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
 	s.txnState.s, s.varState.s, s.readState.s = s, s, s
-	s.ctx = context.Background()
+	s.ctx, s.knobs = context.Background(), noKnobs
 	s.singleNodeTxn = singleNodeTxn
 	return s
 }

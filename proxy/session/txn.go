@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -144,11 +143,6 @@ func (ts *txnState) noteSavepoint(verb router.TxnVerb, name, sql string) {
 	}
 }
 
-// BeforeCommit, when set (by fault tests), is called with the node's name
-// before each COMMIT that End sends: a test can kill a server between the
-// commits of a transaction across nodes.
-var BeforeCommit atomic.Pointer[func(node string)]
-
 // ErrCommitUnknown wraps the error of a COMMIT whose answer was lost on
 // the first node it went to: it may or may not have committed there. The
 // client's connection is closed, as the server's crash during COMMIT
@@ -211,7 +205,7 @@ func (ts *txnState) End(commit bool) error {
 		if firstErr != nil {
 			w = rollback
 		}
-		if h := BeforeCommit.Load(); h != nil && commit && firstErr == nil {
+		if h := s.knobs.BeforeCommit.Load(); h != nil && commit && firstErr == nil {
 			(*h)(bc.Node().Name)
 		}
 		res, err := bc.Exec(w)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -21,27 +20,6 @@ import (
 // TO and RELEASE SAVEPOINT work inside XA branches as in plain
 // transactions; statements that commit implicitly (DDL) commit the
 // transaction first, two-phase, as COMMIT would.
-
-// XA stages a test hook (XAHook) is called at.
-const (
-	// XABeforeDecision: every branch is prepared; the decision is not
-	// written yet.
-	XABeforeDecision = "before-decision"
-	// XABeforeCommit: the decision is written; XA COMMIT is about to go
-	// to node.
-	XABeforeCommit = "before-commit"
-)
-
-// XAHook, when set (by fault tests and the proxy's failpoint), is called
-// at each XA stage of a two-phase commit with the node concerned ("" for
-// XABeforeDecision).
-var XAHook atomic.Pointer[func(stage, node string)]
-
-func xaHook(stage, node string) {
-	if h := XAHook.Load(); h != nil {
-		(*h)(stage, node)
-	}
-}
 
 // xaEligible reports whether the open transaction runs as XA: all but
 // START TRANSACTION READ ONLY.
@@ -148,13 +126,13 @@ func (ts *txnState) xaTwoPhase(t xa.Txn, branches []*backend.Conn) error {
 		}
 	}
 	if err == nil {
-		xaHook(XABeforeDecision, "")
+		s.knobs.xaStage(XABeforeDecision, "")
 		var outcome xa.Outcome
 		outcome, err = s.xa.Decide(s.ctx, t)
 		switch outcome {
 		case xa.Commit:
 			onEach(branches, errs, func(bc *backend.Conn) error {
-				xaHook(XABeforeCommit, bc.Node().Name)
+				s.knobs.xaStage(XABeforeCommit, bc.Node().Name)
 				_, e := bc.Exec("XA COMMIT " + t.XID(bc.Node().Name))
 				return e
 			})
