@@ -58,7 +58,7 @@ var scanAllowed = map[string]string{
 	"proxy/server/reload.go:restartKeys":               "struct tags of the configuration",
 	"proxy/engine/expr.go:parseRat":                    "column values converted to numbers",
 	"proxy/server/auth.go:auth.authenticate":           "password bytes",
-	"proxy/server/failpoint.go:SetFailpoint":           "a failpoint specification from the operator",
+	"proxy/server/failpoint.go:FailpointKnobs":         "a failpoint specification from the operator",
 	"proxy/server/local.go:reportedVars":               "variable names the server reports in session tracking",
 	"proxy/session/conns.go:varState.absorb":           "what the server reports in session tracking (variable names, transaction characteristics)",
 	"proxy/session/vars.go:literalOf":                  "column values read back",
