@@ -21,6 +21,18 @@
 //   - a connection the session leaves with state on it is reset (a new
 //     login with COM_CHANGE_USER) before it returns to the pool.
 //
+// A statement's effects come decided from the router (router.Stmt, the
+// plan) and are applied here, around every routed statement: Before (the
+// implicit commit of DDL and LOCK TABLES, the transaction left out), Route
+// (where its reads may go) and After (locks, state kept and repeated on
+// other nodes). The State's parts are types of their own, embedded:
+// txnState (txn.go, xa.go: the open transaction, savepoints, two-phase
+// commit), varState (vars.go: variables carried to every connection) and
+// readState (replica.go: replicas, read-your-writes). Test hooks are
+// injected (Knobs); every backend call takes the client connection's
+// context (SetContext). The tests run the transitions against an
+// in-process MySQL server (internal/fakebackend).
+//
 // Lifecycle: a State lives as long as its client connection; Reset brings
 // it back to a new login's (COM_RESET_CONNECTION, COM_CHANGE_USER).
 //
