@@ -8,15 +8,22 @@
 // It owns no execution and no session rules: plans come from the router,
 // run in proxy/engine, and every decision about a backend connection
 // (shared, pinned, reset) is proxy/session's. The types here are the glue:
-//   - conn (conn.go, auth.go, writer.go) is the wire: the client's packet
-//     stream, the login, the read loop, and the framing of results for this
-//     client (it implements engine.Writer, and engine.Conns over its
-//     session.State);
-//   - handler (handler.go, multi.go, sqlprepare.go) runs one command at a
-//     time, one method per COM_* command, and the statements the proxy
-//     answers itself (transaction control, tracked SET, SET NAMES, USE,
-//     SQL-level PREPARE of statements on sharded tables);
-//   - stmtHandler (prepared.go) runs the binary prepared statements;
+//   - conn (conn.go, writer.go) is the wire: the client's packet stream,
+//     the read loop, and the framing of results for this client (it
+//     implements engine.Writer, and engine.Conns over its session.State);
+//     auth (auth.go) is its login;
+//   - handler (handler.go, query.go) runs one command at a time, one method
+//     per COM_* command; COM_QUERY is four steps (query.go): the router
+//     classifies and plans, the session applies the statement's effects
+//     before and after, the engine runs the plan. It reads no SQL text
+//     itself (internal/layers checks it). Its parts: localStmts (local.go,
+//     sqlprepare.go, immediate.go) for the statements the proxy answers
+//     itself (transaction control, UNLOCK TABLES, tracked SET, SET NAMES,
+//     USE, SQL-level PREPARE, EXECUTE IMMEDIATE), multiRunner (multi.go) for
+//     multi-statement texts on sharded tables, userCmds (usercmds.go) for
+//     COM_CHANGE_USER and COM_SET_OPTION;
+//   - stmtHandler (prepared.go, prepared_exec.go) runs the binary prepared
+//     statements;
 //   - Server (server.go) holds what all sessions share: the engine, the
 //     nodes, and embedded types of their own for the configuration in force
 //     and reload (liveConfig, reload.go), the session registry with SHOW
