@@ -81,7 +81,7 @@ func (m *multiRunner) queryOne(sql string) error {
 	case stmt.Kind == router.KindEmpty:
 		return mysql.NewError(mysql.ErEmptyQuery, "Query was empty")
 	case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
-		if handled, err := h.txnStatement(sql, &stmt); handled {
+		if handled, err := h.ls.txnStatement(sql, &stmt); handled {
 			return err
 		}
 	case stmt.Keyword == "USE":

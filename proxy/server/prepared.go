@@ -377,7 +377,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			return c.srv.kill(c, k)
 		}
 		stmt := router.Classify(ps.SQL, c.st.Mode())
-		if handled, err := h.txnStatement(ps.SQL, &stmt); handled {
+		if handled, err := h.ls.txnStatement(ps.SQL, &stmt); handled {
 			return err
 		}
 		if handled, err := h.ls.local(ps.SQL, stmt); handled {

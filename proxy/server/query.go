@@ -126,11 +126,11 @@ func (h *handler) plan(sql string, stmt *router.Stmt, p []byte) (*router.Plan, e
 			// Under sql_mode=ORACLE, BEGIN opens a block, not a
 			// transaction: the server says what it makes of it.
 		case stmt.Kind == router.KindTxn || stmt.Keyword == "SAVEPOINT" || stmt.Keyword == "RELEASE":
-			if handled, err := h.txnStatement(sql, stmt); handled {
+			if handled, err := h.ls.txnStatement(sql, stmt); handled {
 				return nil, err
 			}
 		case stmt.UnlockTables:
-			return nil, h.unlockTables(p)
+			return nil, h.ls.unlockTables(p)
 		}
 		if handled, err := h.ls.local(sql, *stmt); handled {
 			return nil, err
