@@ -90,42 +90,39 @@ func (h *handler) probeSession() router.Session {
 // sequence) is fetched, and the statement planned again; a table being
 // moved holds the statement at its gate.
 func (h *handler) route(sql string, s router.Session) (*router.Plan, error) {
-	p, err := h.c.srv.rt().Route(sql, s)
+	return h.routeWith(sql, s, nil, false)
+}
+
+// routeArgs is route for a binary prepared statement's execution.
+func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*router.Plan, error) {
+	return h.routeWith(sql, s, args, true)
+}
+
+func (h *handler) routeWith(sql string, s router.Session, args []router.Arg, prepared bool) (*router.Plan, error) {
+	rt := h.c.srv.rt()
+	p, err := h.routeOnce(rt, sql, s, args, prepared)
 	for tries := 0; err != nil && tries < 2; tries++ {
 		var again bool
 		if again, err = h.fetch(err, &s); !again {
 			break
 		}
-		p, err = h.c.srv.rt().Route(sql, s)
+		p, err = h.routeOnce(rt, sql, s, args, prepared)
 	}
 	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
 		if waited, gerr := h.enterGates(*m, p.Tables); gerr != nil {
 			return nil, gerr
 		} else if waited {
-			return h.route(sql, s)
+			return h.routeWith(sql, s, args, prepared)
 		}
 	}
 	return p, err
 }
 
-// routeArgs is route for a binary prepared statement's execution.
-func (h *handler) routeArgs(sql string, s router.Session, args []router.Arg) (*router.Plan, error) {
-	p, err := h.c.srv.rt().RouteArgs(sql, s, args)
-	for tries := 0; err != nil && tries < 2; tries++ {
-		var again bool
-		if again, err = h.fetch(err, &s); !again {
-			break
-		}
-		p, err = h.c.srv.rt().RouteArgs(sql, s, args)
+func (h *handler) routeOnce(rt *router.Router, sql string, s router.Session, args []router.Arg, prepared bool) (*router.Plan, error) {
+	if prepared {
+		return rt.RouteArgs(sql, s, args)
 	}
-	if m := h.c.srv.moving.Load(); m != nil && err == nil && len(p.Tables) > 0 {
-		if waited, gerr := h.enterGates(*m, p.Tables); gerr != nil {
-			return nil, gerr
-		} else if waited {
-			return h.routeArgs(sql, s, args)
-		}
-	}
-	return p, err
+	return rt.Route(sql, s)
 }
 
 // fetch does the I/O a routing error asks for: it reads the table
