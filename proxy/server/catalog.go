@@ -245,8 +245,8 @@ func (t *tables) sequenceStart(ti router.TableInfo) (uint64, error) {
 	var top uint64
 	for _, sub := range ti.Subtables {
 		err := t.srv.onNode(sub.Node, func(c *backend.Conn) error {
-			res, err := c.Exec("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = '" +
-				ti.DB + "' AND TABLE_NAME = '" + sub.Subtable + "'")
+			res, err := c.Exec("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = " +
+				mysql.QuoteString(ti.DB, "utf8mb4") + " AND TABLE_NAME = " + mysql.QuoteString(sub.Subtable, "utf8mb4"))
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ func (t *tables) sequenceStart(ti router.TableInfo) (uint64, error) {
 			return 0, fmt.Errorf("%s %s: %w", sub.Node, sub.Subtable, err)
 		}
 		err = t.srv.onNode(sub.Node, func(c *backend.Conn) error {
-			res, err := c.Exec("SELECT MAX(`" + ti.Sequence + "`) FROM `" + ti.DB + "`.`" + sub.Subtable + "`")
+			res, err := c.Exec("SELECT MAX(" + mysql.QuoteIdent(ti.Sequence) + ") FROM " + mysql.QuoteIdent(ti.DB) + "." + mysql.QuoteIdent(sub.Subtable))
 			if err != nil {
 				var se *mysql.SQLError
 				if errors.As(err, &se) && se.Code == 1146 { // ER_NO_SUCH_TABLE: nothing stored there
