@@ -136,7 +136,7 @@ func (vs *varState) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
 // the session has not set it).
 func (vs *varState) UserVar(name string) string {
 	s := vs.s
-	target := "@`" + strings.ReplaceAll(name, "`", "``") + "`"
+	target := "@" + mysql.QuoteIdent(name)
 	for _, v := range s.vars {
 		if v.target == target {
 			return v.literal
@@ -147,7 +147,7 @@ func (vs *varState) UserVar(name string) string {
 
 // varTarget is the SQL that names a variable in SET and SELECT.
 func varTarget(v router.SetVar) string {
-	name := "`" + strings.ReplaceAll(v.Name, "`", "``") + "`"
+	name := mysql.QuoteIdent(v.Name)
 	if v.User {
 		return "@" + name
 	}
