@@ -117,6 +117,8 @@ type stmtScanner struct {
 	ended        bool // a ';' ended a statement
 	inExecutable int  // executable comments open
 	firstWordEnd int
+	lastComma    bool // the last token was ','
+	lastNumeric  bool // the last token was a number
 }
 
 // hintSlot reports whether a plain comment at this point is where kingshard
@@ -137,6 +139,9 @@ func (sc *stmtScanner) run() Stmt {
 		case isSpace(c):
 			sc.i++
 		case c == '#' || c == '-' && lineComment(s, sc.i):
+			if sc.ended {
+				sc.st.Multi = true // the server runs what follows ';' as a statement of its own
+			}
 			for sc.i < len(s) && s[sc.i] != '\n' {
 				sc.i++
 			}
@@ -189,6 +194,7 @@ func (sc *stmtScanner) seen() {
 // token records the end of a token just read.
 func (sc *stmtScanner) token(quoted bool) {
 	sc.lastEnd, sc.lastQuoted, sc.afterDot = sc.i, quoted, false
+	sc.lastComma, sc.lastNumeric = false, false
 	sc.prev2, sc.prev = sc.prev, ""
 }
 
@@ -209,6 +215,9 @@ func (sc *stmtScanner) comment() {
 		sc.i = i
 		return
 	}
+	if sc.ended {
+		sc.st.Multi = true // the server runs what follows ';' as a statement of its own
+	}
 	content, end, plain := plainComment(s, i)
 	if end < 0 {
 		sc.i = len(s) // unterminated: the server reads the rest as comment
@@ -223,10 +232,10 @@ func (sc *stmtScanner) comment() {
 // skipString returns the end of the string literal (or ANSI-quoted name)
 // opened by q at sc.i: doubled quotes continue it, and so does a
 // backslash-escaped quote unless the session's sql_mode has
-// NO_BACKSLASH_ESCAPES.
+// NO_BACKSLASH_ESCAPES (or, for ", ANSI_QUOTES: a name has no escapes).
 func (sc *stmtScanner) skipString(q byte) int {
 	s := sc.s
-	backslash := sc.mode&ModeNoBackslashEscapes == 0
+	backslash := sc.mode&ModeNoBackslashEscapes == 0 && !(q == '"' && sc.mode&ModeANSIQuotes != 0)
 	for k := sc.i + 1; k < len(s); k++ {
 		switch s[k] {
 		case '\\':
@@ -244,14 +253,12 @@ func (sc *stmtScanner) skipString(q byte) int {
 	return len(s)
 }
 
-// variable reads @name, @'name', @@name, @@global.name; an @ right after
-// a quoted string or word is an account's host part ('u'@'h').
+// variable reads @name, @'name', @@name, @@global.name. The host part of
+// an account ('u'@'h', u@h) reads as a user variable too: the server's
+// lexer reads SELECT@a as SELECT @a, and a variable only read decides
+// nothing.
 func (sc *stmtScanner) variable() {
 	s := sc.s
-	if sc.lastEnd == sc.i && sc.i > 0 && (sc.lastQuoted || isIdent(s[sc.i-1])) {
-		sc.punct('@')
-		return
-	}
 	sc.seen()
 	i := sc.i + 1
 	if i < len(s) && s[i] == '@' {
@@ -261,8 +268,19 @@ func (sc *stmtScanner) variable() {
 		for i < len(s) && isIdent(s[i]) {
 			i++
 		}
-		if sc.st.Keyword == "SET" && equalFoldASCII(s[start:i], "global") && i < len(s) && s[i] == '.' {
-			sc.st.SetsGlobal = true
+		name := s[start:i]
+		if i+1 < len(s) && s[i] == '.' && isIdent(s[i+1]) {
+			scope := name
+			start = i + 1
+			for i = start; i < len(s) && isIdent(s[i]); i++ {
+			}
+			name = s[start:i]
+			if equalFoldASCII(scope, "global") && sc.st.Keyword == "SET" && sc.target() {
+				sc.st.SetsGlobal = true
+			}
+		}
+		if equalFoldASCII(name, "last_insert_id") || equalFoldASCII(name, "identity") {
+			sc.st.UsesLastInsertID = true // the connection's value, as LAST_INSERT_ID()
 		}
 		sc.i = i
 		sc.token(false)
@@ -292,6 +310,12 @@ func (sc *stmtScanner) variable() {
 		sc.st.Sticky = true // SELECT ... INTO @v assigns it
 	}
 	sc.token(false)
+}
+
+// target reports whether the token at hand is where SET names what it
+// assigns: right after SET, or after a comma.
+func (sc *stmtScanner) target() bool {
+	return sc.words == 1 && sc.lastEnd == sc.firstWordEnd || sc.lastComma
 }
 
 // punct reads one byte of punctuation.
@@ -327,8 +351,12 @@ func (sc *stmtScanner) punct(c byte) {
 	sc.seen()
 	sc.lidOpen = 0
 	sc.i++
+	numeric := sc.lastNumeric && sc.lastEnd == sc.i-1
 	sc.token(false)
-	sc.afterDot = c == '.'
+	// t.temporary names a column; 1. is a number, and the word after it
+	// is read as a word.
+	sc.afterDot = c == '.' && !numeric
+	sc.lastComma = c == ','
 }
 
 // word reads one word: the first is the statement's keyword; later ones
@@ -336,7 +364,9 @@ func (sc *stmtScanner) punct(c byte) {
 func (sc *stmtScanner) word(w string) {
 	sc.seen()
 	name := sc.afterDot // t.temporary is a column
+	target := sc.target()
 	sc.lastEnd, sc.lastQuoted, sc.afterDot = sc.i, false, false
+	sc.lastComma, sc.lastNumeric = false, isDigit(w[0])
 	sc.words++
 	if sc.words == 1 {
 		sc.firstWordEnd = sc.i
@@ -390,7 +420,7 @@ func (sc *stmtScanner) word(w string) {
 			sc.readLock = true
 		}
 	case "GLOBAL":
-		if st.Keyword == "SET" {
+		if st.Keyword == "SET" && target {
 			st.SetsGlobal = true
 		}
 	}
@@ -450,8 +480,10 @@ func (sc *stmtScanner) finish() Stmt {
 		st.Sticky = true // @v := expr outside SET
 	}
 	if st.Kind == KindDDL {
+		// CREATE and DROP TEMPORARY TABLE neither commit nor leave the
+		// transaction: they run inside it, as on the server.
 		st.ImplicitCommit = !(sc.tempTable && (st.Keyword == "CREATE" || st.Keyword == "DROP"))
-		st.OutsideTxn = true
+		st.OutsideTxn = st.ImplicitCommit
 	}
 	switch {
 	case st.Kind != KindRead || st.Sticky || st.UsesLastInsertID || st.Multi || sc.hintMaster:

@@ -18,7 +18,7 @@ func TestClassify(t *testing.T) {
 	read := func(r ReplicaUse) facts { return facts{kind: KindRead, keyword: "SELECT", replica: r} }
 	sticky := func(kind Kind, kw string) facts { return facts{kind: kind, keyword: kw, sticky: true} }
 	ddl := func(kw string, commit bool) facts {
-		return facts{kind: KindDDL, keyword: kw, commit: commit, outside: true, sticky: !commit}
+		return facts{kind: KindDDL, keyword: kw, commit: commit, outside: commit, sticky: !commit}
 	}
 	tests := []struct {
 		sql  string
@@ -106,8 +106,19 @@ func TestClassify(t *testing.T) {
 		{`SELECT 'a\' GET_LOCK(1) '`, 0, read(ReplicaAny)},
 		{`SELECT 'a\' , GET_LOCK('x', 1), '`, ModeNoBackslashEscapes, facts{KindRead, "SELECT", true, false, false, false, ReplicaNever}},
 		{`SELECT "x GET_LOCK(1)"`, ModeANSIQuotes, read(ReplicaAny)},
-		// The account part of 'u'@'h' is no user variable.
+		// The account part of 'u'@'h' reads as a variable, which decides
+		// nothing unless assigned.
 		{"GRANT SELECT ON db.* TO 'u'@'h'", 0, facts{kind: KindDDL, keyword: "GRANT", commit: true, outside: true}},
+		// A variable right after a word is one (the server's lexer reads
+		// SELECT@a as SELECT @a).
+		{"SELECT@a:=1", 0, facts{KindRead, "SELECT", true, false, false, false, ReplicaNever}},
+		{"SELECT x INTO@v FROM t", 0, facts{KindRead, "SELECT", true, false, false, false, ReplicaNever}},
+		{"DO@a:=1", 0, facts{KindRead, "DO", true, false, false, false, ReplicaNever}},
+		// Under ANSI_QUOTES a "name" has no backslash escapes.
+		{`SELECT 1 AS "a\", GET_LOCK('x',1) AS "b"`, ModeANSIQuotes, facts{KindRead, "SELECT", true, false, false, false, ReplicaNever}},
+		// 1. is a number: the word after it is a keyword.
+		{"SELECT 1. INTO @x", 0, facts{KindRead, "SELECT", true, false, false, false, ReplicaNever}},
+		{"SELECT t1.temporary FROM t1", 0, read(ReplicaAny)},
 	}
 	for _, tt := range tests {
 		st := Classify(tt.sql, tt.mode)
@@ -135,8 +146,16 @@ func TestClassifyFlags(t *testing.T) {
 		{"START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */", func(s Stmt) bool { return s.Executable && s.Kind == KindTxn }},
 		{"SELECT 1; SELECT 2", func(s Stmt) bool { return s.Multi }},
 		{"SELECT 1;", func(s Stmt) bool { return !s.Multi }},
+		{"SELECT 1; \n\t", func(s Stmt) bool { return !s.Multi }},
 		{"SELECT ';'", func(s Stmt) bool { return !s.Multi }},
-		{"SELECT 1; -- x", func(s Stmt) bool { return !s.Multi }},
+		// The server runs a comment after ';' as a statement of its own.
+		{"SELECT 1; -- x", func(s Stmt) bool { return s.Multi }},
+		{"SELECT 1; /* x */", func(s Stmt) bool { return s.Multi }},
+		{"SET x = @@global.y", func(s Stmt) bool { return !s.SetsGlobal }},
+		{"SET @a = 1, @@global.max_connections = 10", func(s Stmt) bool { return s.SetsGlobal }},
+		{"SET @a = 1, GLOBAL max_connections = 10", func(s Stmt) bool { return s.SetsGlobal }},
+		{"SELECT @@last_insert_id", func(s Stmt) bool { return s.UsesLastInsertID && s.Replica == ReplicaNever }},
+		{"SELECT @@session.identity", func(s Stmt) bool { return s.UsesLastInsertID }},
 		{" \t\n", func(s Stmt) bool { return s.Blank && s.Kind == KindEmpty }},
 		{"/**/", func(s Stmt) bool { return !s.Blank && s.Kind == KindEmpty }},
 		{"EXECUTE /* x */ IMMEDIATE 'SELECT 1'", func(s Stmt) bool { return s.SecondIs("IMMEDIATE") }},

@@ -59,7 +59,9 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	case stmt.Keyword == "PREPARE" && h.immediate:
 		return false, nil // prepareFromExpr's: checked, the server runs it
 	case stmt.Keyword == "PREPARE":
-		if stmt.Executable {
+		// An executable comment anywhere, the statement's text included,
+		// is refused: the text prepared must be the text checked.
+		if router.HasExecutableComment(sql) {
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal, a user variable or an expression, without executable comments")
 		}
 		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok {

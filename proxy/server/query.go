@@ -57,10 +57,10 @@ func (h *handler) query(p []byte) error {
 	} else {
 		res, err = h.forward(plan, &stmt, p)
 	}
+	h.finish(plan, &stmt, res, err)
 	if aerr := st.After(&stmt, sql, plan, session.Outcome{Err: err, OK: res.OK}); aerr != nil {
 		err = h.afterFailed(&stmt, aerr, err)
 	}
-	h.finish(plan, &stmt, res, err)
 	if !start.IsZero() {
 		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
 	}
