@@ -65,13 +65,14 @@ func NewPolicy(deny []string, blacklist io.Reader) (*Policy, error) {
 
 // Check returns why sql may not run ("" when it may): the kind it belongs
 // to, or "blacklist". st is the text's classification (Classify's). A
-// text of several statements is checked statement by statement. A single
+// text of several statements, and a stored program's body, is checked
+// statement by statement. A single
 // statement whose keyword the policy does not care about costs nothing.
 func (p *Policy) Check(sql string, st *Stmt) string {
 	if p == nil {
 		return ""
 	}
-	if !st.Multi {
+	if !st.Multi && !st.Program {
 		return p.checkOne(sql, st.Keyword)
 	}
 	for _, one := range splitStatements(sql) {

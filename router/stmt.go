@@ -76,6 +76,11 @@ type Stmt struct {
 	// Blank: the text is empty or whitespace only (the server's "Query
 	// was empty").
 	Blank bool
+	// Program: CREATE or ALTER of a stored program (PROCEDURE, FUNCTION,
+	// TRIGGER, EVENT). It is one statement whatever its body holds (the
+	// body's ';' end nothing), and the body's words decide none of the
+	// facts above: creating the program runs none of it.
+	Program bool
 	// second is the second keyword as written (SecondIs).
 	second string
 }
@@ -119,6 +124,16 @@ type stmtScanner struct {
 	firstWordEnd int
 	lastComma    bool // the last token was ','
 	lastNumeric  bool // the last token was a number
+	// A stored program (CREATE or ALTER of a PROCEDURE, FUNCTION,
+	// TRIGGER or EVENT) is one statement whatever its body holds: the
+	// body's ';' end no statement while a BEGIN ... END (or CASE ... END)
+	// block is open (depth), and its words decide nothing, since creating
+	// the program runs none of them (program). BEGIN NOT ATOMIC ... END
+	// runs at once: only its ';' are read as the server reads them.
+	program    bool
+	compound   bool
+	depth      int
+	pendingEnd bool // END read; the next token says what it closes
 }
 
 // hintSlot reports whether a plain comment at this point is where kingshard
@@ -181,6 +196,10 @@ func (sc *stmtScanner) run() Stmt {
 // seen notes that a token other than a word was read (for ';' and the
 // multi-statement fact).
 func (sc *stmtScanner) seen() {
+	if sc.pendingEnd {
+		sc.pendingEnd = false
+		sc.depth-- // END) or END$: a block's end
+	}
 	if sc.ended {
 		sc.st.Multi = true
 		sc.ended = false
@@ -279,7 +298,7 @@ func (sc *stmtScanner) variable() {
 				sc.st.SetsGlobal = true
 			}
 		}
-		if equalFoldASCII(name, "last_insert_id") || equalFoldASCII(name, "identity") {
+		if (equalFoldASCII(name, "last_insert_id") || equalFoldASCII(name, "identity")) && !sc.program {
 			sc.st.UsesLastInsertID = true // the connection's value, as LAST_INSERT_ID()
 		}
 		sc.i = i
@@ -306,7 +325,7 @@ func (sc *stmtScanner) variable() {
 		return
 	}
 	sc.userVar = true
-	if sc.prev == "INTO" {
+	if sc.prev == "INTO" && !sc.program {
 		sc.st.Sticky = true // SELECT ... INTO @v assigns it
 	}
 	sc.token(false)
@@ -327,7 +346,11 @@ func (sc *stmtScanner) punct(c byte) {
 	}
 	switch c {
 	case ';':
-		sc.ended = sc.words > 0
+		if sc.pendingEnd {
+			sc.pendingEnd = false
+			sc.depth--
+		}
+		sc.ended = sc.words > 0 && sc.depth <= 0
 		sc.i++
 		sc.lastEnd = sc.i
 		return
@@ -362,6 +385,16 @@ func (sc *stmtScanner) punct(c byte) {
 // word reads one word: the first is the statement's keyword; later ones
 // are matched against the keywords that decide a fact.
 func (sc *stmtScanner) word(w string) {
+	afterEnd := sc.pendingEnd
+	if afterEnd {
+		sc.pendingEnd = false
+		switch knownWord(w) {
+		case "IF", "LOOP", "WHILE", "REPEAT":
+			// END IF, END LOOP, ...: those open no block here.
+		default:
+			sc.depth-- // END, END CASE, END label
+		}
+	}
 	sc.seen()
 	name := sc.afterDot // t.temporary is a column
 	target := sc.target()
@@ -376,12 +409,33 @@ func (sc *stmtScanner) word(w string) {
 	}
 	if sc.words == 2 {
 		sc.st.second = w
+		if sc.st.Keyword == "BEGIN" && equalFoldASCII(w, "NOT") {
+			sc.compound, sc.depth = true, 1 // BEGIN NOT ATOMIC ... END
+		}
 	}
 	kw := ""
 	if !name {
 		kw = knownWord(w)
 	}
 	st := &sc.st
+	switch kw {
+	case "PROCEDURE", "FUNCTION", "TRIGGER", "EVENT":
+		if (st.Keyword == "CREATE" || st.Keyword == "ALTER") && !sc.tableSeen && !sc.program && sc.words <= 8 {
+			sc.program, sc.compound = true, true
+		}
+	case "BEGIN", "CASE":
+		if sc.compound && !afterEnd {
+			sc.depth++
+		}
+	case "END":
+		if sc.compound {
+			sc.pendingEnd = true
+		}
+	}
+	if sc.program {
+		sc.prev2, sc.prev = sc.prev, kw
+		return // the body runs later, when the program is called
+	}
 	switch kw {
 	case "TEMPORARY":
 		st.Sticky = true
@@ -433,6 +487,7 @@ func (sc *stmtScanner) word(w string) {
 // finish derives the facts that depend on the whole text.
 func (sc *stmtScanner) finish() Stmt {
 	st := sc.st
+	st.Program = sc.program
 	switch st.Keyword {
 	case "":
 		st.Kind = KindEmpty
@@ -476,7 +531,7 @@ func (sc *stmtScanner) finish() Stmt {
 	if sc.lidOpen == 2 {
 		st.Sticky = true // LAST_INSERT_ID( at the end of a cut text
 	}
-	if sc.userVar && sc.assignOp {
+	if sc.userVar && sc.assignOp && !sc.program {
 		st.Sticky = true // @v := expr outside SET
 	}
 	if st.Kind == KindDDL {
@@ -648,6 +703,26 @@ func knownWord(w string) string {
 		return "VALUES"
 	case "DO":
 		return "DO"
+	case "PROCEDURE":
+		return "PROCEDURE"
+	case "FUNCTION":
+		return "FUNCTION"
+	case "TRIGGER":
+		return "TRIGGER"
+	case "EVENT":
+		return "EVENT"
+	case "CASE":
+		return "CASE"
+	case "END":
+		return "END"
+	case "IF":
+		return "IF"
+	case "LOOP":
+		return "LOOP"
+	case "WHILE":
+		return "WHILE"
+	case "REPEAT":
+		return "REPEAT"
 	}
 	return ""
 }

@@ -167,6 +167,36 @@ func TestClassifyFlags(t *testing.T) {
 	}
 }
 
+// TestClassifyPrograms: a stored program is one statement whatever its
+// body holds (mysqldump writes triggers and routines before the tables
+// they name), and its body's words decide nothing; BEGIN NOT ATOMIC runs
+// at once, so its words count, but its ';' do not split it.
+func TestClassifyPrograms(t *testing.T) {
+	tests := []struct {
+		sql                    string
+		multi, sticky, program bool
+	}{
+		{"CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW BEGIN SET NEW.a = 1; SET @x := NEW.a; END", false, false, true},
+		{"/*!50003 CREATE*/ /*!50017 DEFINER=`root`@`localhost`*/ /*!50003 TRIGGER tr BEFORE INSERT ON t FOR EACH ROW BEGIN\n IF NEW.a > 0 THEN SET NEW.a = 0; END IF;\n END */", false, false, true},
+		{"CREATE DEFINER=`u`@`%` PROCEDURE p() BEGIN DECLARE x INT; CASE x WHEN 1 THEN SELECT 1; ELSE SELECT GET_LOCK('a', 1); END CASE; WHILE x < 3 DO SET x = x + 1; END WHILE; END", false, false, true},
+		{"CREATE FUNCTION f() RETURNS INT BEGIN RETURN (SELECT CASE WHEN 1 THEN 2 END); END", false, false, true},
+		{"CREATE PROCEDURE p() BEGIN lbl: LOOP LEAVE lbl; END LOOP lbl; BEGIN SELECT 1; END; END", false, false, true},
+		{"CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO BEGIN DELETE FROM t; INSERT INTO t VALUES (1); END", false, false, true},
+		{"CREATE PROCEDURE p() SELECT 1; SELECT 2", true, false, true},
+		{"CREATE PROCEDURE p() BEGIN SELECT 1; END; SELECT 2", true, false, true},
+		{"BEGIN NOT ATOMIC DECLARE x INT; SELECT GET_LOCK('a', 1); END", false, true, false},
+		{"BEGIN; SELECT 1", true, false, false},
+		{"CREATE TABLE event (procedure INT); SELECT 1", true, false, false},
+		{"CREATE TABLE t (a INT COMMENT 'TRIGGER')", false, false, false},
+	}
+	for _, tt := range tests {
+		st := Classify(tt.sql, 0)
+		if st.Multi != tt.multi || st.Sticky != tt.sticky || st.Program != tt.program {
+			t.Errorf("Classify(%q): multi %v sticky %v program %v; want %v %v %v", tt.sql, st.Multi, st.Sticky, st.Program, tt.multi, tt.sticky, tt.program)
+		}
+	}
+}
+
 func TestClassifyAllocs(t *testing.T) {
 	for _, sql := range []string{"SELECT c FROM sbtest1 WHERE id=4821", "select c from sbtest1 where id = 'x'",
 		"UPDATE sbtest1 SET k=k+1 WHERE id=5", "BEGIN", "COMMIT", "INSERT INTO t VALUES (1, 'a')"} {
