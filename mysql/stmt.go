@@ -228,12 +228,10 @@ func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
 // DOUBLE literal, not a DECIMAL one), DECIMAL as text, temporal values
 // quoted, blobs as _binary strings and other strings as plain quoted
 // literals, which take the connection's character set and collation as a
-// string parameter does. Hex literals are avoided where the router's
-// parser would restore them without their introducer (_utf8mb4 X'..' and
-// _binary X'..' come out as x'..', a number in numeric context): a
-// string that is not valid UTF-8 in a UTF-8 connection is refused, and
-// in other character sets only non-ASCII strings are written in hex with
-// their introducer. With noBackslashEscapes (the session's sql_mode has
+// string parameter does. A string that is not valid UTF-8 in a UTF-8
+// connection is written _binary X'..', and in other character sets
+// non-ASCII strings are written in hex with their introducer (the router
+// restores a hex literal's introducer, whatever the character set). With noBackslashEscapes (the session's sql_mode has
 // NO_BACKSLASH_ESCAPES, and the router parses in it) a backslash and a NUL
 // are written as they are, since an escape would be read as two
 // characters. A nil v is NULL.
@@ -296,7 +294,12 @@ func ParamLiteral(typ, flags byte, v []byte, charset string, noBackslashEscapes 
 	}
 	if strings.HasPrefix(charset, "utf8") {
 		if !utf8.Valid(raw) {
-			return "", false
+			// Bytes that are not UTF-8 (a []byte a driver sends as a
+			// string): a quoted utf8mb4 literal would be refused (1300),
+			// so they go as the binary string they are, stored as they
+			// are in a binary column, refused by a text one as the
+			// server refuses such a parameter.
+			return hexLiteral("binary", raw), true
 		}
 		return quoteString(raw, noBackslashEscapes), true
 	}
@@ -304,18 +307,23 @@ func ParamLiteral(typ, flags byte, v []byte, charset string, noBackslashEscapes 
 		if c >= utf8.RuneSelf {
 			// Multi-byte character sets may have a backslash as a
 			// trailing byte: no escaping, the bytes in hex.
-			const digits = "0123456789abcdef"
-			out := make([]byte, 0, len(charset)+5+2*len(raw))
-			out = append(out, '_')
-			out = append(out, charset...)
-			out = append(out, " X'"...)
-			for _, c := range raw {
-				out = append(out, digits[c>>4], digits[c&15])
-			}
-			return string(append(out, '\'')), true
+			return hexLiteral(charset, raw), true
 		}
 	}
 	return quoteString(raw, noBackslashEscapes), true
+}
+
+// hexLiteral writes raw as _charset X'..'.
+func hexLiteral(charset string, raw []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, len(charset)+5+2*len(raw))
+	out = append(out, '_')
+	out = append(out, charset...)
+	out = append(out, " X'"...)
+	for _, c := range raw {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(append(out, '\''))
 }
 
 // quoteString quotes b as a string literal with a doubled quote for the

@@ -37,6 +37,12 @@ func valueOf(e ast.ExprNode, bind binder) value {
 		return datumValue(x)
 	case *ast.ParenthesesExpr:
 		return valueOf(x.Expr, bind)
+	case *ast.SetCollationExpr:
+		// A collation does not change how a string compares with a
+		// number (a user variable's string value comes with one).
+		if v := valueOf(x.Expr, bind); v.kind == valString {
+			return v
+		}
 	case *ast.UnaryOperationExpr:
 		v := valueOf(x.V, bind)
 		switch x.Op {
@@ -71,6 +77,13 @@ func datumValue(x *test_driver.ValueExpr) value {
 		return value{kind: valUint, u: u}
 	case test_driver.KindString, test_driver.KindBytes:
 		return value{kind: valString, s: x.GetString()}
+	case test_driver.KindBinaryLiteral:
+		// With an introducer a hex or bit literal is a string (a user
+		// variable's value inlined by EXECUTE ... USING is one); without
+		// one it is a number in numeric context.
+		if x.Type.GetFlag()&pmysql.UnderScoreCharsetFlag != 0 {
+			return value{kind: valString, s: string(x.GetBytes())}
+		}
 	case test_driver.KindFloat32, test_driver.KindFloat64:
 		return value{kind: valNum, f: x.GetFloat64()}
 	case test_driver.KindMysqlDecimal:
@@ -109,9 +122,24 @@ func negate(v value) value {
 // _utf8mb4 introducer the parser would add: an introducer changes how the
 // server reads the bytes when the connection character set is not
 // utf8mb4. Literals written with an explicit introducer keep it.
+//
+// A hex or bit literal with an introducer is a string of that character
+// set, never a number, but the parser restores _utf8mb4 X'..' and
+// _binary X'..' as a bare x'..' (a binary string, or a number in numeric
+// context: id = _utf8mb4 X'35' would compare id with 53, and
+// _utf8mb4 X'35' COLLATE utf8mb4_general_ci fails with 1253). Their
+// character set is written in capitals, which the parser's Restore does
+// not take for its default and writes out (_UTF8MB4 x'35').
 func stripDefaultCharset(x *test_driver.ValueExpr) {
-	if x.Kind() == test_driver.KindString && x.Type.GetFlag()&pmysql.UnderScoreCharsetFlag == 0 {
-		x.Type.SetCharset("")
+	switch x.Kind() {
+	case test_driver.KindString:
+		if x.Type.GetFlag()&pmysql.UnderScoreCharsetFlag == 0 {
+			x.Type.SetCharset("")
+		}
+	case test_driver.KindBinaryLiteral:
+		if x.Type.GetFlag()&pmysql.UnderScoreCharsetFlag != 0 {
+			x.Type.SetCharset(strings.ToUpper(x.Type.GetCharset()))
+		}
 	}
 }
 
