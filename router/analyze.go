@@ -546,6 +546,9 @@ func (st *stmt) point(v value, g int) (keySet, error) {
 	}
 	s := newKeySet(len(r.subs))
 	s.add(i)
+	if j, ok := r.numericAlt(v); ok {
+		s.add(j)
+	}
 	return s, nil
 }
 
@@ -647,6 +650,10 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 			}
 			idx[k] = i
 			s.add(i)
+			if j, ok := r.numericAlt(v); ok {
+				s.add(j)
+				split = false // the value may be in either subtable
+			}
 		}
 		// Lists with placeholders are not cut: the parameters of a
 		// prepared statement are numbered across the whole text.

@@ -223,6 +223,9 @@ func (sc *userRules) cachedText(sql string, s Session) (*Plan, bool) {
 	if err != nil || !ok {
 		return nil, false
 	}
+	if _, alt := t.rule.numericAlt(v); alt {
+		return nil, false // two subtables may hold it
+	}
 	sub := &t.rule.subs[idx]
 	hp := &hitPlan{}
 	hp.t[0] = Target{Node: sub.node, Subtable: sub.name, SQL: t.render(sub.name, func(order int) string {
@@ -265,6 +268,9 @@ func (sc *userRules) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool)
 	idx, ok, err := t.rule.index(v)
 	if err != nil || !ok {
 		return nil, false
+	}
+	if _, alt := t.rule.numericAlt(v); alt {
+		return nil, false // two subtables may hold it
 	}
 	return t.plans[idx], true
 }

@@ -52,3 +52,77 @@ func TestIntroducedHexLiterals(t *testing.T) {
 		}
 	}
 }
+
+// TestNumericStringKeys: a string compared with a hash rule's key is
+// looked for where the server would find it whatever the key column's
+// type: its own subtable (a string column's row) and, when the server
+// reads it as another integer, that integer's subtable (an INT column's
+// row), for every route (text, bound arguments, IN lists, the plan cache).
+func TestNumericStringKeys(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	subsOf := func(p *Plan) []string {
+		var subs []string
+		for _, tg := range p.Targets {
+			subs = append(subs, tg.Subtable)
+		}
+		slices.Sort(subs)
+		return subs
+	}
+	tests := []struct {
+		lit  string
+		want int // the integer's subtable, which must be among the targets
+		one  bool
+	}{
+		{"'5'", 1, true}, {"'05'", 1, true}, {"'0005'", 1, true},
+		{"'6.0'", 2, false}, {"' 7'", 3, false}, {"'\\t7'", 3, false}, {"'+5'", 1, false},
+		{"'5e0'", 1, false}, {"'7abc'", 3, false}, {"'-6'", 2, false}, {"'6.'", 2, false},
+		{"_utf8mb4 X'2036' COLLATE utf8mb4_general_ci", 2, false},
+	}
+	for _, tc := range tests {
+		for _, q := range []string{
+			"UPDATE sbtest1 SET c='x' WHERE id=" + tc.lit,
+			"SELECT c FROM sbtest1 WHERE id = " + tc.lit,
+			"SELECT c FROM sbtest1 WHERE " + tc.lit + " = id",
+			"DELETE FROM sbtest1 WHERE id IN (100, " + tc.lit + ")",
+		} {
+			for range 2 { // the second time through the plan cache
+				p, err := r.Route(q, s)
+				if err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+				subs := subsOf(p)
+				if !slices.Contains(subs, "sbtest1_000"+string(rune('0'+tc.want))) {
+					t.Errorf("%s: subtables %v miss the integer's", q, subs)
+				}
+				if tc.one && len(subs) != 1 && !slices.Contains(subs, "sbtest1_0000") {
+					t.Errorf("%s: subtables %v, want one", q, subs)
+				}
+			}
+		}
+	}
+	// Bound string arguments, as a binary execution binds them.
+	for _, tc := range []struct {
+		arg  string
+		want string
+	}{{"05", "sbtest1_0001"}, {"6.0", "sbtest1_0002"}, {" 7", "sbtest1_0003"}} {
+		for range 2 {
+			p, err := r.RouteArgs("UPDATE sbtest1 SET c = 'x' WHERE id = ?", s, []Arg{{ArgString, tc.arg}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if subs := subsOf(p); !slices.Contains(subs, tc.want) {
+				t.Errorf("argument %q: subtables %v, want %s among them", tc.arg, subs, tc.want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		s  string
+		n  int64
+		ok bool
+	}{{"5", 5, true}, {" \n-12.000e1x", -120, true}, {"6.5", 0, false}, {"abc", 0, false}, {"", 0, false}, {".e1", 0, false}, {"1e", 1, true}, {"9007199254740993", 0, false}} {
+		if n, ok := stringInteger(c.s); n != c.n || ok != c.ok {
+			t.Errorf("stringInteger(%q) = %d, %v; want %d, %v", c.s, n, ok, c.n, c.ok)
+		}
+	}
+}

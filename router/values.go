@@ -143,6 +143,82 @@ func stripDefaultCharset(x *test_driver.ValueExpr) {
 	}
 }
 
+// numericAlt returns, for a string compared with the key of a hash rule,
+// the subtable of the number the server compares it as when the key
+// column is numeric, if that is another subtable than the string's own
+// (kingshard's hash: a string of decimal digits by its number, any other
+// string by its CRC-32, which is where a string column's row lives). The
+// router does not know the column's type, so such a string may be in
+// either: ' 7', '6.0', '+5', '5e0' and '7abc' equal the INT 7, 6, 5, 5
+// and 7 (the server reads the longest number at the start, after leading
+// whitespace). A string without a number at its start (0 for the server)
+// keeps its one subtable.
+func (r *rule) numericAlt(v value) (int, bool) {
+	if r.kind != ruleHash || v.kind != valString {
+		return 0, false
+	}
+	if _, err := strconv.ParseUint(v.s, 10, 64); err == nil {
+		return 0, false
+	}
+	n, ok := stringInteger(v.s)
+	if !ok {
+		return 0, false
+	}
+	j, ok, err := r.index(value{kind: valInt, i: n})
+	if err != nil || !ok {
+		return 0, false
+	}
+	if i, ok, err := r.index(v); err == nil && ok && i == j {
+		return 0, false
+	}
+	return j, true
+}
+
+// stringInteger converts s to a number as the server does when it
+// compares a string with a number (the longest prefix that reads as a
+// number, after whitespace), and returns it when it is an integer that a
+// double holds exactly.
+func stringInteger(s string) (int64, bool) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	start := i
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i, digits = i+1, digits+1
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i, digits = i+1, digits+1
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		j := i + 1
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		if j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			i = j
+		}
+	}
+	f, err := strconv.ParseFloat(s[start:i], 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
 // ArgKind says what a bound prepared-statement argument is.
 type ArgKind uint8
 
