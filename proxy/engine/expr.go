@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -13,21 +15,46 @@ import (
 // which takes the rules of what it is compared with).
 type exprValue struct {
 	null bool
-	num  *big.Rat // set for numbers
+	num  *big.Rat // set for exact numbers (class numInt or numDecimal)
+	flt  float64  // the value of a DOUBLE result (class numDouble, num nil)
+	cls  numClass // for num and flt; columns take theirs from kind
 	text []byte
 	kind cmpKind
-	lit  bool
+	lit  bool // a string literal
+	// konst marks a value computed from literals only: MariaDB compares a
+	// DECIMAL with a constant string as decimals, with any other string
+	// as doubles.
+	konst bool
 }
 
-var exprTrue = exprValue{num: big.NewRat(1, 1)}
-var exprFalse = exprValue{num: new(big.Rat)}
+// numClass is MariaDB's result type of a number: it decides how two
+// values compare (Arg_comparator) and what arithmetic returns.
+type numClass uint8
+
+const (
+	numNone    numClass = iota // text: a string, a date, a time
+	numInt                     // INT_RESULT
+	numDecimal                 // DECIMAL_RESULT
+	numDouble                  // REAL_RESULT
+)
+
+var exprTrue = exprValue{num: big.NewRat(1, 1), cls: numInt, konst: true}
+var exprFalse = exprValue{num: new(big.Rat), cls: numInt, konst: true}
 var exprNull = exprValue{null: true}
 
+// truthy is MariaDB's Item::val_bool: numbers are true when not zero,
+// strings when their DOUBLE value is not zero ('1e999999' is true, 'inf'
+// and 'abc' false).
 func truthy(v exprValue) bool {
 	if v.null {
 		return false
 	}
-	return toNumber(v).Sign() != 0
+	switch class(v) {
+	case numInt, numDecimal:
+		r, _ := exact(v)
+		return r.Sign() != 0
+	}
+	return toDouble(v) != 0
 }
 
 func boolValue(b bool) exprValue {
@@ -37,31 +64,77 @@ func boolValue(b bool) exprValue {
 	return exprFalse
 }
 
-// numeric returns v as a number when it is one (columns of numeric kinds,
-// numeric literals).
-func numeric(v exprValue) (*big.Rat, bool) {
+// class returns v's numeric class: a computed or literal number's own,
+// a column's from its kind, numNone for text.
+func class(v exprValue) numClass {
+	if v.cls != numNone {
+		return v.cls
+	}
+	if v.num != nil {
+		return numDecimal
+	}
+	switch v.kind {
+	case cmpSigned, cmpUnsigned:
+		return numInt
+	case cmpDecimal:
+		return numDecimal
+	case cmpFloat:
+		return numDouble
+	}
+	return numNone
+}
+
+// exact returns an exact number (class numInt or numDecimal) as a
+// big.Rat; ok is false for a column value that is not a number.
+func exact(v exprValue) (*big.Rat, bool) {
 	if v.num != nil {
 		return v.num, true
 	}
-	switch v.kind {
-	case cmpSigned, cmpUnsigned, cmpDecimal, cmpFloat:
-		return parseRat(string(v.text))
-	}
-	return nil, false
+	return parseRat(string(v.text))
 }
 
-// toNumber converts a non-NULL value to a number as MySQL does in numeric
-// context: text by its longest numeric prefix ("12abc" is 12, "abc" 0).
-func toNumber(v exprValue) *big.Rat {
-	if r, ok := numeric(v); ok {
-		return r
+// toDecimal converts a non-NULL value to an exact number as MariaDB
+// converts a string to DECIMAL: text by its numeric prefix, clamped to
+// DECIMAL's range.
+func toDecimal(v exprValue) *big.Rat {
+	switch class(v) {
+	case numInt, numDecimal:
+		if r, ok := exact(v); ok {
+			return r
+		}
+	case numDouble:
+		if r := new(big.Rat).SetFloat64(toDouble(v)); r != nil {
+			return r
+		}
+		return new(big.Rat)
 	}
 	return textNumber(v.text)
 }
 
-func textNumber(s []byte) *big.Rat {
+// toDouble converts a non-NULL value to DOUBLE as MariaDB does.
+func toDouble(v exprValue) float64 {
+	switch class(v) {
+	case numDouble:
+		if v.cls == numDouble { // computed; a FLOAT column is text
+			return v.flt
+		}
+	case numInt, numDecimal:
+		if r, ok := exact(v); ok {
+			f, _ := r.Float64()
+			return f
+		}
+	}
+	return textDouble(v.text)
+}
+
+// numberPrefix returns the longest prefix of s (after leading white
+// space) that MariaDB's string-to-number conversions read: a sign, digits
+// with at most one point, and an exponent when digits follow its 'e'.
+// ok is false when there are no digits: "abc", the empty string, "-";
+// "0x10" reads as its "0".
+func numberPrefix(s []byte) (num []byte, ok bool) {
 	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+	for i < len(s) && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) {
 		i++
 	}
 	start := i
@@ -81,7 +154,7 @@ func textNumber(s []byte) *big.Rat {
 		}
 	}
 	if digits == 0 {
-		return new(big.Rat)
+		return nil, false
 	}
 	end := i
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -96,11 +169,109 @@ func textNumber(s []byte) *big.Rat {
 			end = j
 		}
 	}
-	r, ok := parseRat(strings.TrimSuffix(string(s[start:end]), "."))
+	return s[start:end], true
+}
+
+// textDouble converts text to DOUBLE as MariaDB's my_strtod does: the
+// numeric prefix, 0 without one ('inf', 'nan' and '0x10' are not read as
+// such), and a value past DOUBLE's range becomes the largest DOUBLE of
+// its sign (with a warning on the server), not infinity.
+func textDouble(s []byte) float64 {
+	p, ok := numberPrefix(s)
+	if !ok {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(p), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return 0
+	}
+	switch {
+	case math.IsInf(f, 1):
+		return math.MaxFloat64
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
+	}
+	return f
+}
+
+// maxDecimalDigits and maxDecimalScale are the digits MariaDB's
+// string-to-DECIMAL conversion keeps (my_decimal's buffer, 81 digits)
+// and the fraction digits it keeps (DECIMAL_MAX_SCALE): '1e999999'
+// compares with an integer as 81 nines, '1e-50' as 0.
+const (
+	maxDecimalDigits = 81
+	maxDecimalScale  = 38
+)
+
+// textNumber converts text to DECIMAL as MariaDB does when it compares a
+// string with an integer (or a DECIMAL column with a string constant):
+// the numeric prefix, exactly, clamped to maxDecimalDigits and cut to
+// maxDecimalScale fraction digits.
+func textNumber(s []byte) *big.Rat {
+	p, ok := numberPrefix(s)
 	if !ok {
 		return new(big.Rat)
 	}
+	neg := p[0] == '-'
+	if p[0] == '-' || p[0] == '+' {
+		p = p[1:]
+	}
+	mant, exp, expErr := p, 0, error(nil)
+	if i := bytes.IndexAny(p, "eE"); i >= 0 {
+		mant = p[:i]
+		exp, expErr = strconv.Atoi(string(p[i+1:]))
+		if expErr != nil || exp > 10*maxRatExp || exp < -10*maxRatExp {
+			exp = 10 * maxRatExp // past any bound below, of the exponent's sign
+			if p[i+1] == '-' {
+				exp = -exp
+			}
+		}
+	}
+	// The digits without the point, and how many stand before it.
+	ip, fp := mant, []byte(nil)
+	if i := bytes.IndexByte(mant, '.'); i >= 0 {
+		ip, fp = mant[:i], mant[i+1:]
+	}
+	digits := append(append([]byte(nil), ip...), fp...)
+	point := len(ip) + exp
+	for len(digits) > 0 && digits[0] == '0' {
+		digits = digits[1:]
+		point--
+	}
+	if len(digits) == 0 {
+		return new(big.Rat)
+	}
+	if point > maxDecimalDigits {
+		return clampDecimal(neg)
+	}
+	// Cut the fraction to maxDecimalScale digits.
+	if keep := point + maxDecimalScale; keep < len(digits) {
+		if keep <= 0 {
+			return new(big.Rat)
+		}
+		digits = digits[:keep]
+	}
+	n, _ := new(big.Int).SetString(string(digits), 10)
+	r := new(big.Rat).SetInt(n)
+	if scale := len(digits) - point; scale > 0 {
+		r.Quo(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
+	} else if scale < 0 {
+		r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-scale)), nil)))
+	}
+	if neg {
+		r.Neg(r)
+	}
 	return r
+}
+
+// clampDecimal returns the DECIMAL a string past its range converts to:
+// maxDecimalDigits nines with the string's sign.
+func clampDecimal(neg bool) *big.Rat {
+	n, _ := new(big.Int).SetString(strings.Repeat("9", maxDecimalDigits), 10)
+	if neg {
+		n.Neg(n)
+	}
+	return new(big.Rat).SetInt(n)
 }
 
 // maxRatExp and maxRatLen bound the numbers parseRat accepts: beyond
@@ -140,10 +311,7 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if e.Value == nil {
 			return exprNull
 		}
-		if r, ok := parseRat(string(e.Value)); ok {
-			return exprValue{num: r}
-		}
-		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
+		return constValue(e.Value)
 	case router.OpString:
 		if e.Value == nil {
 			return exprNull
@@ -184,22 +352,7 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if a.null || b.null {
 			return exprNull
 		}
-		x, y := toNumber(a), toNumber(b)
-		r := new(big.Rat)
-		switch e.Op {
-		case router.OpAdd:
-			r.Add(x, y)
-		case router.OpSub:
-			r.Sub(x, y)
-		case router.OpMul:
-			r.Mul(x, y)
-		case router.OpDiv:
-			if y.Sign() == 0 {
-				return exprNull
-			}
-			r.Quo(x, y)
-		}
-		return exprValue{num: r}
+		return arith(e.Op, a, b)
 	case router.OpNullEQ:
 		if a.null || b.null {
 			return boolValue(a.null && b.null)
@@ -227,30 +380,120 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	return exprNull
 }
 
-// compareExpr compares two non-NULL values as MySQL does: as numbers when
-// either is a number (the other converted), else as text under the
-// column's collation (a string literal takes the column's), dates and
-// datetimes as points in time.
+// constValue is a numeric literal: an integer, a DECIMAL (with a point)
+// or a DOUBLE (with an exponent). A literal too long or too large for
+// parseRat is kept as text, compared as the strings it would be compared
+// with.
+func constValue(v []byte) exprValue {
+	if bytes.ContainsAny(v, "eE") {
+		if f, err := strconv.ParseFloat(string(v), 64); err == nil {
+			return exprValue{flt: f, cls: numDouble, konst: true}
+		}
+	}
+	r, ok := parseRat(string(v))
+	if !ok {
+		return exprValue{text: v, kind: cmpGeneralCI, lit: true}
+	}
+	cls := numInt
+	if bytes.IndexByte(v, '.') >= 0 {
+		cls = numDecimal
+	}
+	return exprValue{num: r, cls: cls, konst: true}
+}
+
+// arith is + - * / over non-NULL values with MariaDB's result types: a
+// string or a DOUBLE operand makes the result a DOUBLE (the string read as
+// a DOUBLE), integers stay integers except under /, and the rest is
+// DECIMAL. Division by zero is NULL.
+func arith(op router.ExprOp, a, b exprValue) exprValue {
+	ca, cb := class(a), class(b)
+	konst := a.konst && b.konst
+	if ca == numNone || cb == numNone || ca == numDouble || cb == numDouble {
+		x, y := toDouble(a), toDouble(b)
+		var f float64
+		switch op {
+		case router.OpAdd:
+			f = x + y
+		case router.OpSub:
+			f = x - y
+		case router.OpMul:
+			f = x * y
+		case router.OpDiv:
+			if y == 0 {
+				return exprNull
+			}
+			f = x / y
+		}
+		return exprValue{flt: f, cls: numDouble, konst: konst}
+	}
+	x, y := toDecimal(a), toDecimal(b)
+	r := new(big.Rat)
+	cls := numDecimal
+	if ca == numInt && cb == numInt {
+		cls = numInt
+	}
+	switch op {
+	case router.OpAdd:
+		r.Add(x, y)
+	case router.OpSub:
+		r.Sub(x, y)
+	case router.OpMul:
+		r.Mul(x, y)
+	case router.OpDiv:
+		if y.Sign() == 0 {
+			return exprNull
+		}
+		r.Quo(x, y)
+		cls = numDecimal
+	}
+	return exprValue{num: r, cls: cls, konst: konst}
+}
+
+// compareExpr compares two non-NULL values as MariaDB's Arg_comparator
+// does (checked against 10.11):
+//   - two strings as text under the column's collation (a string literal
+//     takes the column's), dates and datetimes as points in time;
+//   - two exact numbers exactly; a DOUBLE with any number as DOUBLEs;
+//   - a string with an integer as DECIMALs ('9007199254740993' is not
+//     9007199254740992; '1e999999' is 81 nines);
+//   - a string with a DECIMAL as DOUBLEs, except a DECIMAL that is not a
+//     constant with a string constant (SUM(d) = '1.5'), as DECIMALs;
+//   - a string with a DOUBLE as DOUBLEs ('1e999999' is the largest DOUBLE).
 func compareExpr(a, b exprValue) int {
-	x, aNum := numeric(a)
-	y, bNum := numeric(b)
+	ca, cb := class(a), class(b)
 	switch {
-	case aNum && bNum:
-		return x.Cmp(y)
-	case aNum:
-		return x.Cmp(textNumber(b.text))
-	case bNum:
-		return textNumber(a.text).Cmp(y)
+	case ca == numNone && cb == numNone:
+		k := a.kind
+		if a.lit && !b.lit {
+			k = b.kind
+		}
+		at, bt := a.text, b.text
+		if k == cmpTemporal {
+			at, bt = padDate(at), padDate(bt)
+		}
+		return compareValues(k, at, bt)
+	case ca == numDouble || cb == numDouble:
+		return compareDouble(toDouble(a), toDouble(b))
+	case ca != numNone && cb != numNone:
+		return toDecimal(a).Cmp(toDecimal(b))
 	}
-	k := a.kind
-	if a.lit && !b.lit {
-		k = b.kind
+	// One string (or date, or time), one exact number.
+	n, s := a, b
+	if ca == numNone {
+		n, s = b, a
 	}
-	at, bt := a.text, b.text
-	if k == cmpTemporal {
-		at, bt = padDate(at), padDate(bt)
+	sign := 1
+	if ca == numNone {
+		sign = -1
 	}
-	return compareValues(k, at, bt)
+	if class(n) == numInt || (!n.konst && s.lit) {
+		return sign * toDecimal(n).Cmp(textNumber(s.text))
+	}
+	return sign * compareDouble(toDouble(n), textDouble(s.text))
+}
+
+func compareDouble(x, y float64) int {
+	return cmp3(x < y, x > y)
 }
 
 // padDate makes a DATE ("2024-05-01") comparable with DATETIMEs: midnight.
