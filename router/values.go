@@ -149,10 +149,9 @@ func stripDefaultCharset(x *test_driver.ValueExpr) {
 // (kingshard's hash: a string of decimal digits by its number, any other
 // string by its CRC-32, which is where a string column's row lives). The
 // router does not know the column's type, so such a string may be in
-// either: ' 7', '6.0', '+5', '5e0' and '7abc' equal the INT 7, 6, 5, 5
-// and 7 (the server reads the longest number at the start, after leading
-// whitespace). A string without a number at its start (0 for the server)
-// keeps its one subtable.
+// either: ' 7', '6.0', '+5', '5e0 ' equal the INT 7, 6, 5, 5. A string
+// that is more than a number ('7abc', 'abc': 7 and 0 with a truncation
+// warning) keeps its one subtable.
 func (r *rule) numericAlt(v value) (int, bool) {
 	if r.kind != ruleHash || v.kind != valString {
 		return 0, false
@@ -175,9 +174,8 @@ func (r *rule) numericAlt(v value) (int, bool) {
 }
 
 // stringInteger converts s to a number as the server does when it
-// compares a string with a number (the longest prefix that reads as a
-// number, after whitespace), and returns it when it is an integer that a
-// double holds exactly.
+// compares a string with a number, when s is a number between whitespace
+// and an integer that a double holds exactly.
 func stringInteger(s string) (int64, bool) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
@@ -212,7 +210,16 @@ func stringInteger(s string) (int64, bool) {
 			i = j
 		}
 	}
-	f, err := strconv.ParseFloat(s[start:i], 64)
+	end := i
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	if i < len(s) {
+		// More than a number: the server truncates it with a warning,
+		// which a strict UPDATE makes an error; left to its own subtable.
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s[start:end], 64)
 	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
 		return 0, false
 	}

@@ -175,6 +175,11 @@ func userLiteral(c *mysql.Column, v, hx, cs, coll []byte) string {
 	if len(cs) == 0 || len(coll) == 0 {
 		return literalOf(c, v)
 	}
+	if string(cs) == "binary" {
+		// MariaDB's grammar has no COLLATE binary (a keyword there):
+		// the binary string has no other collation.
+		return "_binary X'" + string(hx) + "'"
+	}
 	return "_" + string(cs) + " X'" + string(hx) + "' COLLATE " + string(coll)
 }
 

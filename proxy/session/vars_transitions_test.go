@@ -84,18 +84,18 @@ func TestVarsTransitions(t *testing.T) {
 			},
 			steps: []step{
 				setUser("SET @d = SQRT(1)", "d"), userVarIs("d", "1E0"),
-				setUser("SET @b = X'00FF'", "b"), userVarIs("b", "_binary X'00FF' COLLATE binary"),
+				setUser("SET @b = X'00FF'", "b"), userVarIs("b", "_binary X'00FF'"),
 				setUser("SET @g = POINT(1, 2)", "g"), userVarIs("g", "ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040', 4326)"),
 				setSys("SET s = 'a''b'", "s"), setSys("SET r = 'raw'", "r"),
 				on("SELECT 1", "n2"),
 			},
 			conns: []string{
 				"n1.1 pooled: SET @d = SQRT(1); SELECT @`d`, HEX(@`d`), CHARSET(@`d`), COLLATION(@`d`) LIMIT 1; SET @`d` = 1E0; " +
-					"SET @b = X'00FF'; SELECT @`b`, HEX(@`b`), CHARSET(@`b`), COLLATION(@`b`) LIMIT 1; SET @`b` = _binary X'00FF' COLLATE binary; " +
+					"SET @b = X'00FF'; SELECT @`b`, HEX(@`b`), CHARSET(@`b`), COLLATION(@`b`) LIMIT 1; SET @`b` = _binary X'00FF'; " +
 					"SET @g = POINT(1, 2); SELECT @`g`, HEX(@`g`), CHARSET(@`g`), COLLATION(@`g`) LIMIT 1; SET @`g` = ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040', 4326); " +
 					"SET s = 'a''b'; SELECT @@SESSION.`s` LIMIT 1; SET @@SESSION.`s` = _utf8mb3 X'612762'; " +
 					"SET r = 'raw'; SELECT @@SESSION.`r` LIMIT 1; SET @@SESSION.`r` = X'726177'",
-				"n2.1 pooled: SET @`d` = 1E0, @`b` = _binary X'00FF' COLLATE binary, @`g` = ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040', 4326), " +
+				"n2.1 pooled: SET @`d` = 1E0, @`b` = _binary X'00FF', @`g` = ST_GeomFromWKB(X'0101000000000000000000F03F0000000000000040', 4326), " +
 					"@@SESSION.`s` = _utf8mb3 X'612762', @@SESSION.`r` = X'726177'; SELECT 1",
 			},
 		},
