@@ -366,7 +366,9 @@ func constText(x *driver.ValueExpr) ([]byte, bool) {
 	case driver.KindUint64:
 		return strconv.AppendUint(nil, x.GetUint64(), 10), true
 	case driver.KindFloat32, driver.KindFloat64:
-		return strconv.AppendFloat(nil, x.GetFloat64(), 'g', -1, 64), true
+		// With an exponent, so that the merge takes it for the DOUBLE it is
+		// (1.5e3 is not the integer 1500 when compared with a string).
+		return strconv.AppendFloat(nil, x.GetFloat64(), 'e', -1, 64), true
 	case driver.KindMysqlDecimal:
 		return []byte(x.GetMysqlDecimal().String()), true
 	case driver.KindString, driver.KindBytes:
