@@ -173,6 +173,23 @@ func (r *rule) numericAlt(v value) (int, bool) {
 	return j, true
 }
 
+// numericStrings reports whether a value bound to one of orders is a
+// string that numericAlt may send to a second subtable.
+func numericStrings(orders []int, bind binder) bool {
+	for _, o := range orders {
+		v, ok := bind(o)
+		if !ok || v.kind != valString {
+			continue
+		}
+		if _, err := strconv.ParseUint(v.s, 10, 64); err != nil {
+			if _, ok := stringInteger(v.s); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // stringInteger converts s to a number as the server does when it
 // compares a string with a number, when s is a number between whitespace
 // and an integer that a double holds exactly.
