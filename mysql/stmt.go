@@ -228,10 +228,10 @@ func ParamText(typ, flags byte, v []byte) (s string, isInt, ok bool) {
 // DOUBLE literal, not a DECIMAL one), DECIMAL as text, temporal values
 // quoted, blobs as _binary strings and other strings as plain quoted
 // literals, which take the connection's character set and collation as a
-// string parameter does. A string that is not valid UTF-8 in a UTF-8
-// connection is written _binary X'..', and in other character sets
-// non-ASCII strings are written in hex with their introducer (the router
-// restores a hex literal's introducer, whatever the character set). With noBackslashEscapes (the session's sql_mode has
+// string parameter does, whether or not their bytes are valid UTF-8. In
+// character sets other than UTF-8 non-ASCII strings are written in hex
+// with their introducer (the router restores a hex literal's introducer,
+// whatever the character set). With noBackslashEscapes (the session's sql_mode has
 // NO_BACKSLASH_ESCAPES, and the router parses in it) a backslash and a NUL
 // are written as they are, since an escape would be read as two
 // characters. A nil v is NULL.
@@ -293,14 +293,15 @@ func ParamLiteral(typ, flags byte, v []byte, charset string, noBackslashEscapes 
 		return "_binary" + quoteString(raw, noBackslashEscapes), true
 	}
 	if strings.HasPrefix(charset, "utf8") {
-		if !utf8.Valid(raw) {
-			// Bytes that are not UTF-8 (a []byte a driver sends as a
-			// string): a quoted utf8mb4 literal would be refused (1300),
-			// so they go as the binary string they are, stored as they
-			// are in a binary column, refused by a text one as the
-			// server refuses such a parameter.
-			return hexLiteral("binary", raw), true
-		}
+		// Bytes that are not UTF-8 (a []byte a driver sends as a string)
+		// are quoted as they are: the server reads a quoted string
+		// without introducer as it reads a string parameter, in the
+		// connection's character set with its bytes unchecked (stored as
+		// they are in a binary column, compared with a text one without
+		// error), where _utf8mb4 X'..' is refused (1300) and _binary
+		// X'..' compared with a text column is converted, and refused.
+		// No byte of a UTF-8 sequence is a quote or a backslash, so the
+		// server's lexer cannot take one for part of a character.
 		return quoteString(raw, noBackslashEscapes), true
 	}
 	for _, c := range raw {

@@ -1,8 +1,14 @@
 package router
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // TestIntroducedHexLiterals: a hex or bit literal with a character set
@@ -148,3 +154,60 @@ func TestNumericStringKeepsCache(t *testing.T) {
 		t.Error("'6.0' answered from the cache: it may be in two subtables")
 	}
 }
+
+// TestRawBytesInStrings: a quoted string holding bytes that are not UTF-8
+// (a binary execution's string parameter, inlined as the server reads
+// such a parameter: a string of the connection's character set, bytes
+// unchecked) reaches the targets' SQL byte for byte.
+func TestRawBytesInStrings(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := [][]byte{{0xff}, {0, 0xff, 0x80}, {0xe0, '\''}, {0xc3, '\\'}, {0xed, 0xb4, 0x91}, {0xf0, 0x9f, '\'', '\\', 0}}
+	for range 2000 {
+		b := make([]byte, rng.IntN(8))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		cases = append(cases, b)
+	}
+	for _, mode := range []Mode{0, ModeNoBackslashEscapes} {
+		for _, raw := range cases {
+			lit, ok := mysql.ParamLiteral(mysql.TypeString, 0, mysql.AppendLenEncBytes(nil, raw), "utf8mb4", mode != 0)
+			if !ok {
+				t.Fatalf("%x: no literal", raw)
+			}
+			q := "SELECT c FROM sbtest1 WHERE c = " + lit + " AND id = 1"
+			p, err := r.Route(q, Session{User: s.User, DB: s.DB, Mode: mode})
+			if err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+			// The target's SQL, parsed again, holds the same bytes.
+			stmts, release, err := parsePooled(p.Targets[0].SQL, mode)
+			if err != nil {
+				release()
+				t.Fatalf("%q restored as %q: %v", q, p.Targets[0].SQL, err)
+			}
+			var got []byte
+			found := false
+			stmts[0].Accept(valueFinder(func(v []byte) { got, found = v, true }))
+			release()
+			if !found || string(got) != string(raw) {
+				t.Errorf("mode %d: %x restored as %q, reads %x", mode, raw, p.Targets[0].SQL, got)
+			}
+		}
+	}
+}
+
+// valueFinder calls f with the bytes of the first string literal.
+type valueFinder func([]byte)
+
+func (f valueFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if v, ok := n.(*test_driver.ValueExpr); ok && v.Kind() == test_driver.KindString {
+		f([]byte(v.GetString()))
+		return n, true
+	}
+	return n, false
+}
+
+func (f valueFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
