@@ -201,19 +201,38 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	} else if o.DialTimeout > 0 {
 		nc.SetDeadline(time.Now().Add(o.DialTimeout))
 	}
+	// The login ends when ctx does, not only at its deadline: a node
+	// halted at the shutdown deadline cancels the logins under way to a
+	// server that does not answer.
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	if err := c.handshake(o); err != nil {
+		stop()
 		nc.Close()
-		return nil, err
+		return nil, dialErr(ctx, err)
 	}
 	if err := c.enableTracking(); err != nil {
+		stop()
 		nc.Close()
-		return nil, err
+		return nil, dialErr(ctx, err)
+	}
+	if !stop() {
+		nc.Close()
+		return nil, ctx.Err()
 	}
 	nc.SetDeadline(time.Time{})
 	c.ReadTimeout = o.ReadTimeout
 	c.commandTimeout = o.CommandTimeout
 	c.lastUsed = time.Now()
 	return c, nil
+}
+
+// dialErr is the error of a login that failed, marked context.Canceled
+// when a cancellation of ctx (not its deadline) ended it.
+func dialErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%w: %w", context.Canceled, err)
+	}
+	return err
 }
 
 func (c *Conn) handshake(o DialOptions) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,9 @@ type Node struct {
 	idle   [numVariants][]*Conn
 	nidle  int
 	closed bool
+	// halted is set by Halt (the proxy's shutdown deadline passed): the
+	// node takes nothing more, and what it had was closed under its users.
+	halted atomic.Bool
 	// busy are the connections checked out: when the node goes down,
 	// the statements running on them are aborted, so they fail within the
 	// health check's time instead of waiting on a server that does not
@@ -100,7 +104,9 @@ type Node struct {
 	bulk sync.Mutex
 	// tls is the node's TLS configuration (nil without tls: true).
 	tls *tls.Config
-	// ctx ends with Close: a health check in progress stops then.
+	// ctx ends with Close or Halt: a health check in progress stops
+	// then, and so do the logins under way (Dial, DialAs and Get join it)
+	// and, at Halt, the connections made outside the pool.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -175,7 +181,8 @@ func (n *Node) Start() {
 }
 
 // Close stops health checks and closes idle connections. Connections that
-// are checked out are closed when they are returned.
+// are checked out are closed when they are returned. After Halt, Close
+// sends the servers nothing (no COM_QUIT): it only closes sockets.
 func (n *Node) Close() {
 	n.mu.Lock()
 	if n.closed {
@@ -183,22 +190,87 @@ func (n *Node) Close() {
 		return
 	}
 	n.closed = true
-	var idle []*Conn
-	for i := range n.idle {
-		idle = append(idle, n.idle[i]...)
-		n.idle[i] = nil
-	}
-	n.nidle = 0
+	idle := n.takeIdleLocked()
 	n.mu.Unlock()
 	close(n.stop)
 	n.cancel()
-	<-n.done
+	<-n.done // a check under way ends with n.ctx
+	halted := n.halted.Load()
 	for _, c := range idle {
-		c.Close()
+		if halted {
+			c.Abort()
+		} else {
+			c.Close()
+		}
 	}
 	for _, r := range n.Replicas() {
 		r.Close()
 	}
+}
+
+// Halt ends the node's work at once, for a shutdown past its deadline
+// when a server may not answer: every connection of the node is closed
+// under its user without a word to the server (checked out, idle, and those
+// made outside the pool by Dial and DialAs), the logins and the health
+// check under way end, and Get, Dial and DialAs fail from now on with
+// 1053. Nothing of Halt waits for a server. Close still has to be called
+// (it waits for the health loop, which Halt has ended).
+func (n *Node) Halt() {
+	n.halted.Store(true)
+	n.cancel()
+	n.mu.Lock()
+	idle := n.takeIdleLocked()
+	n.mu.Unlock()
+	for _, c := range idle {
+		c.Abort()
+	}
+	n.AbortBusy()
+	for _, r := range n.Replicas() {
+		r.Halt()
+	}
+}
+
+// takeIdleLocked empties the idle lists and returns what they held; n.mu
+// is held.
+func (n *Node) takeIdleLocked() []*Conn {
+	var idle []*Conn
+	for i := range n.idle {
+		idle = append(idle, n.idle[i]...)
+		clear(n.idle[i])
+		n.idle[i] = nil
+	}
+	n.nidle = 0
+	return idle
+}
+
+// haltedError is the error of a Get, Dial or DialAs after Halt.
+func (n *Node) haltedError() error {
+	return mysql.NewError(mysql.ErServerShutdown, "Server shutdown in progress (backend node %s is closed)", n.Name)
+}
+
+// join returns ctx, ended also by Halt and Close (n.ctx), for a login.
+func (n *Node) join(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(n.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// abortAtHalt closes c's socket when the node halts, for a connection
+// made outside the pool, which AbortBusy does not reach. The registration
+// holds the socket, not c: it is dropped once c is garbage, so the
+// connections KILL and the health checks open one after another do not
+// pile up on n.ctx.
+func (n *Node) abortAtHalt(c *Conn) {
+	nc := c.NetConn()
+	stop := context.AfterFunc(n.ctx, func() {
+		if n.halted.Load() {
+			nc.Close()
+		}
+	})
+	runtime.AddCleanup(c, func(stop func() bool) { stop() }, stop)
 }
 
 // Addr is the address of the node's master now.
@@ -257,10 +329,19 @@ func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
 
 // Dial opens a connection outside the pool (for KILL and health checks).
 func (n *Node) Dial(ctx context.Context) (*Conn, error) {
+	if n.halted.Load() {
+		return nil, n.haltedError()
+	}
+	ctx, cancel := n.join(ctx)
+	defer cancel()
 	c, err := Dial(ctx, n.Addr(), n.dialOptions("", 0, 0))
 	if err != nil {
+		if n.halted.Load() {
+			return nil, n.haltedError()
+		}
 		return nil, n.connectError(err)
 	}
+	n.abortAtHalt(c)
 	return c, nil
 }
 
@@ -269,11 +350,19 @@ func (n *Node) Dial(ctx context.Context) (*Conn, error) {
 // (scramble); db is the database to log in to. The connection is private:
 // Put closes it.
 func (n *Node) DialAs(ctx context.Context, user, db string, coll byte, variant uint32, scramble func(string, []byte) ([]byte, error)) (*Conn, error) {
+	if n.halted.Load() {
+		return nil, n.haltedError()
+	}
 	o := n.dialOptions(db, coll, variant)
 	o.User, o.Password, o.Scramble = user, "", scramble
 	n.dials.Add(1)
+	ctx, cancel := n.join(ctx)
+	defer cancel()
 	c, err := Dial(ctx, n.Addr(), o)
 	if err != nil {
+		if n.halted.Load() {
+			return nil, n.haltedError()
+		}
 		var se *mysql.SQLError
 		if errors.As(err, &se) {
 			return nil, se // the server's own answer (1045, 1044, ...)
@@ -283,6 +372,7 @@ func (n *Node) DialAs(ctx context.Context, user, db string, coll byte, variant u
 	}
 	c.node, c.private = n, true
 	c.gen, c.epoch, c.moved = n.gen.Load(), n.epoch.Load(), n.moved.Load()
+	n.abortAtHalt(c)
 	return c, nil
 }
 
@@ -299,6 +389,9 @@ func (n *Node) connectError(err error) error {
 // a new connection has to be dialed; the caller brings an idle one to its
 // session's state.
 func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*Conn, error) {
+	if n.halted.Load() {
+		return nil, n.haltedError()
+	}
 	if n.adminDown.Load() {
 		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: taken out of service by an operator (admin node ... 'down')", n.Name, n.Addr())
 	}
@@ -326,6 +419,9 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
+		case <-n.ctx.Done():
+			t.Stop()
+			return nil, n.haltedError()
 		}
 	}
 	vi := variantIndex(variant)
@@ -378,10 +474,28 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	n.mu.Unlock()
 	n.dials.Add(1)
 	moved := n.moved.Load() // before the address: a switch during the dial makes the connection stale
-	c, err := Dial(ctx, n.Addr(), n.dialOptions(db, coll, variant))
+	dctx, cancel := n.join(ctx)
+	c, err := Dial(dctx, n.Addr(), n.dialOptions(db, coll, variant))
+	cancel()
+	if err == nil {
+		// Checked out under mu, where Halt (halted set first) looks for
+		// connections to abort: either it sees c, or c sees it.
+		n.mu.Lock()
+		if n.halted.Load() {
+			n.mu.Unlock()
+			c.Abort()
+			err = n.haltedError()
+		} else {
+			n.checkoutLocked(c)
+			n.mu.Unlock()
+		}
+	}
 	if err != nil {
 		n.dialFails.Add(1)
 		<-n.sem
+		if n.halted.Load() {
+			return nil, n.haltedError()
+		}
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code != mysql.ErConnectFailed {
 			// The server answered (e.g. unknown database): pass its error on.
@@ -395,7 +509,6 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	c.epoch = n.epoch.Load()
 	c.moved = moved
 	n.storeVersion(c.ServerVersion)
-	n.checkout(c)
 	return c, nil
 }
 
@@ -408,13 +521,6 @@ func (n *Node) LockBulk() { n.bulk.Lock() }
 
 // UnlockBulk ends LockBulk.
 func (n *Node) UnlockBulk() { n.bulk.Unlock() }
-
-// checkout records c as checked out.
-func (n *Node) checkout(c *Conn) {
-	n.mu.Lock()
-	n.checkoutLocked(c)
-	n.mu.Unlock()
-}
 
 // checkoutLocked is checkout with n.mu held.
 func (n *Node) checkoutLocked(c *Conn) {
@@ -496,7 +602,11 @@ func (n *Node) HasThread(id uint32) bool {
 // Put returns a connection taken with Get. Broken connections are closed.
 func (n *Node) Put(c *Conn) {
 	if c.private {
-		c.Close()
+		if n.halted.Load() {
+			c.Abort()
+		} else {
+			c.Close()
+		}
 		return
 	}
 	c.lastUsed = time.Now()
@@ -505,7 +615,10 @@ func (n *Node) Put(c *Conn) {
 	}
 	n.mu.Lock()
 	delete(n.busy, c)
-	if c.broken || n.closed || n.expired(c, c.lastUsed) {
+	if n.halted.Load() {
+		n.mu.Unlock()
+		c.Abort() // Halt closed it already, or it came from a login Halt cut short
+	} else if c.broken || n.closed || n.expired(c, c.lastUsed) {
 		n.mu.Unlock()
 		c.Close()
 	} else {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -134,14 +135,33 @@ wait:
 		}
 	}
 	signal.Stop(sigc)
+	// shutdown_timeout is a promise: the process ends within it plus
+	// server.ShutdownMargin, whatever the backends do. Shutdown keeps it
+	// itself; the watchdog is for what no deadline reaches.
+	watchdog := time.AfterFunc(cfg.ShutdownTimeout+server.ShutdownMargin, func() {
+		log.Error("shutdown: still running past shutdown_timeout and its margin; exiting now",
+			zap.Duration("timeout", cfg.ShutdownTimeout), zap.Duration("margin", server.ShutdownMargin))
+		log.Sync()
+		os.Exit(1)
+	})
+	defer watchdog.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// The admin and metrics listeners drain alongside the clients, not
+	// before them (a request that hangs would take the clients' time), and
+	// are closed at the deadline.
+	var sideWG sync.WaitGroup
 	for _, hs := range side {
-		hs.Shutdown(ctx)
+		sideWG.Go(func() {
+			if hs.Shutdown(ctx) != nil {
+				hs.Close()
+			}
+		})
 	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown timed out; closed remaining connections", zap.Error(err))
 	}
+	sideWG.Wait()
 	log.Info("stopped")
 	return nil
 }

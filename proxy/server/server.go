@@ -284,9 +284,28 @@ func (s *Server) Serve(l net.Listener) error {
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("server: closed")
 
+// ShutdownMargin is how long Shutdown may take past its context's
+// deadline: the time to close what is left and let the goroutines that
+// held it return. Past the deadline nothing waits for a server (a frozen
+// one does not answer), so the margin is spent on this process alone.
+const ShutdownMargin = time.Second
+
+// abortWait is how long Shutdown waits, past the deadline, for the
+// sessions and background work it aborted to return; what still runs then
+// is left to the process's exit. It is half of ShutdownMargin: the other
+// half is for the caller (closing its listeners, flushing its logs).
+const abortWait = ShutdownMargin / 2
+
 // Shutdown stops accepting, closes idle sessions, waits for running
-// statements to finish until ctx is done, then closes every remaining
-// connection and the backend nodes.
+// statements to finish until ctx is done, then stops the background work
+// (workflows, XA, the sidecar, table definitions, health checks) and the
+// backend nodes. It returns nil when everything ended in time.
+//
+// When ctx is done first, Shutdown closes every client connection and
+// every backend connection at once, as sockets (no COM_QUIT, no answer
+// awaited), and makes the nodes refuse new connections and logins
+// (backend.Node.Halt); it returns ctx.Err() within ShutdownMargin of the
+// deadline, whether or not the servers answer.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	if d := s.cfg().DrainDelay; d > 0 {
@@ -303,45 +322,67 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.closeIdle()
-	done := make(chan struct{})
+	sessions := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		close(done)
+		close(sessions)
 	}()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	var err error
 wait:
 	for {
 		select {
-		case <-done:
+		case <-sessions:
 			break wait
 		case <-t.C:
 			s.closeIdle()
 		case <-ctx.Done():
-			err = ctx.Err()
-			s.closeAll()
-			// Sessions may be waiting on a backend in commands of the
-			// proxy's own (COM_CHANGE_USER when they end, a COMMIT).
-			for _, n := range s.order {
-				n.AbortBusy()
-			}
-			<-done
 			break wait
 		}
 	}
-	if s.flows != nil {
-		s.flows.m.Close()
+	// The background work stops after the sessions: a session's last
+	// statement may still need the sidecar or an XA decision.
+	stopped := make(chan struct{})
+	go func() {
+		<-sessions
+		if s.flows != nil {
+			s.flows.m.Close()
+		}
+		if s.xa != nil {
+			s.xa.Close()
+		}
+		s.metrics.Close()
+		s.tables.close()
+		for _, n := range s.order {
+			n.Close()
+		}
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
 	}
-	if s.xa != nil {
-		s.xa.Close()
+	select {
+	case <-stopped:
+		return nil
+	default:
 	}
-	s.metrics.Close()
-	s.tables.close()
+	// Past the deadline: whatever waits on a backend (a statement, a
+	// session's reset when it ends, a KILL of a client that left, a
+	// health check, an XA renewal, a sidecar statement, a workflow's
+	// copy) fails now, and nothing new reaches a server.
 	for _, n := range s.order {
-		n.Close()
+		n.Halt()
 	}
-	return err
+	s.closeAll()
+	select {
+	case <-stopped:
+	case <-time.After(abortWait):
+		s.log.Error("shutdown: sessions or background work still running past the deadline; the process exit ends them",
+			zap.Int("sessions", s.count()), zap.Duration("waited", abortWait))
+	}
+	return ctx.Err()
 }
 
 // renewPools replaces every node's pooled connections (after SET GLOBAL).
