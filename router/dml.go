@@ -348,6 +348,9 @@ func (sc *userRules) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Pla
 		if err != nil {
 			return nil, outOfRange(r, v)
 		}
+		if j, alt := r.numericAlt(v); alt {
+			i = j // as INSERT places it
+		}
 		cur := ts[0].gidx[in.group]
 		if !ok {
 			return nil, notSupported("UPDATE would move rows of %s to another subtable: the new value of shard key %s is not a constant shardgate can map", r.table, r.key)
@@ -514,6 +517,9 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 		i, ok, err := r.index(v)
 		if err != nil {
 			return nil, outOfRange(r, v)
+		}
+		if j, alt := r.numericAlt(v); alt {
+			i = j // where an INT column's row is; looked up in both
 		}
 		if !ok {
 			what := "an expression"
@@ -704,6 +710,9 @@ func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, err
 	j := -1
 	v := valueOf(keyExpr, st.bind)
 	i, ok, err := r.index(v)
+	if j, alt := r.numericAlt(v); alt {
+		i = j // as INSERT ... VALUES places it
+	}
 	switch {
 	case err != nil:
 		return nil, outOfRange(r, v)

@@ -211,3 +211,22 @@ func (f valueFinder) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (f valueFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// TestNumericStringInsert: a row whose key is a string the server reads as
+// an integer goes where the integer's row goes.
+func TestNumericStringInsert(t *testing.T) {
+	r := testRouter(t)
+	s := Session{User: "shard", DB: "sbtest"}
+	for _, c := range []struct{ lit, sub string }{
+		{"' 7'", "sbtest1_0003"}, {"'6.0'", "sbtest1_0002"}, {"'05'", "sbtest1_0001"}, {"'+4'", "sbtest1_0000"},
+	} {
+		q := "INSERT INTO sbtest1 (id, k, c, pad) VALUES (" + c.lit + ", 1, 'c', 'p')"
+		p, err := r.Route(q, s)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if len(p.Targets) != 1 || p.Targets[0].Subtable != c.sub {
+			t.Errorf("%s: targets %+v, want %s", q, p.Targets, c.sub)
+		}
+	}
+}

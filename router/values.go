@@ -151,7 +151,9 @@ func stripDefaultCharset(x *test_driver.ValueExpr) {
 // router does not know the column's type, so such a string may be in
 // either: ' 7', '6.0', '+5', '5e0 ' equal the INT 7, 6, 5, 5. A string
 // that is more than a number ('7abc', 'abc': 7 and 0 with a truncation
-// warning) keeps its one subtable.
+// warning) keeps its one subtable. INSERT puts a row whose key is such a
+// string in the integer's subtable (an INT column holds the integer; a
+// string column's row is found there too, as lookups try both).
 func (r *rule) numericAlt(v value) (int, bool) {
 	if r.kind != ruleHash || v.kind != valString {
 		return 0, false

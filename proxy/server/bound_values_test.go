@@ -171,6 +171,22 @@ func TestBoundBinaryParameters(t *testing.T) {
 		b.same(t, what, "SELECT id, c FROM t WHERE id IN (1, ?) ORDER BY id", k)
 		b.same(t, what, "SELECT id, c FROM t ORDER BY id")
 	}
+	// Rows inserted with such keys are where their integers are looked
+	// for, and the other way round.
+	for i, k := range []any{" 9", "10.0", "+11", "012", "1.3e1 "} {
+		n := 9 + i
+		what := fmt.Sprintf("insert key %#v", k)
+		q := "INSERT INTO t (id, c) VALUES (?, 'n')"
+		got, want := execAffected(t, b.app, q, k), execAffected(t, b.ref, q, k)
+		if got != want {
+			t.Errorf("%s: %s: proxy %s, MariaDB %s", what, q, got, want)
+		}
+		b.same(t, what, "SELECT id, c FROM t WHERE id = ?", n)
+		b.same(t, what, fmt.Sprintf("SELECT id, c FROM t WHERE id = %d", n))
+		b.same(t, what, "SELECT id, c FROM t WHERE id = ?", k)
+		b.same(t, what, "SELECT id, c FROM t WHERE id IN (2, ?) ORDER BY id", k)
+	}
+	b.same(t, "after inserts", "SELECT id, c FROM t ORDER BY id")
 }
 
 // execAffected runs q with args and describes the outcome.
