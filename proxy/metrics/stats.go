@@ -21,6 +21,7 @@ type Stats struct {
 	Panics                  uint64 `json:"session_panics"` // sessions ended by a bug in the proxy
 	Unauthenticated         int64  `json:"unauthenticated"`
 	UnauthenticatedRejected uint64 `json:"unauthenticated_rejected"`
+	UnauthenticatedEvicted  uint64 `json:"unauthenticated_evicted"` // handshakes closed to make room at max_unauthenticated_connections
 	PacketsTooLarge         uint64 `json:"packets_too_large"`
 	LongDataTooLarge        uint64 `json:"long_data_too_large"`
 	WriteTimeouts           uint64 `json:"client_write_timeouts"`
@@ -149,6 +150,7 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	limit("long_data", st.LongDataTooLarge)
 	limit("client_write_timeout", st.WriteTimeouts)
 	limit("max_unauthenticated_connections", st.UnauthenticatedRejected)
+	limit("max_unauthenticated_connections_evicted", st.UnauthenticatedEvicted)
 	limit("idle_in_transaction_timeout", st.IdleTxnClosed)
 	limit("connections_rejected", st.ConnsRejected)
 	for _, n := range st.Nodes {

@@ -13,7 +13,9 @@ import (
 	"github.com/shardgate/shardgate/proxy/session"
 )
 
-// handshakeTimeout bounds the whole authentication exchange.
+// handshakeTimeout bounds the whole authentication exchange (MariaDB's
+// connect_timeout default), unless the proxy is under pressure
+// (handshakeBusyTimeout).
 const handshakeTimeout = 10 * time.Second
 
 // auth is the login of a client connection: the handshake, the check of
@@ -24,14 +26,15 @@ type auth struct {
 	c *conn
 }
 
-// handshake greets the client, authenticates it and selects its database.
-// On failure the client has been sent an ERR packet where possible.
-func (a auth) handshake() error {
+// handshake greets the client, authenticates it and selects its database,
+// reading from the client for at most timeout in all. On failure the
+// client has been sent an ERR packet where possible.
+func (a auth) handshake(timeout time.Duration) error {
 	c := a.c
 	srv := c.srv
 	// Reads only: writes have client_write_timeout, whose deadline the
 	// writer keeps (a deadline cleared here would leave them without one).
-	c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(timeout))
 	defer c.nc.SetReadDeadline(time.Time{})
 	salt, err := mysql.NewSalt()
 	if err != nil {
@@ -152,7 +155,8 @@ func (a auth) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
 		}
 		return append([]byte(nil), p...), nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	// The session's context: a handshake evicted (closeNow) stops dialing.
+	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
 	defer cancel()
 	bc, err := n.DialAs(ctx, user, db, coll, c.st.Variant, answer)
 	if err != nil {

@@ -155,15 +155,19 @@ func (s *Server) serveConn(nc net.Conn) {
 			c.writeErr(mysql.NewError(mysql.ErUnknownError, "internal error in the proxy: %v", r))
 		}
 	}()
-	if s.unauth.Add(1) > int64(s.cfg().MaxUnauthenticated) {
-		s.unauth.Add(-1)
+	// At max_unauthenticated_connections the oldest handshake makes room
+	// (handshakes.go); 1040 only when none can.
+	hs, timeout := s.enterHandshake(c)
+	if hs == nil {
 		s.unauthRejected.Add(1)
 		c.writeErr(mysql.NewError(mysql.ErTooManyConnections, "Too many connections (max_unauthenticated_connections %d are logging in)", s.cfg().MaxUnauthenticated))
 		c.c.Flush()
 		return
 	}
-	err := auth{c}.handshake()
-	s.unauth.Add(-1)
+	err := auth{c}.handshake(timeout)
+	if !s.leaveHandshake(hs) && err == nil {
+		return // evicted as it finished: the socket is closed
+	}
 	if errors.Is(err, mysql.ErrPacketTooLarge) {
 		s.packetsTooLarge.Add(1)
 	}

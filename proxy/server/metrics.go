@@ -32,6 +32,7 @@ type counters struct {
 	acceptErrors                              atomic.Uint64 // Accept failures retried
 	unauth                                    atomic.Int64  // connections that have not logged in yet
 	unauthRejected                            atomic.Uint64 // refused past max_unauthenticated_connections
+	unauthEvicted                             atomic.Uint64 // handshakes closed to make room for a new one
 	packetsTooLarge                           atomic.Uint64 // client packets over the pre-login limit or max_allowed_packet
 	longDataTooLarge                          atomic.Uint64 // executions refused for long data over max_allowed_packet
 	writeTimeouts                             atomic.Uint64 // clients disconnected by client_write_timeout
@@ -42,7 +43,7 @@ type counters struct {
 // stats returns the counts, with the sessions open and the goroutines.
 func (k *counters) stats(sessions int) Stats {
 	return Stats{Sessions: sessions, ConnsTotal: k.connsTotal.Load(), ConnsRejected: k.rejected.Load(), AcceptErrors: k.acceptErrors.Load(), IdleTxnClosed: k.idleTxnClosed.Load(), Panics: k.panics.Load(),
-		Unauthenticated: k.unauth.Load(), UnauthenticatedRejected: k.unauthRejected.Load(),
+		Unauthenticated: k.unauth.Load(), UnauthenticatedRejected: k.unauthRejected.Load(), UnauthenticatedEvicted: k.unauthEvicted.Load(),
 		PacketsTooLarge: k.packetsTooLarge.Load(), LongDataTooLarge: k.longDataTooLarge.Load(), WriteTimeouts: k.writeTimeouts.Load(),
 		Queries: k.queries.Load(), ErrorsSent: k.errorsSent.Load(), Goroutines: runtime.NumGoroutine()}
 }

@@ -54,6 +54,7 @@ type Server struct {
 	registry
 	gates
 	counters
+	handshakes
 	sha2Keys
 
 	log    *zap.Logger
