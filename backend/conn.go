@@ -201,10 +201,15 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 	} else if o.DialTimeout > 0 {
 		nc.SetDeadline(time.Now().Add(o.DialTimeout))
 	}
-	// The login ends when ctx does, not only at its deadline: a node
+	// The login ends when ctx is cancelled, not only at its deadline
+	// (which the socket's deadline keeps, with its own error): a node
 	// halted at the shutdown deadline cancels the logins under way to a
 	// server that does not answer.
-	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			nc.Close()
+		}
+	})
 	if err := c.handshake(o); err != nil {
 		stop()
 		nc.Close()
@@ -215,7 +220,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*Conn, error) {
 		nc.Close()
 		return nil, dialErr(ctx, err)
 	}
-	if !stop() {
+	if !stop() && errors.Is(ctx.Err(), context.Canceled) {
 		nc.Close()
 		return nil, ctx.Err()
 	}
