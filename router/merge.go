@@ -81,7 +81,8 @@ const (
 	OpSub
 	OpMul
 	OpDiv
-	OpString // string literal: Value; compared as text unless the other side is a number
+	OpString  // string literal: Value; compared as text unless the other side is a number
+	OpBetween // Args[0] BETWEEN Args[1] AND Args[2], all three compared under one type
 )
 
 // Expr is a small expression tree over a merged row's columns, evaluated

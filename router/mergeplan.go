@@ -336,6 +336,20 @@ func (mp *mergePlanner) expr(e ast.ExprNode) (*Expr, error) {
 			return &Expr{Op: OpSub, Args: []*Expr{{Op: OpConst, Value: []byte("0")}, a}}, nil
 		}
 		return nil, notSupported("cross-shard HAVING with operator %s is not supported yet", x.Op)
+	case *ast.BetweenExpr:
+		var args []*Expr
+		for _, a := range []ast.ExprNode{x.Expr, x.Left, x.Right} {
+			e, err := mp.expr(a)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, e)
+		}
+		e := &Expr{Op: OpBetween, Args: args}
+		if x.Not {
+			e = &Expr{Op: OpNot, Args: []*Expr{e}}
+		}
+		return e, nil
 	case *ast.IsNullExpr:
 		a, err := mp.expr(x.Expr)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -25,6 +26,19 @@ type exprValue struct {
 	// DECIMAL with a constant string as decimals, with any other string
 	// as doubles.
 	konst bool
+	// overflow marks DOUBLE arithmetic past DOUBLE's range, which MariaDB
+	// answers with an error (1690), not a value; it propagates to the
+	// whole expression, except past what AND and OR do not evaluate.
+	overflow bool
+}
+
+// ErDataOutOfRange is ER_DATA_OUT_OF_RANGE (1690, SQLSTATE 22003), what
+// MariaDB answers to DOUBLE arithmetic past DOUBLE's range.
+const erDataOutOfRange = 1690
+
+// errOutOfRange is the statement's error when HAVING overflows a DOUBLE.
+func errOutOfRange() error {
+	return &mysql.SQLError{Code: erDataOutOfRange, State: "22003", Message: "DOUBLE value is out of range in the HAVING clause"}
 }
 
 // numClass is MariaDB's result type of a number: it decides how two
@@ -298,6 +312,24 @@ func parseRat(s string) (*big.Rat, bool) {
 	return new(big.Rat).SetString(s)
 }
 
+// exprFalseOr returns a when it is an overflow, else false.
+func exprFalseOr(a exprValue) exprValue {
+	if a.overflow {
+		return a
+	}
+	return exprFalse
+}
+
+// having reports whether a merged row passes the HAVING expression e, or
+// the error MariaDB would answer instead.
+func (c *columns) having(e *router.Expr, row [][]byte) (bool, error) {
+	v := c.eval(e, row)
+	if v.overflow {
+		return false, errOutOfRange()
+	}
+	return truthy(v), nil
+}
+
 // eval evaluates e over a merged row with MySQL's three-valued logic.
 func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	switch e.Op {
@@ -318,8 +350,17 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
 	case router.OpAnd:
-		a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
-		if (!a.null && !truthy(a)) || (!b.null && !truthy(b)) {
+		// MariaDB evaluates the right side only when the left is not
+		// false, which decides whether an overflow there is an error.
+		a := c.eval(e.Args[0], row)
+		if a.overflow || (!a.null && !truthy(a)) {
+			return exprFalseOr(a)
+		}
+		b := c.eval(e.Args[1], row)
+		if b.overflow {
+			return b
+		}
+		if !b.null && !truthy(b) {
 			return exprFalse
 		}
 		if a.null || b.null {
@@ -327,8 +368,18 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprTrue
 	case router.OpOr:
-		a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
-		if (!a.null && truthy(a)) || (!b.null && truthy(b)) {
+		a := c.eval(e.Args[0], row)
+		if a.overflow {
+			return a
+		}
+		if !a.null && truthy(a) {
+			return exprTrue
+		}
+		b := c.eval(e.Args[1], row)
+		if b.overflow {
+			return b
+		}
+		if !b.null && truthy(b) {
 			return exprTrue
 		}
 		if a.null || b.null {
@@ -337,16 +388,32 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		return exprFalse
 	case router.OpNot:
 		a := c.eval(e.Args[0], row)
-		if a.null {
-			return exprNull
+		if a.null || a.overflow {
+			return a
 		}
 		return boolValue(!truthy(a))
-	case router.OpIsNull:
-		return boolValue(c.eval(e.Args[0], row).null)
-	case router.OpIsNotNull:
-		return boolValue(!c.eval(e.Args[0], row).null)
+	case router.OpBetween:
+		v, lo, hi := c.eval(e.Args[0], row), c.eval(e.Args[1], row), c.eval(e.Args[2], row)
+		for _, x := range []exprValue{v, lo, hi} {
+			if x.overflow {
+				return x
+			}
+		}
+		return between(v, lo, hi)
+	case router.OpIsNull, router.OpIsNotNull:
+		a := c.eval(e.Args[0], row)
+		if a.overflow {
+			return a
+		}
+		return boolValue(a.null == (e.Op == router.OpIsNull))
 	}
 	a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
+	if a.overflow {
+		return a
+	}
+	if b.overflow {
+		return b
+	}
 	switch e.Op {
 	case router.OpAdd, router.OpSub, router.OpMul, router.OpDiv:
 		if a.null || b.null {
@@ -424,6 +491,9 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 			}
 			f = x / y
 		}
+		if math.IsInf(f, 0) {
+			return exprValue{overflow: true}
+		}
 		return exprValue{flt: f, cls: numDouble, konst: konst}
 	}
 	x, y := toDecimal(a), toDecimal(b)
@@ -490,6 +560,63 @@ func compareExpr(a, b exprValue) int {
 		return sign * toDecimal(n).Cmp(textNumber(s.text))
 	}
 	return sign * compareDouble(toDouble(n), textDouble(s.text))
+}
+
+// aggClass is the type MariaDB compares values of two classes under when
+// it aggregates them for one comparison (BETWEEN's three values; checked
+// against 10.11): a string with an integer as DECIMALs, a string with a
+// DECIMAL as DOUBLEs, an integer with a DECIMAL as DECIMALs, anything
+// with a DOUBLE as DOUBLEs.
+func aggClass(a, b numClass) numClass {
+	switch {
+	case a == b:
+		return a
+	case a == numDouble || b == numDouble:
+		return numDouble
+	case a == numDecimal && b == numNone, a == numNone && b == numDecimal:
+		return numDouble
+	}
+	return numDecimal // int with decimal, int with string
+}
+
+// between is v BETWEEN lo AND hi: the three values compared under their
+// aggregated type (” BETWEEN 'a' AND 5 compares as numbers, although ”
+// >= 'a' compares as strings), NULL as in lo <= v AND v <= hi.
+func between(v, lo, hi exprValue) exprValue {
+	if v.null {
+		return exprNull
+	}
+	cls := numNone
+	if !lo.null && !hi.null {
+		cls = aggClass(aggClass(class(v), class(lo)), class(hi))
+	} else if !lo.null {
+		cls = aggClass(class(v), class(lo))
+	} else if !hi.null {
+		cls = aggClass(class(v), class(hi))
+	}
+	cmp := func(x, y exprValue) int {
+		switch cls {
+		case numNone:
+			return compareExpr(x, y)
+		case numDouble:
+			return compareDouble(toDouble(x), toDouble(y))
+		}
+		return toDecimal(x).Cmp(toDecimal(y))
+	}
+	ge, le := exprNull, exprNull
+	if !lo.null {
+		ge = boolValue(cmp(v, lo) >= 0)
+	}
+	if !hi.null {
+		le = boolValue(cmp(v, hi) <= 0)
+	}
+	if (!ge.null && !truthy(ge)) || (!le.null && !truthy(le)) {
+		return exprFalse
+	}
+	if ge.null || le.null {
+		return exprNull
+	}
+	return exprTrue
 }
 
 func compareDouble(x, y float64) int {

@@ -86,8 +86,14 @@ func (g *grouper) run(in rowIter) ([][][]byte, error) {
 	rows := make([][][]byte, 0, len(order))
 	for _, gs := range order {
 		r := g.finish(gs)
-		if g.m.Having != nil && !truthy(g.cols.eval(g.m.Having, r)) {
-			continue
+		if g.m.Having != nil {
+			ok, err := g.cols.having(g.m.Having, r)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
 		}
 		rows = append(rows, r)
 	}

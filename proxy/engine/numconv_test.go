@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"math"
 	"testing"
 
+	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -95,6 +97,88 @@ func TestStringArithmeticAndTruth(t *testing.T) {
 		"nan": false, "": false, "abc": false, "0x10": false, "  12abc": true, "-0": false, ".5": true} {
 		if got := truthy(s(v)); got != want {
 			t.Errorf("truthy(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestBetweenAggregatesTypes: BETWEEN compares its three values under one
+// type aggregated from all three, which is not always what the two
+// comparisons it spells would use (MariaDB 10.11's answers).
+func TestBetweenAggregatesTypes(t *testing.T) {
+	str := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpGeneralCI, lit: true} }
+	scol := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpGeneralCI} }
+	lit := func(v string) exprValue { return constValue([]byte(v)) }
+	intc := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpSigned} }
+	decc := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpDecimal} }
+	tests := []struct {
+		v, lo, hi exprValue
+		want      bool
+	}{
+		{intc("9007199254740992"), str("9007199254740992.5"), str("9007199254740993"), true},  // as DOUBLEs
+		{intc("9007199254740992"), str("9007199254740992.5"), lit("9007199254740993"), false}, // as DECIMALs
+		{intc("9007199254740992"), lit("9007199254740991.5"), str("9007199254740991.9"), true},
+		{decc("9007199254740992"), str("9007199254740992.5"), str("9007199254740993"), true},
+		{str("9007199254740993"), decc("9007199254740992"), decc("9007199254740992"), true},
+		{str("9007199254740993"), lit("9007199254740992"), lit("9007199254740992"), false},
+		{str("9007199254740993"), lit("9007199254740992"), lit("9007199254740992.0"), false},
+		{str("1.0000000000000000000001"), lit("1"), lit("1"), false},
+		{str("1.0000000000000000000001"), lit("1.0"), lit("1.0"), true},
+		{str("1.0000000000000000000001"), lit("-1"), str("1"), true},
+		{str("1.0000000000000000000001"), str("-1"), str("1"), false}, // as strings
+		{scol(""), str("a"), lit("5"), true},                          // '' >= 'a' is false
+		{scol("inf"), lit("-1"), lit("1"), true},
+		{scol("1e999999"), lit("-1"), lit("1"), false},
+		{scol("1e"), lit("1.0"), lit("2"), true},
+	}
+	for _, tt := range tests {
+		got := between(tt.v, tt.lo, tt.hi)
+		if got.null || truthy(got) != tt.want {
+			t.Errorf("%q BETWEEN %q %v AND %q %v = %v, want %v", tt.v.text, tt.lo.text, tt.lo.num, tt.hi.text, tt.hi.num, truthy(got), tt.want)
+		}
+	}
+	if got := between(str("1"), exprNull, lit("0")); got.null || truthy(got) {
+		t.Errorf("'1' BETWEEN NULL AND 0 is not false")
+	}
+	if got := between(str("1"), exprNull, lit("2")); !got.null {
+		t.Errorf("'1' BETWEEN NULL AND 2 is not NULL")
+	}
+}
+
+// TestHavingDoubleOverflow: DOUBLE arithmetic past DOUBLE's range is
+// MariaDB's error 1690 where it is evaluated, and nothing where AND or OR
+// does not evaluate it.
+func TestHavingDoubleOverflow(t *testing.T) {
+	c := newColumns([]*mysql.Column{{Type: mysql.TypeVarString, Charset: 45}})
+	col := &router.Expr{Op: router.OpCol, Col: 0}
+	num := func(v string) *router.Expr { return &router.Expr{Op: router.OpConst, Value: []byte(v)} }
+	str := func(v string) *router.Expr { return &router.Expr{Op: router.OpString, Value: []byte(v)} }
+	op := func(o router.ExprOp, args ...*router.Expr) *router.Expr { return &router.Expr{Op: o, Args: args} }
+	overflow := op(router.OpGT, op(router.OpMul, col, num("10")), num("0"))
+	tests := []struct {
+		e       *router.Expr
+		v       string
+		want    bool
+		wantErr bool
+	}{
+		{overflow, "1e999999", false, true},
+		{overflow, "1e308", false, true},
+		{overflow, "1e307", true, false},
+		{op(router.OpAnd, op(router.OpEQ, col, str("abc")), overflow), "1e999999", false, false},
+		{op(router.OpOr, op(router.OpNE, col, str("abc")), overflow), "1e999999", true, false},
+		{op(router.OpAnd, op(router.OpNE, col, str("abc")), overflow), "1e999999", false, true},
+		{op(router.OpNot, overflow), "-1e999999", false, true},
+		{op(router.OpIsNull, op(router.OpSub, col, num("1e308"))), "-1e999999", false, true},
+		{op(router.OpBetween, col, num("0"), op(router.OpAdd, col, col)), "1e999999", false, true},
+		{op(router.OpBetween, col, num("0"), op(router.OpAdd, col, col)), "1e10", true, false},
+	}
+	for i, tt := range tests {
+		got, err := c.having(tt.e, [][]byte{[]byte(tt.v)})
+		var se *mysql.SQLError
+		switch {
+		case tt.wantErr && (!errors.As(err, &se) || se.Code != 1690 || se.State != "22003"):
+			t.Errorf("#%d over %q: got %v, %v; want error 1690", i, tt.v, got, err)
+		case !tt.wantErr && (err != nil || got != tt.want):
+			t.Errorf("#%d over %q: got %v, %v; want %v", i, tt.v, got, err, tt.want)
 		}
 	}
 }
