@@ -26,15 +26,26 @@ type exprValue struct {
 	// DECIMAL with a constant string as decimals, with any other string
 	// as doubles.
 	konst bool
-	// overflow marks DOUBLE arithmetic past DOUBLE's range, which MariaDB
-	// answers with an error (1690), not a value; it propagates to the
-	// whole expression, except past what AND and OR do not evaluate.
-	overflow bool
+	// err is what MariaDB answers instead of a value (DOUBLE arithmetic
+	// past DOUBLE's range: 1690), or what the merge cannot evaluate (an
+	// ENUM or SET in numeric context, where MariaDB uses the member's
+	// number, which a result set does not carry: 1235). It propagates
+	// to the whole expression, except past what AND and OR do not
+	// evaluate.
+	err error
+	// enum marks an ENUM or SET column's value.
+	enum bool
 }
 
 // ErDataOutOfRange is ER_DATA_OUT_OF_RANGE (1690, SQLSTATE 22003), what
 // MariaDB answers to DOUBLE arithmetic past DOUBLE's range.
 const erDataOutOfRange = 1690
+
+// errEnumNumber is the statement's error when HAVING uses an ENUM or SET
+// value as a number.
+func errEnumNumber() error {
+	return mysql.NewError(mysql.ErNotSupported, "cross-shard HAVING that uses an ENUM or SET value as a number is not supported yet (MariaDB uses the member's index, which the merged rows do not carry); compare it with a string, or add a condition on the shard key")
+}
 
 // errOutOfRange is the statement's error when HAVING overflows a DOUBLE.
 func errOutOfRange() error {
@@ -312,9 +323,24 @@ func parseRat(s string) (*big.Rat, bool) {
 	return new(big.Rat).SetString(s)
 }
 
-// exprFalseOr returns a when it is an overflow, else false.
+// asBool is v in boolean context: an ENUM or SET value there is its
+// number, which the merge does not know.
+func asBool(v exprValue) exprValue {
+	if v.enum && !v.null {
+		return exprValue{err: errEnumNumber()}
+	}
+	return v
+}
+
+// enumAsNumber reports whether comparing a with b compares an ENUM or
+// SET value as a number (with a number; with a string it is its text).
+func enumAsNumber(a, b exprValue) bool {
+	return (a.enum && class(b) != numNone) || (b.enum && class(a) != numNone)
+}
+
+// exprFalseOr returns a when it is an error, else false.
 func exprFalseOr(a exprValue) exprValue {
-	if a.overflow {
+	if a.err != nil {
 		return a
 	}
 	return exprFalse
@@ -324,8 +350,11 @@ func exprFalseOr(a exprValue) exprValue {
 // the error MariaDB would answer instead.
 func (c *columns) having(e *router.Expr, row [][]byte) (bool, error) {
 	v := c.eval(e, row)
-	if v.overflow {
-		return false, errOutOfRange()
+	if v.err != nil {
+		return false, v.err
+	}
+	if v.enum {
+		return false, errEnumNumber()
 	}
 	return truthy(v), nil
 }
@@ -338,7 +367,7 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if v == nil {
 			return exprNull
 		}
-		return exprValue{text: v, kind: c.kinds[e.Col]}
+		return exprValue{text: v, kind: c.kinds[e.Col], enum: c.defs[e.Col].Flags&(mysql.FlagEnum|mysql.FlagSet) != 0}
 	case router.OpConst:
 		if e.Value == nil {
 			return exprNull
@@ -352,12 +381,12 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	case router.OpAnd:
 		// MariaDB evaluates the right side only when the left is not
 		// false, which decides whether an overflow there is an error.
-		a := c.eval(e.Args[0], row)
-		if a.overflow || (!a.null && !truthy(a)) {
+		a := asBool(c.eval(e.Args[0], row))
+		if a.err != nil || (!a.null && !truthy(a)) {
 			return exprFalseOr(a)
 		}
-		b := c.eval(e.Args[1], row)
-		if b.overflow {
+		b := asBool(c.eval(e.Args[1], row))
+		if b.err != nil {
 			return b
 		}
 		if !b.null && !truthy(b) {
@@ -368,15 +397,15 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprTrue
 	case router.OpOr:
-		a := c.eval(e.Args[0], row)
-		if a.overflow {
+		a := asBool(c.eval(e.Args[0], row))
+		if a.err != nil {
 			return a
 		}
 		if !a.null && truthy(a) {
 			return exprTrue
 		}
-		b := c.eval(e.Args[1], row)
-		if b.overflow {
+		b := asBool(c.eval(e.Args[1], row))
+		if b.err != nil {
 			return b
 		}
 		if !b.null && truthy(b) {
@@ -387,31 +416,31 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprFalse
 	case router.OpNot:
-		a := c.eval(e.Args[0], row)
-		if a.null || a.overflow {
+		a := asBool(c.eval(e.Args[0], row))
+		if a.null || a.err != nil {
 			return a
 		}
 		return boolValue(!truthy(a))
 	case router.OpBetween:
 		v, lo, hi := c.eval(e.Args[0], row), c.eval(e.Args[1], row), c.eval(e.Args[2], row)
 		for _, x := range []exprValue{v, lo, hi} {
-			if x.overflow {
+			if x.err != nil {
 				return x
 			}
 		}
 		return between(v, lo, hi)
 	case router.OpIsNull, router.OpIsNotNull:
 		a := c.eval(e.Args[0], row)
-		if a.overflow {
+		if a.err != nil {
 			return a
 		}
 		return boolValue(a.null == (e.Op == router.OpIsNull))
 	}
 	a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
-	if a.overflow {
+	if a.err != nil {
 		return a
 	}
-	if b.overflow {
+	if b.err != nil {
 		return b
 	}
 	switch e.Op {
@@ -419,15 +448,24 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if a.null || b.null {
 			return exprNull
 		}
+		if a.enum || b.enum {
+			return exprValue{err: errEnumNumber()}
+		}
 		return arith(e.Op, a, b)
 	case router.OpNullEQ:
 		if a.null || b.null {
 			return boolValue(a.null && b.null)
 		}
+		if enumAsNumber(a, b) {
+			return exprValue{err: errEnumNumber()}
+		}
 		return boolValue(compareExpr(a, b) == 0)
 	}
 	if a.null || b.null {
 		return exprNull
+	}
+	if enumAsNumber(a, b) {
+		return exprValue{err: errEnumNumber()}
 	}
 	r := compareExpr(a, b)
 	switch e.Op {
@@ -492,7 +530,7 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 			f = x / y
 		}
 		if math.IsInf(f, 0) {
-			return exprValue{overflow: true}
+			return exprValue{err: errOutOfRange()}
 		}
 		return exprValue{flt: f, cls: numDouble, konst: konst}
 	}
@@ -593,6 +631,9 @@ func between(v, lo, hi exprValue) exprValue {
 		cls = aggClass(class(v), class(lo))
 	} else if !hi.null {
 		cls = aggClass(class(v), class(hi))
+	}
+	if cls != numNone && (v.enum || lo.enum || hi.enum) {
+		return exprValue{err: errEnumNumber()}
 	}
 	cmp := func(x, y exprValue) int {
 		switch cls {
