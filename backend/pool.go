@@ -105,10 +105,14 @@ type Node struct {
 	// tls is the node's TLS configuration (nil without tls: true).
 	tls *tls.Config
 	// ctx ends with Close or Halt: a health check in progress stops
-	// then, and so do the logins under way (Dial, DialAs and Get join it)
-	// and, at Halt, the connections made outside the pool.
+	// then.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// halt ends with Halt only: the logins under way (Dial, DialAs and
+	// Get join it), the waits for a free connection and the connections
+	// made outside the pool end with it.
+	halt    context.Context
+	haltNow context.CancelFunc
 
 	// kick asks the health loop for a check now (AwaitMove).
 	kick chan struct{}
@@ -136,6 +140,7 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 	addr := cfg.Master
 	n.addr.Store(&addr)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.halt, n.haltNow = context.WithCancel(context.Background())
 	if cfg.TLS {
 		n.tls = nodeTLS(cfg)
 	}
@@ -217,6 +222,7 @@ func (n *Node) Close() {
 // (it waits for the health loop, which Halt has ended).
 func (n *Node) Halt() {
 	n.halted.Store(true)
+	n.haltNow()
 	n.cancel()
 	n.mu.Lock()
 	idle := n.takeIdleLocked()
@@ -248,10 +254,10 @@ func (n *Node) haltedError() error {
 	return mysql.NewError(mysql.ErServerShutdown, "Server shutdown in progress (backend node %s is closed)", n.Name)
 }
 
-// join returns ctx, ended also by Halt and Close (n.ctx), for a login.
+// join returns ctx, ended also by Halt, for a login.
 func (n *Node) join(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(n.ctx, cancel)
+	stop := context.AfterFunc(n.halt, cancel)
 	return ctx, func() {
 		stop()
 		cancel()
@@ -262,14 +268,10 @@ func (n *Node) join(ctx context.Context) (context.Context, context.CancelFunc) {
 // made outside the pool, which AbortBusy does not reach. The registration
 // holds the socket, not c: it is dropped once c is garbage, so the
 // connections KILL and the health checks open one after another do not
-// pile up on n.ctx.
+// pile up on n.halt.
 func (n *Node) abortAtHalt(c *Conn) {
 	nc := c.NetConn()
-	stop := context.AfterFunc(n.ctx, func() {
-		if n.halted.Load() {
-			nc.Close()
-		}
-	})
+	stop := context.AfterFunc(n.halt, func() { nc.Close() })
 	runtime.AddCleanup(c, func(stop func() bool) { stop() }, stop)
 }
 
@@ -419,7 +421,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-n.ctx.Done():
+		case <-n.halt.Done():
 			t.Stop()
 			return nil, n.haltedError()
 		}
