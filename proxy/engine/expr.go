@@ -35,7 +35,16 @@ type exprValue struct {
 	err error
 	// enum marks an ENUM or SET column's value.
 	enum bool
+	// scale is a DECIMAL's number of fraction digits (its column's, its
+	// literal's, or what MariaDB gives an arithmetic result): a computed
+	// DECIMAL is rounded to it when compared (Arg_comparator rounds each
+	// side to its decimals, so 2/3 = 0.6667 holds).
+	scale int
 }
+
+// divPrecisionIncrement is MariaDB's default div_precision_increment:
+// the fraction digits a DECIMAL division adds to its dividend's.
+const divPrecisionIncrement = 4
 
 // ErDataOutOfRange is ER_DATA_OUT_OF_RANGE (1690, SQLSTATE 22003), what
 // MariaDB answers to DOUBLE arithmetic past DOUBLE's range.
@@ -367,7 +376,9 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		if v == nil {
 			return exprNull
 		}
-		return exprValue{text: v, kind: c.kinds[e.Col], enum: c.defs[e.Col].Flags&(mysql.FlagEnum|mysql.FlagSet) != 0}
+		d := c.defs[e.Col]
+		return exprValue{text: v, kind: c.kinds[e.Col], enum: d.Flags&(mysql.FlagEnum|mysql.FlagSet) != 0,
+			scale: min(int(d.Decimals), maxDecimalScale)}
 	case router.OpConst:
 		if e.Value == nil {
 			return exprNull
@@ -499,11 +510,11 @@ func constValue(v []byte) exprValue {
 	if !ok {
 		return exprValue{text: v, kind: cmpGeneralCI, lit: true}
 	}
-	cls := numInt
-	if bytes.IndexByte(v, '.') >= 0 {
-		cls = numDecimal
+	cls, scale := numInt, 0
+	if i := bytes.IndexByte(v, '.'); i >= 0 {
+		cls, scale = numDecimal, len(v)-i-1
 	}
-	return exprValue{num: r, cls: cls, konst: true}
+	return exprValue{num: r, cls: cls, konst: true, scale: scale}
 }
 
 // arith is + - * / over non-NULL values with MariaDB's result types: a
@@ -540,6 +551,8 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 	if ca == numInt && cb == numInt {
 		cls = numInt
 	}
+	sa, sb := decimalScale(a), decimalScale(b)
+	scale := max(sa, sb)
 	switch op {
 	case router.OpAdd:
 		r.Add(x, y)
@@ -547,14 +560,20 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 		r.Sub(x, y)
 	case router.OpMul:
 		r.Mul(x, y)
+		scale = min(sa+sb, maxDecimalScale)
 	case router.OpDiv:
 		if y.Sign() == 0 {
 			return exprNull
 		}
 		r.Quo(x, y)
 		cls = numDecimal
+		scale = min(sa+divPrecisionIncrement, maxDecimalScale)
+		// MariaDB computes the quotient in whole words of 9 digits and
+		// cuts it there (2/3 is 0.666666666 as a DOUBLE); a comparison
+		// rounds it to scale (roundedDecimal).
+		r = truncDecimal(r, (scale+8)/9*9)
 	}
-	return exprValue{num: r, cls: cls, konst: konst}
+	return exprValue{num: r, cls: cls, konst: konst, scale: scale}
 }
 
 // compareExpr compares two non-NULL values as MariaDB's Arg_comparator
@@ -583,7 +602,7 @@ func compareExpr(a, b exprValue) int {
 	case ca == numDouble || cb == numDouble:
 		return compareDouble(toDouble(a), toDouble(b))
 	case ca != numNone && cb != numNone:
-		return toDecimal(a).Cmp(toDecimal(b))
+		return roundedDecimal(a).Cmp(roundedDecimal(b))
 	}
 	// One string (or date, or time), one exact number.
 	n, s := a, b
@@ -595,7 +614,7 @@ func compareExpr(a, b exprValue) int {
 		sign = -1
 	}
 	if class(n) == numInt || (!n.konst && s.lit) {
-		return sign * toDecimal(n).Cmp(textNumber(s.text))
+		return sign * roundedDecimal(n).Cmp(textNumber(s.text))
 	}
 	return sign * compareDouble(toDouble(n), textDouble(s.text))
 }
@@ -658,6 +677,46 @@ func between(v, lo, hi exprValue) exprValue {
 		return exprNull
 	}
 	return exprTrue
+}
+
+// decimalScale is v's fraction digits as a DECIMAL (0 for an integer).
+func decimalScale(v exprValue) int {
+	if class(v) == numDecimal {
+		return v.scale
+	}
+	return 0
+}
+
+// truncDecimal cuts r to digits fraction digits, toward zero.
+func truncDecimal(r *big.Rat, digits int) *big.Rat {
+	if r.IsInt() {
+		return r
+	}
+	p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil)
+	q := new(big.Int).Quo(new(big.Int).Mul(r.Num(), p), r.Denom())
+	return new(big.Rat).SetFrac(q, p)
+}
+
+// roundedDecimal is an exact number as MariaDB compares it: a computed
+// DECIMAL rounded half away from zero to its scale (columns and literals
+// are written at theirs already).
+func roundedDecimal(v exprValue) *big.Rat {
+	r := toDecimal(v)
+	if v.num == nil || v.cls != numDecimal || r.IsInt() {
+		return r
+	}
+	p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(v.scale)), nil)
+	n := new(big.Int).Mul(r.Num(), p)
+	q, m := new(big.Int).QuoRem(n, r.Denom(), new(big.Int))
+	// Half away from zero: |2m| >= denominator.
+	if new(big.Int).Abs(new(big.Int).Lsh(m, 1)).Cmp(r.Denom()) >= 0 {
+		if r.Sign() < 0 {
+			q.Sub(q, big.NewInt(1))
+		} else {
+			q.Add(q, big.NewInt(1))
+		}
+	}
+	return new(big.Rat).SetFrac(q, p)
 }
 
 func compareDouble(x, y float64) int {

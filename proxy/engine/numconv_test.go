@@ -182,3 +182,45 @@ func TestHavingDoubleOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestDecimalDivisionRounded: a DECIMAL quotient has its dividend's
+// fraction digits plus div_precision_increment (4), and MariaDB rounds it
+// to them when comparing (10.11: 1/3 = 0.3333, 2/3 = 0.6667, 2/3 > 0.66666,
+// 1.5/7 = 0.21429), while arithmetic keeps the unrounded value
+// ((2/3)*3 = 2).
+func TestDecimalDivisionRounded(t *testing.T) {
+	c := newColumns([]*mysql.Column{{Type: mysql.TypeNewDecimal, Decimals: 1}})
+	num := func(v string) *router.Expr { return &router.Expr{Op: router.OpConst, Value: []byte(v)} }
+	op := func(o router.ExprOp, args ...*router.Expr) *router.Expr { return &router.Expr{Op: o, Args: args} }
+	col := &router.Expr{Op: router.OpCol, Col: 0}
+	tests := []struct {
+		e    *router.Expr
+		v    string
+		want bool
+	}{
+		{op(router.OpEQ, op(router.OpDiv, num("1"), num("3")), num("0.3333")), "0", true},
+		{op(router.OpEQ, op(router.OpDiv, num("2"), num("3")), num("0.6667")), "0", true},
+		{op(router.OpEQ, op(router.OpDiv, num("2"), num("3")), num("0.6666")), "0", false},
+		{op(router.OpGT, op(router.OpDiv, num("2"), num("3")), num("0.66666")), "0", true},
+		{op(router.OpEQ, op(router.OpDiv, num("1.5"), num("7")), num("0.21429")), "0", true},
+		{op(router.OpEQ, op(router.OpMul, op(router.OpDiv, num("2"), num("3")), num("3")), num("2")), "0", true},
+		{op(router.OpEQ, op(router.OpDiv, col, num("3")), num("1.83333")), "5.5", true},
+		{op(router.OpEQ, op(router.OpDiv, num("-2"), num("3")), num("-0.6667")), "0", true},
+		{op(router.OpEQ, op(router.OpDiv, col, num("3")), &router.Expr{Op: router.OpString, Value: []byte("-0.66667")}), "-2.0", true},
+	}
+	for i, tt := range tests {
+		got, err := c.having(tt.e, [][]byte{[]byte(tt.v)})
+		if err != nil || got != tt.want {
+			t.Errorf("#%d: got %v, %v; want %v", i, got, err, tt.want)
+		}
+	}
+	// As a DOUBLE the quotient is cut at whole words of 9 digits.
+	for _, tt := range []struct {
+		a, b string
+		want float64
+	}{{"2", "3", 0.666666666}, {"-2", "3", -0.666666666}, {"1.5", "7", 0.214285714}, {"6", "3", 2}} {
+		if got := toDouble(arith(router.OpDiv, constValue([]byte(tt.a)), constValue([]byte(tt.b)))); got != tt.want {
+			t.Errorf("%s/%s as DOUBLE = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

@@ -142,6 +142,11 @@ func TestDifferentialStringNumbers(t *testing.T) {
 		add(true, "SELECT s, s + 0 AS v, COUNT(*) FROM {t} GROUP BY s HAVING s <> 0 ORDER BY %s", o)
 	}
 
+	// A DECIMAL quotient compares rounded to its dividend's scale plus 4.
+	for _, h := range []string{"SUM(n) / 3 = SUM(n) / 3.0", "MAX(n) / 7 <> MAX(n) / 7.00", "MAX(d) / 3 = MAX(d) / 3.0",
+		"(SUM(n) / 3) * 3 = SUM(n)", "MIN(d) / 6 > MIN(d) / 6.0", "MAX(n) / 3 = '-5.6667'", "MAX(n) / 3 < '-5.66667'"} {
+		add(false, "SELECT s, SUM(n), MAX(d) FROM {t} GROUP BY s HAVING %s", h)
+	}
 	// An ENUM or SET compared with a string is its text.
 	for _, h := range []string{"e = '10'", "e <> 'x'", "e > 'a'", "e BETWEEN 'a' AND 'z'", "st = 'a,b'", "st <> ''", "e = MAX(s)", "e IS NULL"} {
 		add(false, "SELECT e, st, COUNT(*) FROM {t} GROUP BY e, st HAVING %s", h)
