@@ -119,95 +119,136 @@ func (c Collector) Describe(ch chan<- *prometheus.Desc) {}
 
 // Collect sends the series of one snapshot.
 func (c Collector) Collect(ch chan<- prometheus.Metric) {
+	e := emitter(ch)
 	st := c.Stats()
-	one := func(name, help string, typ prometheus.ValueType, v float64, labels ...string) {
-		var names []string
-		var vals []string
-		for i := 0; i+1 < len(labels); i += 2 {
-			names, vals = append(names, labels[i]), append(vals, labels[i+1])
-		}
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, names, nil), typ, v, vals...)
-	}
-	g, k := prometheus.GaugeValue, prometheus.CounterValue
-	one("shardgate_client_connections", "Client connections open now.", g, float64(st.Sessions))
-	one("shardgate_client_connections_total", "Client connections accepted.", k, float64(st.ConnsTotal))
-	one("shardgate_client_connections_rejected_total", "Client connections refused (allow_ips, max_connections).", k, float64(st.ConnsRejected))
-	one("shardgate_accept_errors_total", "Accept failures waited out (out of file descriptors or memory).", k, float64(st.AcceptErrors))
-	one("shardgate_unauthenticated_connections", "Connections that have not logged in yet.", g, float64(st.Unauthenticated))
-	one("shardgate_session_panics_total", "Sessions ended by a bug in the proxy.", k, float64(st.Panics))
-	one("shardgate_queries_total", "Statements run (COM_QUERY and COM_STMT_EXECUTE).", k, float64(st.Queries))
-	one("shardgate_errors_total", "ERR packets the proxy itself sent.", k, float64(st.ErrorsSent))
-	one("shardgate_cutover_held_statements_total", "Statements a cutover held until the new shard rule was in force.", k, float64(st.HeldStatements))
-	one("shardgate_plan_cache_hits_total", "Statements on sharded schemas routed from the plan cache without parsing.", k, float64(st.PlanCacheHits))
-	one("shardgate_plan_cache_misses_total", "Statements on sharded schemas the planner parsed and planned.", k, float64(st.PlanCacheMisses))
-	one("shardgate_plan_cache_shapes", "Statement shapes the plan caches hold.", g, float64(st.PlanCacheShapes))
-	one("shardgate_goroutines", "Goroutines of the proxy.", g, float64(st.Goroutines))
-	// Limits tripped.
-	limit := func(name string, v uint64) {
-		one("shardgate_limits_tripped_total", "Clients or statements stopped by a limit, by limit.", k, float64(v), "limit", name)
-	}
-	limit("max_allowed_packet", st.PacketsTooLarge)
-	limit("long_data", st.LongDataTooLarge)
-	limit("client_write_timeout", st.WriteTimeouts)
-	limit("max_unauthenticated_connections", st.UnauthenticatedRejected)
-	limit("max_unauthenticated_connections_evicted", st.UnauthenticatedEvicted)
-	limit("idle_in_transaction_timeout", st.IdleTxnClosed)
-	limit("connections_rejected", st.ConnsRejected)
+	e.server(st)
+	e.limits(st)
 	for _, n := range st.Nodes {
-		up := 0.0
-		if n.Up {
-			up = 1
-		}
-		one("shardgate_backend_up", "1 when the node's master is up.", g, up, "node", n.Name)
-		one("shardgate_backend_conns_in_use", "Pooled connections checked out.", g, float64(n.InUse), "node", n.Name, "role", "master")
-		one("shardgate_backend_conns_idle", "Idle pooled connections.", g, float64(n.Idle), "node", n.Name, "role", "master")
-		one("shardgate_backend_conns_max", "Pool size limit (max_conns_limit).", g, float64(n.Max), "node", n.Name)
-		one("shardgate_backend_dials_total", "Backend connections opened.", k, float64(n.Dials), "node", n.Name)
-		one("shardgate_backend_dial_failures_total", "Backend connections that failed to open.", k, float64(n.DialFailures), "node", n.Name)
-		one("shardgate_backend_acquire_timeouts_total", "Statements that timed out waiting for a pooled connection (acquire_timeout).", k, float64(n.AcquireTimeouts), "node", n.Name)
-		one("shardgate_backend_acquire_wait_seconds_total", "Time statements waited for a pooled connection.", k, n.WaitSeconds, "node", n.Name)
-		for _, r := range n.Replicas {
-			usable, rup := 0.0, 0.0
-			if r.Usable {
-				usable = 1
-			}
-			if r.Up {
-				rup = 1
-			}
-			one("shardgate_replica_up", "1 when the replica answers.", g, rup, "node", n.Name, "replica", r.Addr)
-			one("shardgate_replica_usable", "1 when the replica takes reads (replicating, lag within max_replica_lag).", g, usable, "node", n.Name, "replica", r.Addr)
-			one("shardgate_replica_lag_seconds", "Seconds_Behind_Master of the replica; -1 when unknown.", g, r.LagSec, "node", n.Name, "replica", r.Addr)
-			one("shardgate_backend_conns_in_use", "Pooled connections checked out.", g, float64(r.InUse), "node", n.Name, "role", "replica:"+r.Addr)
-			one("shardgate_backend_conns_idle", "Idle pooled connections.", g, float64(r.Idle), "node", n.Name, "role", "replica:"+r.Addr)
-			one("shardgate_replica_reads_total", "Reads sent to the replica.", k, float64(r.Reads), "node", n.Name, "replica", r.Addr)
-		}
+		e.node(n)
 	}
 	if c.XA != nil {
 		if x, ok := c.XA(); ok {
-			one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.OnePhase), "phases", "one")
-			one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.Decided), "phases", "two")
-			one("shardgate_xa_decisions_refused_total", "Two-phase commits rolled back because their decision could not be written (fenced, sidecar failed).", k, float64(x.Refused))
-			one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredCommit), "action", "commit")
-			one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredAbort), "action", "rollback")
-			one("shardgate_xa_in_flight", "Two-phase commits under way.", g, float64(x.InFlight))
-			one("shardgate_xa_left_to_recovery", "Transactions whose session left prepared branches to recovery (a node failed mid-commit).", g, float64(x.Owed))
+			e.xa(x)
 		}
 	}
 	if c.Workflows != nil {
 		for _, w := range c.Workflows() {
-			l := []string{"workflow", w.Spec.Name, "table", w.Spec.Logical(), "kind", w.Spec.Kind}
-			one("shardgate_workflow_rows_copied", "Rows a data-movement workflow has copied.", g, float64(w.State.RowsCopied), l...)
-			one("shardgate_workflow_rows_total", "Rows of the source when the workflow's copy began.", g, float64(w.State.RowsTotal), l...)
-			one("shardgate_workflow_changes_applied", "Binary log row changes the workflow has applied (this run).", g, float64(w.State.ChangesApplied), l...)
-			one("shardgate_workflow_lag_seconds", "How far the workflow's apply is behind the binary log.", g, w.LagSeconds, l...)
-			one("shardgate_workflow_differing_ranges", "Key ranges the last verify found different.", g, float64(len(w.State.Diffs)), l...)
-			for _, ph := range []string{"copying", "catching-up", "ready", "switched"} {
-				v := 0.0
-				if w.State.Phase == ph {
-					v = 1
-				}
-				one("shardgate_workflow_phase", "1 for the phase the workflow is in.", g, v, append(l, "phase", ph)...)
-			}
+			e.workflow(w)
 		}
 	}
+}
+
+// emitter owns the sending of one scrape's series to the registry's channel.
+type emitter chan<- prometheus.Metric
+
+const (
+	gauge   = prometheus.GaugeValue
+	counter = prometheus.CounterValue
+)
+
+// one sends a single series; labels alternate names and values.
+func (e emitter) one(name, help string, typ prometheus.ValueType, v float64, labels ...string) {
+	var names []string
+	var vals []string
+	for i := 0; i+1 < len(labels); i += 2 {
+		names, vals = append(names, labels[i]), append(vals, labels[i+1])
+	}
+	e <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, names, nil), typ, v, vals...)
+}
+
+// server sends the series of the client side: sessions, statements, plan cache and goroutines.
+func (e emitter) server(st Stats) {
+	g, k := gauge, counter
+	e.one("shardgate_client_connections", "Client connections open now.", g, float64(st.Sessions))
+	e.one("shardgate_client_connections_total", "Client connections accepted.", k, float64(st.ConnsTotal))
+	e.one("shardgate_client_connections_rejected_total", "Client connections refused (allow_ips, max_connections).", k, float64(st.ConnsRejected))
+	e.one("shardgate_accept_errors_total", "Accept failures waited out (out of file descriptors or memory).", k, float64(st.AcceptErrors))
+	e.one("shardgate_unauthenticated_connections", "Connections that have not logged in yet.", g, float64(st.Unauthenticated))
+	e.one("shardgate_session_panics_total", "Sessions ended by a bug in the proxy.", k, float64(st.Panics))
+	e.one("shardgate_queries_total", "Statements run (COM_QUERY and COM_STMT_EXECUTE).", k, float64(st.Queries))
+	e.one("shardgate_errors_total", "ERR packets the proxy itself sent.", k, float64(st.ErrorsSent))
+	e.one("shardgate_cutover_held_statements_total", "Statements a cutover held until the new shard rule was in force.", k, float64(st.HeldStatements))
+	e.one("shardgate_plan_cache_hits_total", "Statements on sharded schemas routed from the plan cache without parsing.", k, float64(st.PlanCacheHits))
+	e.one("shardgate_plan_cache_misses_total", "Statements on sharded schemas the planner parsed and planned.", k, float64(st.PlanCacheMisses))
+	e.one("shardgate_plan_cache_shapes", "Statement shapes the plan caches hold.", g, float64(st.PlanCacheShapes))
+	e.one("shardgate_goroutines", "Goroutines of the proxy.", g, float64(st.Goroutines))
+}
+
+// limits sends shardgate_limits_tripped_total, one series per limit.
+func (e emitter) limits(st Stats) {
+	for _, l := range []struct {
+		name string
+		v    uint64
+	}{
+		{"max_allowed_packet", st.PacketsTooLarge},
+		{"long_data", st.LongDataTooLarge},
+		{"client_write_timeout", st.WriteTimeouts},
+		{"max_unauthenticated_connections", st.UnauthenticatedRejected},
+		{"max_unauthenticated_connections_evicted", st.UnauthenticatedEvicted},
+		{"idle_in_transaction_timeout", st.IdleTxnClosed},
+		{"connections_rejected", st.ConnsRejected},
+	} {
+		e.one("shardgate_limits_tripped_total", "Clients or statements stopped by a limit, by limit.", counter, float64(l.v), "limit", l.name)
+	}
+}
+
+// node sends one node's master pool series, then its replicas'.
+func (e emitter) node(n NodeStats) {
+	g, k := gauge, counter
+	e.one("shardgate_backend_up", "1 when the node's master is up.", g, boolFloat(n.Up), "node", n.Name)
+	e.one("shardgate_backend_conns_in_use", "Pooled connections checked out.", g, float64(n.InUse), "node", n.Name, "role", "master")
+	e.one("shardgate_backend_conns_idle", "Idle pooled connections.", g, float64(n.Idle), "node", n.Name, "role", "master")
+	e.one("shardgate_backend_conns_max", "Pool size limit (max_conns_limit).", g, float64(n.Max), "node", n.Name)
+	e.one("shardgate_backend_dials_total", "Backend connections opened.", k, float64(n.Dials), "node", n.Name)
+	e.one("shardgate_backend_dial_failures_total", "Backend connections that failed to open.", k, float64(n.DialFailures), "node", n.Name)
+	e.one("shardgate_backend_acquire_timeouts_total", "Statements that timed out waiting for a pooled connection (acquire_timeout).", k, float64(n.AcquireTimeouts), "node", n.Name)
+	e.one("shardgate_backend_acquire_wait_seconds_total", "Time statements waited for a pooled connection.", k, n.WaitSeconds, "node", n.Name)
+	for _, r := range n.Replicas {
+		e.replica(n.Name, r)
+	}
+}
+
+// replica sends one replica's health, lag, pool and read series.
+func (e emitter) replica(node string, r ReplicaStats) {
+	g, k := gauge, counter
+	e.one("shardgate_replica_up", "1 when the replica answers.", g, boolFloat(r.Up), "node", node, "replica", r.Addr)
+	e.one("shardgate_replica_usable", "1 when the replica takes reads (replicating, lag within max_replica_lag).", g, boolFloat(r.Usable), "node", node, "replica", r.Addr)
+	e.one("shardgate_replica_lag_seconds", "Seconds_Behind_Master of the replica; -1 when unknown.", g, r.LagSec, "node", node, "replica", r.Addr)
+	e.one("shardgate_backend_conns_in_use", "Pooled connections checked out.", g, float64(r.InUse), "node", node, "role", "replica:"+r.Addr)
+	e.one("shardgate_backend_conns_idle", "Idle pooled connections.", g, float64(r.Idle), "node", node, "role", "replica:"+r.Addr)
+	e.one("shardgate_replica_reads_total", "Reads sent to the replica.", k, float64(r.Reads), "node", node, "replica", r.Addr)
+}
+
+// xa sends the two-phase commit coordinator's counts.
+func (e emitter) xa(x xa.Stats) {
+	g, k := gauge, counter
+	e.one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.OnePhase), "phases", "one")
+	e.one("shardgate_xa_commits_total", "Transactions of transaction_mode xa committed, by phases (one: one node; two: several).", k, float64(x.Decided), "phases", "two")
+	e.one("shardgate_xa_decisions_refused_total", "Two-phase commits rolled back because their decision could not be written (fenced, sidecar failed).", k, float64(x.Refused))
+	e.one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredCommit), "action", "commit")
+	e.one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredAbort), "action", "rollback")
+	e.one("shardgate_xa_in_flight", "Two-phase commits under way.", g, float64(x.InFlight))
+	e.one("shardgate_xa_left_to_recovery", "Transactions whose session left prepared branches to recovery (a node failed mid-commit).", g, float64(x.Owed))
+}
+
+// workflow sends one data-movement workflow's progress and phase series.
+func (e emitter) workflow(w move.Status) {
+	g := gauge
+	l := []string{"workflow", w.Spec.Name, "table", w.Spec.Logical(), "kind", w.Spec.Kind}
+	e.one("shardgate_workflow_rows_copied", "Rows a data-movement workflow has copied.", g, float64(w.State.RowsCopied), l...)
+	e.one("shardgate_workflow_rows_total", "Rows of the source when the workflow's copy began.", g, float64(w.State.RowsTotal), l...)
+	e.one("shardgate_workflow_changes_applied", "Binary log row changes the workflow has applied (this run).", g, float64(w.State.ChangesApplied), l...)
+	e.one("shardgate_workflow_lag_seconds", "How far the workflow's apply is behind the binary log.", g, w.LagSeconds, l...)
+	e.one("shardgate_workflow_differing_ranges", "Key ranges the last verify found different.", g, float64(len(w.State.Diffs)), l...)
+	for _, ph := range []string{"copying", "catching-up", "ready", "switched"} {
+		e.one("shardgate_workflow_phase", "1 for the phase the workflow is in.", g, boolFloat(w.State.Phase == ph), append(l, "phase", ph)...)
+	}
+}
+
+// boolFloat is a gauge's value for a fact: 1 when true, 0 when false.
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
