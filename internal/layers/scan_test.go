@@ -57,7 +57,7 @@ var scanAllowed = map[string]string{
 	"proxy/server/catalog.go:tables.Numeric":           "column types from information_schema",
 	"proxy/server/reload.go:restartKeys":               "struct tags of the configuration",
 	"proxy/engine/numconv.go:parseRat":                 "column values converted to numbers",
-	"proxy/server/auth.go:auth.authenticate":           "password bytes",
+	"proxy/server/auth.go:auth.sha2Full":               "password bytes",
 	"proxy/server/failpoint.go:FailpointKnobs":         "a failpoint specification from the operator",
 	"proxy/server/local.go:reportedVars":               "variable names the server reports in session tracking",
 	"proxy/session/conns.go:varState.absorb":           "what the server reports in session tracking (variable names, transaction characteristics)",

@@ -36,50 +36,8 @@ func (a auth) handshake(timeout time.Duration) error {
 	// writer keeps (a deadline cleared here would leave them without one).
 	c.nc.SetReadDeadline(time.Now().Add(timeout))
 	defer c.nc.SetReadDeadline(time.Time{})
-	salt, err := mysql.NewSalt()
+	hr, err := a.greet()
 	if err != nil {
-		return err
-	}
-	c.salt = salt
-	plugin := srv.cfg().DefaultAuthPlugin
-	greeting := mysql.AppendHandshake(c.buf[:0], &mysql.Handshake{
-		ServerVersion: srv.version(),
-		ConnectionID:  c.id,
-		Salt:          salt,
-		Capabilities:  srv.caps,
-		Charset:       srv.coll,
-		Status:        mysql.StatusAutocommit,
-		AuthPlugin:    plugin,
-	})
-	if err := c.writeFlush(greeting); err != nil {
-		return err
-	}
-	p, err := c.c.ReadPacket()
-	if err != nil {
-		return err
-	}
-	if srv.tls != nil && mysql.IsSSLRequest(p) {
-		// SSLRequest: the rest of the login, and the session, go
-		// through TLS.
-		raw := c.c.NetConn()
-		tc := tls.Server(&prefixConn{raw, c.c.TakeBuffered()}, srv.tls)
-		if err := tc.Handshake(); err != nil {
-			return fmt.Errorf("TLS handshake: %w", err)
-		}
-		c.c.UseConn(srv.writeBounded(tc))
-		c.tls = true
-		if p, err = c.c.ReadPacket(); err != nil {
-			return err
-		}
-	}
-	if srv.cfg().RequireSecureTransport && !c.tls && !c.local() {
-		e := mysql.NewError(mysql.ErAccessDenied, "Access denied: connections without TLS are refused (require_secure_transport)")
-		c.writeErr(e)
-		return e
-	}
-	hr, err := mysql.ParseHandshakeResponse(p)
-	if err != nil {
-		c.writeErr(mysql.NewError(mysql.ErHandshake, "Bad handshake"))
 		return err
 	}
 	c.caps = hr.Capabilities & srv.caps
@@ -127,6 +85,61 @@ func (a auth) handshake(timeout time.Duration) error {
 		c.c.EnableCompression()
 	}
 	return nil
+}
+
+// greet sends the greeting and reads the client's handshake response,
+// through TLS when the client asks for it (SSLRequest) and refusing a
+// connection without TLS under require_secure_transport.
+func (a auth) greet() (*mysql.HandshakeResponse, error) {
+	c := a.c
+	srv := c.srv
+	salt, err := mysql.NewSalt()
+	if err != nil {
+		return nil, err
+	}
+	c.salt = salt
+	plugin := srv.cfg().DefaultAuthPlugin
+	greeting := mysql.AppendHandshake(c.buf[:0], &mysql.Handshake{
+		ServerVersion: srv.version(),
+		ConnectionID:  c.id,
+		Salt:          salt,
+		Capabilities:  srv.caps,
+		Charset:       srv.coll,
+		Status:        mysql.StatusAutocommit,
+		AuthPlugin:    plugin,
+	})
+	if err := c.writeFlush(greeting); err != nil {
+		return nil, err
+	}
+	p, err := c.c.ReadPacket()
+	if err != nil {
+		return nil, err
+	}
+	if srv.tls != nil && mysql.IsSSLRequest(p) {
+		// SSLRequest: the rest of the login, and the session, go
+		// through TLS.
+		raw := c.c.NetConn()
+		tc := tls.Server(&prefixConn{raw, c.c.TakeBuffered()}, srv.tls)
+		if err := tc.Handshake(); err != nil {
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		c.c.UseConn(srv.writeBounded(tc))
+		c.tls = true
+		if p, err = c.c.ReadPacket(); err != nil {
+			return nil, err
+		}
+	}
+	if srv.cfg().RequireSecureTransport && !c.tls && !c.local() {
+		e := mysql.NewError(mysql.ErAccessDenied, "Access denied: connections without TLS are refused (require_secure_transport)")
+		c.writeErr(e)
+		return nil, e
+	}
+	hr, err := mysql.ParseHandshakeResponse(p)
+	if err != nil {
+		c.writeErr(mysql.NewError(mysql.ErHandshake, "Bad handshake"))
+		return nil, err
+	}
+	return hr, nil
 }
 
 // dialLogin logs a client in with a backend account of the default node
@@ -199,19 +212,10 @@ func (a auth) authenticate(user, plugin string, resp []byte) error {
 		}
 		resp = append([]byte(nil), p...)
 	}
-	denied := func() error {
-		used := "YES"
-		if len(resp) == 0 {
-			used = "NO"
-		}
-		e := mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, c.host(), used)
-		c.writeErr(e)
-		return e
-	}
 	switch plugin {
 	case mysql.AuthNativePassword:
 		if !known || !mysql.CheckScramble(resp, mysql.ScrambleNative(c.salt, password)) {
-			return denied()
+			return a.denied(user, resp)
 		}
 		return nil
 	default: // caching_sha2_password
@@ -220,53 +224,68 @@ func (a auth) authenticate(user, plugin string, resp []byte) error {
 		}
 		if known && srv.sha2Cached(user, password) {
 			if !mysql.CheckScramble(resp, mysql.ScrambleCachingSha2(c.salt, password)) {
-				return denied()
+				return a.denied(user, resp)
 			}
 			return c.writeFlush([]byte{mysql.AuthMoreData, mysql.CachingSha2FastAuthOK})
 		}
-		// Full authentication: the password itself is needed. Over TLS
-		// the client sends it as it is; without TLS it travels
-		// RSA-encrypted with the proxy's public key.
-		if err := c.writeFlush([]byte{mysql.AuthMoreData, mysql.CachingSha2FullAuth}); err != nil {
-			return err
-		}
-		p, err := c.c.ReadPacket()
-		if err != nil {
-			return err
-		}
-		if c.tls || c.local() {
-			got := bytes.TrimSuffix(p, []byte{0})
-			if !known || !bytes.Equal(got, []byte(password)) {
-				resp = p
-				return denied()
-			}
-			srv.sha2Remember(user, password)
-			return nil
-		}
-		if len(p) != 1 || p[0] != mysql.CachingSha2RequestPublicKey {
-			// A cleartext password over an unencrypted connection is
-			// refused, as MySQL refuses it.
-			e := mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password needs the RSA public key exchange on connections without TLS", user, c.host())
-			c.writeErr(e)
-			return e
-		}
-		key, pub, err := srv.rsaKeys()
-		if err != nil {
-			return fmt.Errorf("generating RSA key: %w", err)
-		}
-		if err := c.writeFlush(append([]byte{mysql.AuthMoreData}, pub...)); err != nil {
-			return err
-		}
-		p, err = c.c.ReadPacket()
-		if err != nil {
-			return err
-		}
-		got, err := mysql.DecryptPassword(p, c.salt, key)
-		if err != nil || !known || !bytes.Equal([]byte(got), []byte(password)) {
-			resp = p
-			return denied()
+		return a.sha2Full(user, password, known)
+	}
+}
+
+// denied answers a wrong password (or an unknown user) with MariaDB's
+// 1045, saying whether the client sent one (resp).
+func (a auth) denied(user string, resp []byte) error {
+	used := "YES"
+	if len(resp) == 0 {
+		used = "NO"
+	}
+	e := mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, a.c.host(), used)
+	a.c.writeErr(e)
+	return e
+}
+
+// sha2Full is caching_sha2_password's full authentication: the password
+// itself is needed. Over TLS (or a local socket) the client sends it as
+// it is; without TLS it travels RSA-encrypted with the proxy's public key.
+func (a auth) sha2Full(user, password string, known bool) error {
+	c := a.c
+	srv := c.srv
+	if err := c.writeFlush([]byte{mysql.AuthMoreData, mysql.CachingSha2FullAuth}); err != nil {
+		return err
+	}
+	p, err := c.c.ReadPacket()
+	if err != nil {
+		return err
+	}
+	if c.tls || c.local() {
+		got := bytes.TrimSuffix(p, []byte{0})
+		if !known || !bytes.Equal(got, []byte(password)) {
+			return a.denied(user, p)
 		}
 		srv.sha2Remember(user, password)
 		return nil
 	}
+	if len(p) != 1 || p[0] != mysql.CachingSha2RequestPublicKey {
+		// A cleartext password over an unencrypted connection is
+		// refused, as MySQL refuses it.
+		e := mysql.NewError(mysql.ErAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password needs the RSA public key exchange on connections without TLS", user, c.host())
+		c.writeErr(e)
+		return e
+	}
+	key, pub, err := srv.rsaKeys()
+	if err != nil {
+		return fmt.Errorf("generating RSA key: %w", err)
+	}
+	if err := c.writeFlush(append([]byte{mysql.AuthMoreData}, pub...)); err != nil {
+		return err
+	}
+	if p, err = c.c.ReadPacket(); err != nil {
+		return err
+	}
+	got, err := mysql.DecryptPassword(p, c.salt, key)
+	if err != nil || !known || !bytes.Equal([]byte(got), []byte(password)) {
+		return a.denied(user, p)
+	}
+	srv.sha2Remember(user, password)
+	return nil
 }

@@ -198,45 +198,8 @@ func (c *conn) loop() {
 		if c.srv.shutting.Load() && !c.inTxn.Load() {
 			return
 		}
-		c.c.ResetSeq()
-		// The wait for the next command is bounded by the session's
-		// wait_timeout (as on the server, which closes the connection),
-		// and inside a transaction by idle_in_transaction_timeout.
-		idleTxn := c.srv.cfg().IdleInTransactionTimeout > 0 && c.st.InTxn()
-		wait := c.st.WaitTimeout
-		if idleTxn && (wait == 0 || c.srv.cfg().IdleInTransactionTimeout < wait) {
-			wait = c.srv.cfg().IdleInTransactionTimeout
-		} else {
-			idleTxn = false
-		}
-		if wait > 0 {
-			c.c.ReadTimeout = wait
-		}
-		p, err := c.c.ReadPacket()
-		if wait > 0 {
-			c.c.ReadTimeout = 0
-			c.nc.SetReadDeadline(time.Time{})
-		}
-		c.idle.Store(false)
-		if err != nil {
-			if errors.Is(err, mysql.ErrPacketTooLarge) {
-				c.srv.packetsTooLarge.Add(1)
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				if idleTxn {
-					c.srv.idleTxnClosed.Add(1)
-					c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg().IdleInTransactionTimeout))
-				} else {
-					c.log.Debug("closing a client idle for its wait_timeout", zap.Duration("wait_timeout", wait))
-				}
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
-				var se *mysql.SQLError
-				if errors.As(err, &se) {
-					c.writeErr(se)
-				}
-				c.log.Debug("read from client failed", zap.Error(err))
-			}
+		p, ok := c.readCommand()
+		if !ok {
 			return
 		}
 		if len(p) == 0 {
@@ -246,32 +209,91 @@ func (c *conn) loop() {
 			}
 			continue
 		}
-		c.watched = c.startWatch(p)
-		start := time.Now()
-		quit, err := c.h.dispatch(p)
-		c.h.endDeadlocked(err)
-		c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
-		c.noteHeld()
-		c.unwatch()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			c.srv.writeTimeouts.Add(1) // client_write_timeout: the client stopped reading
-		}
-		if err != nil && !errors.Is(err, engine.ErrAnswered) {
-			var se *mysql.SQLError
-			if errors.As(err, &se) {
-				c.writeErr(se)
-			} else {
-				c.log.Error("statement failed", zap.Error(err))
-				c.writeErr(mysql.AsSQLError(err))
-			}
-		}
-		if ferr := c.c.Flush(); ferr != nil || quit {
-			if errors.Is(ferr, os.ErrDeadlineExceeded) {
-				c.srv.writeTimeouts.Add(1)
-			}
+		if !c.command(p) {
 			return
 		}
 	}
+}
+
+// readCommand waits for the client's next command, bounded by the
+// session's wait_timeout (as on the server, which closes the connection)
+// and inside a transaction by idle_in_transaction_timeout. ok is false
+// when the session ends (the client left, timed out, or sent what cannot
+// be read).
+func (c *conn) readCommand() (p []byte, ok bool) {
+	c.c.ResetSeq()
+	// The wait for the next command is bounded by the session's
+	// wait_timeout (as on the server, which closes the connection),
+	// and inside a transaction by idle_in_transaction_timeout.
+	idleTxn := c.srv.cfg().IdleInTransactionTimeout > 0 && c.st.InTxn()
+	wait := c.st.WaitTimeout
+	if idleTxn && (wait == 0 || c.srv.cfg().IdleInTransactionTimeout < wait) {
+		wait = c.srv.cfg().IdleInTransactionTimeout
+	} else {
+		idleTxn = false
+	}
+	if wait > 0 {
+		c.c.ReadTimeout = wait
+	}
+	p, err := c.c.ReadPacket()
+	if wait > 0 {
+		c.c.ReadTimeout = 0
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	c.idle.Store(false)
+	if err != nil {
+		if errors.Is(err, mysql.ErrPacketTooLarge) {
+			c.srv.packetsTooLarge.Add(1)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if idleTxn {
+				c.srv.idleTxnClosed.Add(1)
+				c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg().IdleInTransactionTimeout))
+			} else {
+				c.log.Debug("closing a client idle for its wait_timeout", zap.Duration("wait_timeout", wait))
+			}
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			var se *mysql.SQLError
+			if errors.As(err, &se) {
+				c.writeErr(se)
+			}
+			c.log.Debug("read from client failed", zap.Error(err))
+		}
+		return nil, false
+	}
+	return p, true
+}
+
+// command runs one command and flushes its answer; it reports whether the
+// session goes on.
+func (c *conn) command(p []byte) bool {
+	c.watched = c.startWatch(p)
+	start := time.Now()
+	quit, err := c.h.dispatch(p)
+	c.h.endDeadlocked(err)
+	c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
+	c.noteHeld()
+	c.unwatch()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.srv.writeTimeouts.Add(1) // client_write_timeout: the client stopped reading
+	}
+	if err != nil && !errors.Is(err, engine.ErrAnswered) {
+		var se *mysql.SQLError
+		if errors.As(err, &se) {
+			c.writeErr(se)
+		} else {
+			c.log.Error("statement failed", zap.Error(err))
+			c.writeErr(mysql.AsSQLError(err))
+		}
+	}
+	if ferr := c.c.Flush(); ferr != nil || quit {
+		if errors.Is(ferr, os.ErrDeadlineExceeded) {
+			c.srv.writeTimeouts.Add(1)
+		}
+		return false
+	}
+	return true
 }
 
 // closeNow ends the session at once, dropping whatever is buffered for

@@ -164,80 +164,23 @@ func (s *stmtHandler) lookup(p []byte) *session.Stmt {
 // The metadata comes from preparing the statement as the backend will run
 // it, on the subtable a placeholder value of 0 routes to.
 func (s *stmtHandler) prepareRouted(sql string) error {
-	h, c := s.h, s.h.c
+	c := s.h.c
 	if err := c.st.Stmts.Room(); err != nil {
 		return err
 	}
-	probe := make([]router.Arg, router.CountPlaceholders(sql, c.st.Mode()))
-	for i := range probe {
-		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
-	}
-	sess := h.probeSession()
-	plan, err := h.routeArgs(sql, sess, probe)
-	nparams := -1 // from the backend's answer
+	plan, nparams, err := s.probePlan(sql)
 	if err != nil {
-		// Placeholders where the merge needs constants (HAVING, LIMIT):
-		// take the metadata from the statement with 0 in their place.
-		lits := make([]string, router.CountPlaceholders(sql, c.st.Mode()))
-		for i := range lits {
-			lits[i] = "0"
-		}
-		text, ierr := router.Inline(sql, lits, c.st.Mode())
-		if ierr != nil {
-			return err
-		}
-		if plan, ierr = c.srv.rt().Route(text, sess); ierr != nil {
-			return err
-		}
-		nparams = len(lits)
-	} else if plan.Generated > 0 {
-		// A sequence value stands where the client may have a ?: the
-		// client's placeholders are counted in its text.
-		nparams = router.CountPlaceholders(sql, c.st.Mode())
+		return err
 	}
 	t := &plan.Targets[0]
 	q := t.SQL
 	if q == "" {
 		q = sql
 	}
-	cls := router.Classify(sql, h.c.st.Mode())
-	var st *backend.Stmt
-	if plan.Kind == router.Fallback {
-		// The statement reads copies of sharded tables: prepared against
-		// empty copies, for its metadata, and closed at once.
-		err = h.x.WithFallbackTables(plan, false, func(bc *backend.Conn) (backend.Outcome, error) {
-			var perr error
-			if st, perr = bc.Prepare(q); perr == nil {
-				perr = bc.Forget(q)
-			}
-			return backend.Outcome{}, perr
-		})
-		if err != nil {
-			return h.settle(err)
-		}
-	} else {
-		bc, err := c.st.Acquire(t.Node, cls.UsesLastInsertID)
-		if err != nil {
-			return err
-		}
-		// Prepared now, not taken from the cache: the client gets the
-		// server's current metadata and warnings (the session keeps the
-		// connection for SHOW WARNINGS when there are some).
-		st, err = bc.Prepare(q)
-		var o backend.Outcome
-		if err == nil {
-			o.Warnings = st.Warnings
-			if !cacheable(cls) {
-				err = bc.Forget(q)
-			}
-		}
-		c.st.Release(bc, false, o)
-		if err != nil {
-			if bc.Broken() {
-				return h.backendLost(bc)
-			}
-			return err
-		}
+	cls := router.Classify(sql, c.st.Mode())
+	st, err := s.prepareOn(plan, q, cls)
+	if err != nil {
+		return err
 	}
 	params := st.Params
 	if nparams >= 0 {
@@ -257,26 +200,113 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		// Helper columns the merge strips are not the client's.
 		cols = cols[:len(cols)-plan.Merge.Hidden]
 	}
+	return s.writePrepareOK(ps.ID, params, cols, st.Warnings, t.Subtable, plan)
+}
+
+// probePlan plans a statement being prepared with 0 for every placeholder
+// (no sequence value is reserved). nparams is the parameter count the
+// client gets when the backend's count would be wrong (-1: the backend's):
+// a plan only the statement with its placeholders inlined has (HAVING,
+// LIMIT, where the merge needs constants), or a sequence value standing
+// where the client may have a ?.
+func (s *stmtHandler) probePlan(sql string) (plan *router.Plan, nparams int, err error) {
+	h, c := s.h, s.h.c
+	n := router.CountPlaceholders(sql, c.st.Mode())
+	probe := make([]router.Arg, n)
+	for i := range probe {
+		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
+	}
+	sess := h.probeSession()
+	plan, err = h.routeArgs(sql, sess, probe)
+	switch {
+	case err != nil:
+		lits := make([]string, n)
+		for i := range lits {
+			lits[i] = "0"
+		}
+		text, ierr := router.Inline(sql, lits, c.st.Mode())
+		if ierr != nil {
+			return nil, 0, err
+		}
+		if plan, ierr = c.srv.rt().Route(text, sess); ierr != nil {
+			return nil, 0, err
+		}
+		return plan, n, nil
+	case plan.Generated > 0:
+		return plan, n, nil
+	}
+	return plan, -1, nil
+}
+
+// prepareOn prepares q, the statement as plan runs it, for its metadata:
+// against empty copies of sharded tables for a Fallback plan (closed at
+// once), else on the target's node, on the connection the session would
+// use (prepared now, not taken from the cache: the client gets the
+// server's current metadata and warnings, and the session keeps the
+// connection for SHOW WARNINGS when there are some).
+func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (*backend.Stmt, error) {
+	h, c := s.h, s.h.c
+	var st *backend.Stmt
+	if plan.Kind == router.Fallback {
+		err := h.x.WithFallbackTables(plan, false, func(bc *backend.Conn) (backend.Outcome, error) {
+			var perr error
+			if st, perr = bc.Prepare(q); perr == nil {
+				perr = bc.Forget(q)
+			}
+			return backend.Outcome{}, perr
+		})
+		if err != nil {
+			return nil, h.settle(err)
+		}
+		return st, nil
+	}
+	bc, err := c.st.Acquire(plan.Targets[0].Node, cls.UsesLastInsertID)
+	if err != nil {
+		return nil, err
+	}
+	st, err = bc.Prepare(q)
+	var o backend.Outcome
+	if err == nil {
+		o.Warnings = st.Warnings
+		if !cacheable(cls) {
+			err = bc.Forget(q)
+		}
+	}
+	c.st.Release(bc, false, o)
+	if err != nil {
+		if bc.Broken() {
+			return nil, h.backendLost(bc)
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+// writePrepareOK answers COM_STMT_PREPARE: the OK with the statement's
+// id and counts, then the parameter and column definitions (named for
+// the logical table), each list closed by an EOF that carries the
+// prepare's warnings, as the server's do (libmariadb reads the count from
+// the last one).
+func (s *stmtHandler) writePrepareOK(id uint32, params, cols [][]byte, warnings uint16, subtable string, plan *router.Plan) error {
+	c := s.h.c
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
-	ok = binary.LittleEndian.AppendUint32(ok, ps.ID)
+	ok = binary.LittleEndian.AppendUint32(ok, id)
 	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(cols)))
 	ok = binary.LittleEndian.AppendUint16(ok, uint16(len(params)))
 	ok = append(ok, 0)
-	ok = binary.LittleEndian.AppendUint16(ok, st.Warnings)
+	ok = binary.LittleEndian.AppendUint16(ok, warnings)
 	if err := c.c.WritePacket(ok); err != nil {
 		return err
 	}
 	for _, defs := range [][][]byte{params, cols} {
 		for _, d := range defs {
-			if err := c.c.WritePacket(logicalColumn(d, t.Subtable, plan)); err != nil {
+			if err := c.c.WritePacket(logicalColumn(d, subtable, plan)); err != nil {
 				return err
 			}
 		}
 		if len(defs) > 0 && c.caps&mysql.ClientDeprecateEOF == 0 {
-			// The EOFs carry the prepare's warnings too, as the server's
-			// do (libmariadb reads the count from the last one).
-			if err := c.c.WritePacket(mysql.AppendEOF(c.buf[:0], st.Warnings, c.st.Status)); err != nil {
+			if err := c.c.WritePacket(mysql.AppendEOF(c.buf[:0], warnings, c.st.Status)); err != nil {
 				return err
 			}
 		}

@@ -32,43 +32,12 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	}
 	ps.Cursor = nil // a new execution closes the statement's cursor
 	if !c.srv.rt().Sharded(c.user) {
-		// Every statement runs unchanged on the default node.
-		node, _ := c.srv.rt().DefaultNode(c.user)
-		c.act.set("Execute", ps.SQL)
-		if e.Flags == 0 { // a cursor stays on the master's connection
-			if !ps.Classified {
-				ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
-			}
-			c.st.Route(&ps.Class, router.Forward, c.readSplit())
-			defer func() { c.st.Read = session.ReadMaster }()
-		}
-		return s.executeOn(ps, e, node, ps.SQL, nil, e.Flags != 0)
+		return s.executeUnsharded(ps, e)
 	}
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
 	}
-	args := slices.Grow(s.args[:0], ps.NParams)[:ps.NParams]
-	clear(args)
-	s.args = args
-	for i := range args {
-		switch {
-		case e.Null[i]:
-			args[i].Kind = router.ArgNull
-		case e.Values[i] == nil:
-			args[i].Kind = router.ArgUnknown
-		default:
-			text, isInt, ok := mysql.ParamText(e.Types[2*i], e.Types[2*i+1], e.Values[i])
-			switch {
-			case !ok:
-			case isInt:
-				args[i] = router.Arg{Kind: router.ArgInt, Text: text}
-			case e.Types[2*i] == mysql.TypeFloat || e.Types[2*i] == mysql.TypeDouble:
-				args[i] = router.Arg{Kind: router.ArgFloat, Text: text}
-			default:
-				args[i] = router.Arg{Kind: router.ArgString, Text: text}
-			}
-		}
-	}
+	args := s.bindArgs(ps.NParams, e)
 	c.act.set("Execute", ps.SQL)
 	// Probed: an execution that takes sequence values runs inlined
 	// (below), planned again there with the values taken once.
@@ -107,9 +76,7 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	if t.Subtable != "" {
 		s.execTables = plan.Tables
 	}
-	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
-	}
+	s.classify(ps)
 	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
 	err = s.executeOn(ps, e, t.Node, q, order, false)
 	c.st.Read = session.ReadMaster
@@ -118,6 +85,56 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		h.advance(plan.Advance)
 	}
 	return err
+}
+
+// executeUnsharded runs an execution for a schema without shard rules:
+// unchanged on the default node, where a read may go to a replica (a
+// cursor stays on the master's connection).
+func (s *stmtHandler) executeUnsharded(ps *session.Stmt, e *mysql.StmtExecute) error {
+	c := s.h.c
+	node, _ := c.srv.rt().DefaultNode(c.user)
+	c.act.set("Execute", ps.SQL)
+	if e.Flags == 0 {
+		s.classify(ps)
+		c.st.Route(&ps.Class, router.Forward, c.readSplit())
+		defer func() { c.st.Read = session.ReadMaster }()
+	}
+	return s.executeOn(ps, e, node, ps.SQL, nil, e.Flags != 0)
+}
+
+// bindArgs turns an execution's bound values into the router's arguments,
+// in a buffer the handler reuses (valid until the next execution).
+func (s *stmtHandler) bindArgs(n int, e *mysql.StmtExecute) []router.Arg {
+	args := slices.Grow(s.args[:0], n)[:n]
+	clear(args)
+	s.args = args
+	for i := range args {
+		switch {
+		case e.Null[i]:
+			args[i].Kind = router.ArgNull
+		case e.Values[i] == nil:
+			args[i].Kind = router.ArgUnknown
+		default:
+			text, isInt, ok := mysql.ParamText(e.Types[2*i], e.Types[2*i+1], e.Values[i])
+			switch {
+			case !ok:
+			case isInt:
+				args[i] = router.Arg{Kind: router.ArgInt, Text: text}
+			case e.Types[2*i] == mysql.TypeFloat || e.Types[2*i] == mysql.TypeDouble:
+				args[i] = router.Arg{Kind: router.ArgFloat, Text: text}
+			default:
+				args[i] = router.Arg{Kind: router.ArgString, Text: text}
+			}
+		}
+	}
+	return args
+}
+
+// classify reads the statement's facts once, at its first execution.
+func (s *stmtHandler) classify(ps *session.Stmt) {
+	if !ps.Classified {
+		ps.Class, ps.Classified = router.Classify(ps.SQL, s.h.c.st.Mode()), true
+	}
 }
 
 // executeInlined runs an execution that needs several targets: the bound
@@ -176,9 +193,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	c.srv.queries.Add(1)
 	c.binary = true
-	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
-	}
+	s.classify(ps)
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, plan: plan, reads0: c.st.ReplicaReads}
 	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
 	err = h.execute(plan, text)
@@ -203,9 +218,7 @@ var inlineCharsets = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": t
 func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q string, order []int, cursor bool) error {
 	h, c := s.h, s.h.c
 	c.srv.queries.Add(1)
-	if !ps.Classified {
-		ps.Class, ps.Classified = router.Classify(ps.SQL, h.c.st.Mode()), true
-	}
+	s.classify(ps)
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, node: node, reads0: c.st.ReplicaReads}
 	// As for text statements: a write a read-only master refuses before
 	// the session did anything there waits for the switch (afterReadOnly).
