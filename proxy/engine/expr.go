@@ -198,13 +198,7 @@ func (c *columns) having(e *router.Expr, row [][]byte) (bool, error) {
 func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	switch e.Op {
 	case router.OpCol:
-		v := row[e.Col]
-		if v == nil {
-			return exprNull
-		}
-		d := c.defs[e.Col]
-		return exprValue{text: v, kind: c.kinds[e.Col], enum: d.Flags&(mysql.FlagEnum|mysql.FlagSet) != 0,
-			scale: min(int(d.Decimals), maxDecimalScale)}
+		return c.column(e.Col, row)
 	case router.OpConst:
 		if e.Value == nil {
 			return exprNull
@@ -216,42 +210,9 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return exprValue{text: e.Value, kind: cmpGeneralCI, lit: true}
 	case router.OpAnd:
-		// MariaDB evaluates the right side only when the left is not
-		// false, which decides whether an overflow there is an error.
-		a := asBool(c.eval(e.Args[0], row))
-		if a.err != nil || (!a.null && !truthy(a)) {
-			return exprFalseOr(a)
-		}
-		b := asBool(c.eval(e.Args[1], row))
-		if b.err != nil {
-			return b
-		}
-		if !b.null && !truthy(b) {
-			return exprFalse
-		}
-		if a.null || b.null {
-			return exprNull
-		}
-		return exprTrue
+		return c.evalAnd(e, row)
 	case router.OpOr:
-		a := asBool(c.eval(e.Args[0], row))
-		if a.err != nil {
-			return a
-		}
-		if !a.null && truthy(a) {
-			return exprTrue
-		}
-		b := asBool(c.eval(e.Args[1], row))
-		if b.err != nil {
-			return b
-		}
-		if !b.null && truthy(b) {
-			return exprTrue
-		}
-		if a.null || b.null {
-			return exprNull
-		}
-		return exprFalse
+		return c.evalOr(e, row)
 	case router.OpNot:
 		a := asBool(c.eval(e.Args[0], row))
 		if a.null || a.err != nil {
@@ -273,6 +234,67 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 		}
 		return boolValue(a.null == (e.Op == router.OpIsNull))
 	}
+	return c.evalBinary(e, row)
+}
+
+// column owns reading a merged row's column as a value: its text, its
+// comparison kind, whether it is an ENUM or SET, and its DECIMAL scale.
+func (c *columns) column(i int, row [][]byte) exprValue {
+	v := row[i]
+	if v == nil {
+		return exprNull
+	}
+	d := c.defs[i]
+	return exprValue{text: v, kind: c.kinds[i], enum: d.Flags&(mysql.FlagEnum|mysql.FlagSet) != 0,
+		scale: min(int(d.Decimals), maxDecimalScale)}
+}
+
+// evalAnd owns AND's three-valued logic and its short circuit.
+func (c *columns) evalAnd(e *router.Expr, row [][]byte) exprValue {
+	// MariaDB evaluates the right side only when the left is not
+	// false, which decides whether an overflow there is an error.
+	a := asBool(c.eval(e.Args[0], row))
+	if a.err != nil || (!a.null && !truthy(a)) {
+		return exprFalseOr(a)
+	}
+	b := asBool(c.eval(e.Args[1], row))
+	if b.err != nil {
+		return b
+	}
+	if !b.null && !truthy(b) {
+		return exprFalse
+	}
+	if a.null || b.null {
+		return exprNull
+	}
+	return exprTrue
+}
+
+// evalOr owns OR's three-valued logic and its short circuit.
+func (c *columns) evalOr(e *router.Expr, row [][]byte) exprValue {
+	a := asBool(c.eval(e.Args[0], row))
+	if a.err != nil {
+		return a
+	}
+	if !a.null && truthy(a) {
+		return exprTrue
+	}
+	b := asBool(c.eval(e.Args[1], row))
+	if b.err != nil {
+		return b
+	}
+	if !b.null && truthy(b) {
+		return exprTrue
+	}
+	if a.null || b.null {
+		return exprNull
+	}
+	return exprFalse
+}
+
+// evalBinary owns the operators of two operands that are both always
+// evaluated: arithmetic, <=> and the comparisons.
+func (c *columns) evalBinary(e *router.Expr, row [][]byte) exprValue {
 	a, b := c.eval(e.Args[0], row), c.eval(e.Args[1], row)
 	if a.err != nil {
 		return a
@@ -304,8 +326,13 @@ func (c *columns) eval(e *router.Expr, row [][]byte) exprValue {
 	if enumAsNumber(a, b) {
 		return exprValue{err: errEnumNumber()}
 	}
-	r := compareExpr(a, b)
-	switch e.Op {
+	return compareResult(e.Op, compareExpr(a, b))
+}
+
+// compareResult owns turning a three-way comparison into the truth of a
+// comparison operator (=, <>, <, <=, >, >=); NULL for any other operator.
+func compareResult(op router.ExprOp, r int) exprValue {
+	switch op {
 	case router.OpEQ:
 		return boolValue(r == 0)
 	case router.OpNE:
