@@ -146,22 +146,52 @@ func (mg *merger) pipeline() (rowIter, error) {
 // other targets get their own connections and are sent first, so the
 // backends work in parallel.
 func (mg *merger) open(plan *router.Plan) error {
-	x := mg.x
-	perNode := map[string]int{}
-	for _, t := range plan.Targets {
-		perNode[t.Node]++
-	}
 	// Which targets share the session's connection is decided once,
 	// before anything is sent: acquiring a connection may end a pin (one
 	// kept for SHOW WARNINGS lasts until the next statement), and a target
 	// seen as shared in one pass and not in the other would run in neither.
+	shared, perNode := mg.sharedTargets(plan)
+	if err := mg.sendOwn(plan, shared, perNode); err != nil {
+		return err
+	}
+	mg.publish()
+	for _, s := range mg.streams {
+		if err := mg.readHeader(s); err != nil {
+			return err
+		}
+	}
+	if err := mg.runShared(plan, shared); err != nil {
+		return err
+	}
+	m, err := resolveMerge(plan.Merge, len(mg.cols.defs))
+	if err != nil {
+		return err
+	}
+	mg.m = m
+	return nil
+}
+
+// sharedTargets owns the decision of which targets run on the session's
+// connection (more than one target on a node whose connection the
+// session shares); it also returns how many targets each node has.
+func (mg *merger) sharedTargets(plan *router.Plan) ([]bool, map[string]int) {
+	perNode := map[string]int{}
+	for _, t := range plan.Targets {
+		perNode[t.Node]++
+	}
 	shared := make([]bool, len(plan.Targets))
 	for i, t := range plan.Targets {
-		shared[i] = perNode[t.Node] > 1 && x.conns.Shared(t.Node)
+		shared[i] = perNode[t.Node] > 1 && mg.x.conns.Shared(t.Node)
 	}
-	// The targets with connections of their own gather them node by node,
-	// in name order, all of a node's at once (LockBulk): concurrent merges
-	// cannot each hold part of a pool and wait for the rest.
+	return shared, perNode
+}
+
+// sendOwn owns sending the statement to the targets with connections of
+// their own. They gather them node by node, in name order, all of a
+// node's at once (LockBulk): concurrent merges cannot each hold part of
+// a pool and wait for the rest. Every stream opened joins mg.streams,
+// on error too, so close gives its connection back.
+func (mg *merger) sendOwn(plan *router.Plan, shared []bool, perNode map[string]int) error {
 	own := make([]*stream, len(plan.Targets))
 	nodes := make([]string, 0, len(perNode))
 	for node := range perNode {
@@ -170,31 +200,7 @@ func (mg *merger) open(plan *router.Plan) error {
 	slices.Sort(nodes)
 	var sendErr error
 	for _, node := range nodes {
-		k := 0
-		for i, t := range plan.Targets {
-			if t.Node == node && !shared[i] {
-				k++
-			}
-		}
-		n := x.eng.nodes[node]
-		bulk := k > 1 && n != nil
-		if bulk {
-			n.LockBulk()
-		}
-		for i := range plan.Targets {
-			if t := &plan.Targets[i]; t.Node == node && !shared[i] {
-				bc, err := x.send(t)
-				if err != nil {
-					sendErr = err
-					break
-				}
-				own[i] = &stream{bc: bc}
-			}
-		}
-		if bulk {
-			n.UnlockBulk()
-		}
-		if sendErr != nil {
+		if sendErr = mg.sendNode(plan, node, shared, own); sendErr != nil {
 			break
 		}
 	}
@@ -203,18 +209,44 @@ func (mg *merger) open(plan *router.Plan) error {
 			mg.streams = append(mg.streams, s) // closed by close, on error too
 		}
 	}
-	if sendErr != nil {
-		return sendErr
-	}
-	mg.publish()
-	for _, s := range mg.streams {
-		if err := mg.readHeader(s); err != nil {
-			return err
+	return sendErr
+}
+
+// sendNode owns sending the statement to one node's own-connection
+// targets, holding the node's pool in bulk when there are several;
+// it records each stream in own at its target's index.
+func (mg *merger) sendNode(plan *router.Plan, node string, shared []bool, own []*stream) error {
+	k := 0
+	for i, t := range plan.Targets {
+		if t.Node == node && !shared[i] {
+			k++
 		}
 	}
+	n := mg.x.eng.nodes[node]
+	bulk := k > 1 && n != nil
+	if bulk {
+		n.LockBulk()
+		defer n.UnlockBulk()
+	}
+	for i := range plan.Targets {
+		if t := &plan.Targets[i]; t.Node == node && !shared[i] {
+			bc, err := mg.x.send(t)
+			if err != nil {
+				return err
+			}
+			own[i] = &stream{bc: bc}
+		}
+	}
+	return nil
+}
+
+// runShared owns the targets on the session's connection: one at a
+// time, each sent, its header read and its rows buffered before the
+// next, since they share one connection.
+func (mg *merger) runShared(plan *router.Plan, shared []bool) error {
 	for i := range plan.Targets {
 		if t := &plan.Targets[i]; shared[i] {
-			bc, err := x.send(t)
+			bc, err := mg.x.send(t)
 			if err != nil {
 				return err
 			}
@@ -229,11 +261,6 @@ func (mg *merger) open(plan *router.Plan) error {
 			}
 		}
 	}
-	m, err := resolveMerge(plan.Merge, len(mg.cols.defs))
-	if err != nil {
-		return err
-	}
-	mg.m = m
 	return nil
 }
 
