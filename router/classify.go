@@ -323,15 +323,6 @@ func ParseSQLPrepare(sql string, mode Mode) (SQLPrepare, bool) {
 	return SQLPrepare{}, false
 }
 
-// SecondKeyword returns the keyword after sql's first one (upper case),
-// skipping comments as the server does (the content of executable
-// comments counts): "IMMEDIATE" for EXECUTE /**/ IMMEDIATE '...'.
-func SecondKeyword(sql string) string {
-	_, rest := firstKeyword(sql)
-	kw, _ := firstKeyword(rest)
-	return kw
-}
-
 // HasExecutableComment reports whether sql holds an executable comment
 // (/*! ... */, /*M! ... */), whose content the server runs but the parser
 // the router uses may not see as the server does. The proxy runs such a

@@ -340,14 +340,14 @@ func (sc *userRules) showTables(x *ast.ShowStmt, s Session) (*Plan, error) {
 		pat = pv.GetDatumString()
 		match = func(r *rule) bool { return likeMatch(r.table, pat, x.Pattern.Escape) }
 	}
-	col := QuoteName("Tables_in_" + db)
+	col := mysql.QuoteIdent("Tables_in_" + db)
 	show := func(where string) string {
 		var b strings.Builder
 		b.WriteString("SHOW ")
 		if x.Full {
 			b.WriteString("FULL ")
 		}
-		b.WriteString("TABLES FROM " + QuoteName(db) + " WHERE " + where)
+		b.WriteString("TABLES FROM " + mysql.QuoteIdent(db) + " WHERE " + where)
 		return b.String()
 	}
 	// q is the default node's statement; "" sends the client's text.
@@ -426,7 +426,7 @@ func (sc *userRules) showTableStatus(x *ast.ShowStmt, s Session) (*Plan, error) 
 		p.Pattern, p.Escape = pv.GetDatumString(), x.Pattern.Escape
 	}
 	p.Tables, p.Renames = logicalNames(rules)
-	show := "SHOW TABLE STATUS FROM " + QuoteName(db)
+	show := "SHOW TABLE STATUS FROM " + mysql.QuoteIdent(db)
 	for _, n := range sc.nodes {
 		if n == sc.def {
 			p.Targets = append(p.Targets, Target{Node: n, SQL: show})
@@ -480,10 +480,6 @@ func heldOn(rules []*rule, node string, match func(*rule) bool) []string {
 // character esc (byte-wise, as SHOW TABLES LIKE matches on case-sensitive
 // file systems).
 func LikeMatch(name, pattern string, esc byte) bool { return likeMatch(name, pattern, esc) }
-
-// QuoteName writes a name in back quotes, a back quote in it doubled
-// (mysql.QuoteIdent).
-func QuoteName(s string) string { return mysql.QuoteIdent(s) }
 
 // quoteString writes s as a string literal every sql_mode reads alike
 // (mysql.QuoteString): the statement runs in the client's session.

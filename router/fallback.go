@@ -6,6 +6,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 	"github.com/pingcap/tidb/pkg/parser/test_driver"
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // The exact fallback answers a read that no streaming merge can (a derived
@@ -78,11 +79,11 @@ func (sc *userRules) planFallback(sql string, s Session) (p *Plan, ok bool) {
 		if r.sharded() {
 			for _, sub := range r.subs {
 				g.Subtables = append(g.Subtables, Target{Node: sub.node, Subtable: sub.name,
-					SQL: "SELECT * FROM " + QuoteName(r.db) + "." + QuoteName(sub.name) + where})
+					SQL: "SELECT * FROM " + mysql.QuoteIdent(r.db) + "." + mysql.QuoteIdent(sub.name) + where})
 			}
 		} else {
 			g.Subtables = []Target{{Node: r.readNode, Subtable: r.table,
-				SQL: "SELECT * FROM " + QuoteName(r.db) + "." + QuoteName(r.table) + where}}
+				SQL: "SELECT * FROM " + mysql.QuoteIdent(r.db) + "." + mysql.QuoteIdent(r.table) + where}}
 		}
 		p.Gathers = append(p.Gathers, g)
 		p.Tables = append(p.Tables, r.table)
@@ -197,7 +198,7 @@ func pushdown(n ast.StmtNode, f *fallbackFinder, mode Mode) string {
 	if alias == "" {
 		alias = f.orig[ts].O
 	}
-	return " AS " + QuoteName(alias) + " WHERE " + strings.Join(terms, " AND ")
+	return " AS " + mysql.QuoteIdent(alias) + " WHERE " + strings.Join(terms, " AND ")
 }
 
 // andTerms splits e at its top-level ANDs.

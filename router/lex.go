@@ -60,23 +60,6 @@ func hintIn(s string, nodes map[string]*Plan) *Plan {
 	return p
 }
 
-// RWHint returns kingshard's read/write split hint of a statement,
-// "master" or "slave" (a /*master*/ or /*slave*/ comment where node hints
-// go), or "".
-func RWHint(s string) string {
-	var h string
-	scanHints(s, func(c string) bool {
-		for _, w := range [...]string{"master", "slave"} {
-			if equalFoldTrim(c, w) {
-				h = w
-				return true
-			}
-		}
-		return false
-	})
-	return h
-}
-
 // equalFoldTrim reports whether c, without surrounding blanks, is w in
 // any case (w is lower-case ASCII).
 func equalFoldTrim(c, w string) bool {

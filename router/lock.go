@@ -23,7 +23,7 @@ func (sc *userRules) planLock(x *ast.LockTablesStmt, s Session) (*Plan, error) {
 		if _, ok := per[node]; !ok {
 			order = append(order, node)
 		}
-		per[node] = append(per[node], QuoteName(db)+"."+QuoteName(name)+" "+typ)
+		per[node] = append(per[node], mysql.QuoteIdent(db)+"."+mysql.QuoteIdent(name)+" "+typ)
 	}
 	rules := false
 	for _, tl := range x.TableLocks {
@@ -62,10 +62,4 @@ func (sc *userRules) planLock(x *ast.LockTablesStmt, s Session) (*Plan, error) {
 		p.Targets = append(p.Targets, Target{Node: n, SQL: "LOCK TABLES " + strings.Join(per[n], ", ")})
 	}
 	return p, nil
-}
-
-// IsUnlockTables reports whether sql is UNLOCK TABLES (or UNLOCK TABLE).
-func IsUnlockTables(sql string) bool {
-	f := strings.Fields(strings.ToUpper(strings.TrimRight(strings.TrimSpace(sql), "; \t\r\n")))
-	return len(f) == 2 && f[0] == "UNLOCK" && (f[1] == "TABLES" || f[1] == "TABLE")
 }

@@ -101,12 +101,6 @@ func (p *Policy) checkOne(sql, keyword string) string {
 }
 
 // denyKind returns the kind of a server-wide statement, "" for others.
-// SetsGlobal reports whether a single statement sets a global variable
-// (SET GLOBAL, SET @@GLOBAL.x); keyword is Classify's.
-func SetsGlobal(sql, keyword string) bool {
-	return keyword == "SET" && denyKind(sql, keyword) == DenySetGlobal
-}
-
 func denyKind(sql, kw string) string {
 	switch kw {
 	case "SHUTDOWN", "SET", "GRANT", "REVOKE", "CREATE", "ALTER", "DROP", "RENAME", "FLUSH", "BACKUP",

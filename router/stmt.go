@@ -562,8 +562,27 @@ func keyword(w string) string {
 	return strings.ToUpper(w)
 }
 
-// knownWord returns w in upper case when it is a word Classify acts on,
-// "" otherwise, without allocating.
+// knownWords are the words Classify acts on: first keywords the layers
+// above compare, and the words and pairs of words that decide a fact.
+var knownWords = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range []string{
+		"SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "SET", "BEGIN", "START", "COMMIT", "ROLLBACK",
+		"WITH", "LOAD", "CREATE", "DROP", "ALTER", "USE", "LOCK", "UNLOCK", "FLUSH", "KILL", "PREPARE", "EXECUTE",
+		"DEALLOCATE", "SAVEPOINT", "RELEASE", "TEMPORARY", "TABLE", "TABLES", "GET_LOCK", "RELEASE_LOCK",
+		"RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK", "SQL_CALC_FOUND_ROWS", "FOUND_ROWS", "ROW_COUNT",
+		"LASTVAL", "SETVAL", "NEXTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN", "PREVIOUS", "NEXT",
+		"VALUE", "LAST_INSERT_ID", "FOR", "IN", "SHARE", "INTO", "MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP",
+		"BENCHMARK", "READ", "EXPORT", "GLOBAL", "DESC", "DESCRIBE", "EXPLAIN", "VALUES", "DO", "PROCEDURE",
+		"FUNCTION", "TRIGGER", "EVENT", "CASE", "END", "IF", "LOOP", "WHILE", "REPEAT",
+	} {
+		m[w] = w
+	}
+	return m
+}()
+
+// knownWord returns w in upper case when it is a word Classify acts on
+// (knownWords), "" otherwise, without allocating.
 func knownWord(w string) string {
 	if len(w) < 2 || len(w) > 20 {
 		return ""
@@ -576,155 +595,7 @@ func knownWord(w string) string {
 		}
 		buf[i] = c
 	}
-	switch u := buf[:len(w)]; string(u) {
-	case "SELECT":
-		return "SELECT"
-	case "INSERT":
-		return "INSERT"
-	case "UPDATE":
-		return "UPDATE"
-	case "DELETE":
-		return "DELETE"
-	case "REPLACE":
-		return "REPLACE"
-	case "SHOW":
-		return "SHOW"
-	case "SET":
-		return "SET"
-	case "BEGIN":
-		return "BEGIN"
-	case "START":
-		return "START"
-	case "COMMIT":
-		return "COMMIT"
-	case "ROLLBACK":
-		return "ROLLBACK"
-	case "WITH":
-		return "WITH"
-	case "LOAD":
-		return "LOAD"
-	case "CREATE":
-		return "CREATE"
-	case "DROP":
-		return "DROP"
-	case "ALTER":
-		return "ALTER"
-	case "USE":
-		return "USE"
-	case "LOCK":
-		return "LOCK"
-	case "UNLOCK":
-		return "UNLOCK"
-	case "FLUSH":
-		return "FLUSH"
-	case "KILL":
-		return "KILL"
-	case "PREPARE":
-		return "PREPARE"
-	case "EXECUTE":
-		return "EXECUTE"
-	case "DEALLOCATE":
-		return "DEALLOCATE"
-	case "SAVEPOINT":
-		return "SAVEPOINT"
-	case "RELEASE":
-		return "RELEASE"
-	case "TEMPORARY":
-		return "TEMPORARY"
-	case "TABLE":
-		return "TABLE"
-	case "TABLES":
-		return "TABLES"
-	case "GET_LOCK":
-		return "GET_LOCK"
-	case "RELEASE_LOCK":
-		return "RELEASE_LOCK"
-	case "RELEASE_ALL_LOCKS":
-		return "RELEASE_ALL_LOCKS"
-	case "IS_USED_LOCK":
-		return "IS_USED_LOCK"
-	case "IS_FREE_LOCK":
-		return "IS_FREE_LOCK"
-	case "SQL_CALC_FOUND_ROWS":
-		return "SQL_CALC_FOUND_ROWS"
-	case "FOUND_ROWS":
-		return "FOUND_ROWS"
-	case "ROW_COUNT":
-		return "ROW_COUNT"
-	case "LASTVAL":
-		return "LASTVAL"
-	case "SETVAL":
-		return "SETVAL"
-	case "NEXTVAL":
-		return "NEXTVAL"
-	case "CONNECTION_ID":
-		return "CONNECTION_ID"
-	case "PSEUDO_THREAD_ID":
-		return "PSEUDO_THREAD_ID"
-	case "SQL_LOG_BIN":
-		return "SQL_LOG_BIN"
-	case "PREVIOUS":
-		return "PREVIOUS"
-	case "NEXT":
-		return "NEXT"
-	case "VALUE":
-		return "VALUE"
-	case "LAST_INSERT_ID":
-		return "LAST_INSERT_ID"
-	case "FOR":
-		return "FOR"
-	case "IN":
-		return "IN"
-	case "SHARE":
-		return "SHARE"
-	case "INTO":
-		return "INTO"
-	case "MASTER_GTID_WAIT":
-		return "MASTER_GTID_WAIT"
-	case "MASTER_POS_WAIT":
-		return "MASTER_POS_WAIT"
-	case "SLEEP":
-		return "SLEEP"
-	case "BENCHMARK":
-		return "BENCHMARK"
-	case "READ":
-		return "READ"
-	case "EXPORT":
-		return "EXPORT"
-	case "GLOBAL":
-		return "GLOBAL"
-	case "DESC":
-		return "DESC"
-	case "DESCRIBE":
-		return "DESCRIBE"
-	case "EXPLAIN":
-		return "EXPLAIN"
-	case "VALUES":
-		return "VALUES"
-	case "DO":
-		return "DO"
-	case "PROCEDURE":
-		return "PROCEDURE"
-	case "FUNCTION":
-		return "FUNCTION"
-	case "TRIGGER":
-		return "TRIGGER"
-	case "EVENT":
-		return "EVENT"
-	case "CASE":
-		return "CASE"
-	case "END":
-		return "END"
-	case "IF":
-		return "IF"
-	case "LOOP":
-		return "LOOP"
-	case "WHILE":
-		return "WHILE"
-	case "REPEAT":
-		return "REPEAT"
-	}
-	return ""
+	return knownWords[string(buf[:len(w)])]
 }
 
 // MultiSticky reports whether a multi-statement text of user's session

@@ -3,6 +3,8 @@ package router
 import (
 	"slices"
 	"strings"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // Transaction control statements the proxy runs itself (BEGIN, COMMIT,
@@ -73,7 +75,7 @@ func ParseTxn(sql string) Txn {
 		if !ok {
 			return Txn{}
 		}
-		return Txn{Verb: verb, Name: strings.ToLower(name), SQL: sqlPrefix + QuoteName(name)}
+		return Txn{Verb: verb, Name: strings.ToLower(name), SQL: sqlPrefix + mysql.QuoteIdent(name)}
 	}
 	switch w[0] {
 	case "BEGIN":

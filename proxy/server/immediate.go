@@ -39,7 +39,7 @@ func (l *localStmts) executeImmediate(sql string) error {
 		if err := h.allowed(text, &stmt); err != nil {
 			return err
 		}
-		if stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" && isExecuteImmediate(text) {
+		if stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" && stmt.SecondIs("IMMEDIATE") {
 			return mysql.NewError(mysql.ErNotSupported, "EXECUTE IMMEDIATE of %s is not supported by shardgate: send it on its own", stmt.Keyword)
 		}
 		if c.srv.rt().Sharded(c.user) && c.srv.rt().Prepared(text, h.routerSession()) != nil {

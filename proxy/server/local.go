@@ -51,7 +51,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	// Statements that run other statements: the proxy must see what they
 	// run (to route it, and to keep KILL its own).
 	switch {
-	case stmt.Keyword == "EXECUTE" && isExecuteImmediate(sql):
+	case stmt.Keyword == "EXECUTE" && stmt.SecondIs("IMMEDIATE"):
 		if h.immediate {
 			return false, nil // checked: the server runs it
 		}

@@ -78,9 +78,3 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 	}
 	return true, h.query(append([]byte{mysql.ComQuery}, inlined...))
 }
-
-// isExecuteImmediate reports whether sql, a statement whose first keyword
-// is EXECUTE, is MariaDB's EXECUTE IMMEDIATE.
-func isExecuteImmediate(sql string) bool {
-	return router.SecondKeyword(sql) == "IMMEDIATE"
-}
