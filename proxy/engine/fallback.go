@@ -305,134 +305,198 @@ const copyBatch = 1 << 20
 // copyRows reads one subtable (t.SQL is SELECT *) and inserts its rows
 // into temp on bc, counting them against the fallback's limits.
 func (g *gather) copyRows(bc *backend.Conn, t *router.Target, temp string) error {
-	x := g.x
-	src, err := x.send(t)
+	src, err := g.x.send(t)
 	if err != nil {
 		return err
 	}
-	x.conns.Running(src)
-	var vals [][]byte
-	var types []byte
-	var binary []bool
-	release := func(err error) error {
-		x.conns.Running(nil)
-		if err != nil {
-			src.MarkBroken()
-			x.conns.Release(src, false, backend.Outcome{})
-			return err
-		}
-		x.conns.Release(src, false, backend.Outcome{OK: true})
-		return nil
-	}
-	p, err := src.ReadPacket()
+	g.x.conns.Running(src)
+	cols, err := g.readColumns(src)
 	if err != nil {
-		return release(backend.ErrLost(src))
+		return err
 	}
-	if len(p) > 0 && p[0] == mysql.ErrHeader {
-		x.conns.Running(nil)
-		x.conns.Release(src, false, backend.Outcome{})
-		return mysql.ParseErr(p)
+	b := insertBatch{bc: bc, ins: []byte("INSERT INTO " + temp + " VALUES "), cols: cols, charset: sourceCharset(src)}
+	b.head = len(b.ins)
+	fail, err := g.copyBody(src, &b, temp)
+	if err != nil {
+		return err
 	}
-	ncols, _, n := mysql.ReadLenEncInt(p)
-	if n == 0 {
-		return release(fmt.Errorf("backend %s: expected a result set", src.Addr))
-	}
-	for range ncols {
-		cp, err := src.ReadPacket()
-		if err != nil {
-			return release(backend.ErrLost(src))
-		}
-		c, err := mysql.ParseColumn(cp)
-		if err != nil {
-			return release(err)
-		}
-		types = append(types, c.Type)
-		binary = append(binary, c.Charset == 63)
-	}
-	if src.Caps&mysql.ClientDeprecateEOF == 0 {
-		if _, err := src.ReadPacket(); err != nil {
-			return release(backend.ErrLost(src))
-		}
-	}
-	// Text values arrive in the source connection's result character set:
-	// they are written with its introducer, so the copy stores the same
-	// characters whatever the column's character set.
-	charset := "utf8mb4"
-	if c, ok := mysql.CollationByID(src.Collation); ok && src.Collation != 0 && c.Charset != "binary" {
-		charset = c.Charset
-	}
-	ins := []byte("INSERT INTO " + temp + " VALUES ")
-	head := len(ins)
-	flush := func() error {
-		if len(ins) == head {
-			return nil
-		}
-		_, err := bc.Exec(string(ins))
-		ins = ins[:head]
-		if err != nil {
-			return fallbackErr(bc, err)
-		}
-		return nil
-	}
-	var fail error
-	for {
-		p, err := src.ReadPacket()
-		if err != nil {
-			return release(backend.ErrLost(src))
-		}
-		if mysql.IsEOF(p) {
-			break
-		}
-		if len(p) > 0 && p[0] == mysql.ErrHeader {
-			x.conns.Running(nil)
-			x.conns.Release(src, false, backend.Outcome{})
-			return mysql.ParseErr(p)
-		}
-		if fail != nil {
-			continue // read the rest, so the connection stays usable
-		}
-		vals, err = mysql.ParseTextRow(p, int(ncols), vals)
-		if err != nil {
-			return release(backend.ErrLost(src))
-		}
-		g.rows++
-		g.bytes += int64(len(p))
-		if lim := x.eng.fallbackRows; lim > 0 && g.rows > lim {
-			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
-			continue
-		}
-		if lim := x.eng.fallbackTime; lim > 0 && g.rows%256 == 0 && time.Since(g.start) > lim {
-			fail = mysql.NewError(mysql.ErStatementTimeout, "Query execution was interrupted (fallback_max_time exceeded: copying sharded table rows took longer than %v)", lim)
-			continue
-		}
-		if lim := x.eng.fallbackBytes; lim > 0 && g.bytes > lim {
-			fail = mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_bytes (%d) bytes of sharded tables; add a condition on the shard key, or raise the limit", lim)
-			continue
-		}
-		if len(ins) > head {
-			ins = append(ins, ',')
-		}
-		ins = append(ins, '(')
-		for i, v := range vals {
-			if i > 0 {
-				ins = append(ins, ',')
-			}
-			ins = appendLiteral(ins, v, types[i], binary[i], charset)
-		}
-		ins = append(ins, ')')
-		if len(ins) >= copyBatch {
-			if err := flush(); err != nil {
-				fail = err
-			}
-		}
-	}
-	if err := release(nil); err != nil {
+	if err := g.release(src, nil); err != nil {
 		return err
 	}
 	if fail != nil {
 		return fail
 	}
-	return flush()
+	return b.flush()
+}
+
+// release owns giving the subtable's connection back once its read is
+// over: broken (and err returned) when err is set, reusable otherwise.
+func (g *gather) release(src *backend.Conn, err error) error {
+	g.x.conns.Running(nil)
+	if err != nil {
+		src.MarkBroken()
+		g.x.conns.Release(src, false, backend.Outcome{})
+		return err
+	}
+	g.x.conns.Release(src, false, backend.Outcome{OK: true})
+	return nil
+}
+
+// releaseOnErr owns the end of a read the backend answered with the ERR
+// packet p: the connection stays usable, and the error is the backend's.
+func (g *gather) releaseOnErr(src *backend.Conn, p []byte) error {
+	g.x.conns.Running(nil)
+	g.x.conns.Release(src, false, backend.Outcome{})
+	return mysql.ParseErr(p)
+}
+
+// copyColumns is what the copy needs of a subtable's columns to write
+// their values as literals: how many, their types, and which are binary.
+type copyColumns struct {
+	n      int
+	types  []byte
+	binary []bool
+}
+
+// readColumns owns the header of the subtable's result set: its column
+// count and definitions, and the EOF after them. On error the
+// connection has been given back.
+func (g *gather) readColumns(src *backend.Conn) (copyColumns, error) {
+	var cols copyColumns
+	p, err := src.ReadPacket()
+	if err != nil {
+		return cols, g.release(src, backend.ErrLost(src))
+	}
+	if len(p) > 0 && p[0] == mysql.ErrHeader {
+		return cols, g.releaseOnErr(src, p)
+	}
+	ncols, _, n := mysql.ReadLenEncInt(p)
+	if n == 0 {
+		return cols, g.release(src, fmt.Errorf("backend %s: expected a result set", src.Addr))
+	}
+	cols.n = int(ncols)
+	for range ncols {
+		cp, err := src.ReadPacket()
+		if err != nil {
+			return cols, g.release(src, backend.ErrLost(src))
+		}
+		c, err := mysql.ParseColumn(cp)
+		if err != nil {
+			return cols, g.release(src, err)
+		}
+		cols.types = append(cols.types, c.Type)
+		cols.binary = append(cols.binary, c.Charset == 63)
+	}
+	if src.Caps&mysql.ClientDeprecateEOF == 0 {
+		if _, err := src.ReadPacket(); err != nil {
+			return cols, g.release(src, backend.ErrLost(src))
+		}
+	}
+	return cols, nil
+}
+
+// sourceCharset owns the character set text values arrive in: the
+// source connection's result character set. They are written with its
+// introducer, so the copy stores the same characters whatever the
+// column's character set.
+func sourceCharset(src *backend.Conn) string {
+	if c, ok := mysql.CollationByID(src.Collation); ok && src.Collation != 0 && c.Charset != "binary" {
+		return c.Charset
+	}
+	return "utf8mb4"
+}
+
+// copyBody owns the rows of the subtable's result set: it reads them all,
+// so the connection stays usable, and adds each to b while the copy is
+// within its limits. fail is why the copy stops (a limit, a failed
+// INSERT), with the connection still to be given back; err is a failed
+// read, with the connection already given back.
+func (g *gather) copyBody(src *backend.Conn, b *insertBatch, temp string) (fail, err error) {
+	var vals [][]byte
+	for {
+		p, err := src.ReadPacket()
+		if err != nil {
+			return nil, g.release(src, backend.ErrLost(src))
+		}
+		if mysql.IsEOF(p) {
+			return fail, nil
+		}
+		if len(p) > 0 && p[0] == mysql.ErrHeader {
+			return nil, g.releaseOnErr(src, p)
+		}
+		if fail != nil {
+			continue // read the rest, so the connection stays usable
+		}
+		vals, err = mysql.ParseTextRow(p, b.cols.n, vals)
+		if err != nil {
+			return nil, g.release(src, backend.ErrLost(src))
+		}
+		g.rows++
+		g.bytes += int64(len(p))
+		if fail = g.overLimit(temp); fail != nil {
+			continue
+		}
+		b.add(vals)
+		if len(b.ins) >= copyBatch {
+			fail = b.flush()
+		}
+	}
+}
+
+// overLimit owns the fallback's limits (fallback_max_rows,
+// fallback_max_time, fallback_max_bytes): the error of the first one the
+// copy so far has passed, or nil.
+func (g *gather) overLimit(temp string) error {
+	e := g.x.eng
+	if lim := e.fallbackRows; lim > 0 && g.rows > lim {
+		return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
+	}
+	if lim := e.fallbackTime; lim > 0 && g.rows%256 == 0 && time.Since(g.start) > lim {
+		return mysql.NewError(mysql.ErStatementTimeout, "Query execution was interrupted (fallback_max_time exceeded: copying sharded table rows took longer than %v)", lim)
+	}
+	if lim := e.fallbackBytes; lim > 0 && g.bytes > lim {
+		return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_bytes (%d) bytes of sharded tables; add a condition on the shard key, or raise the limit", lim)
+	}
+	return nil
+}
+
+// insertBatch owns one multi-row INSERT into the temporary table being
+// built: the statement's bytes, reused batch after batch, and how its
+// values are written.
+type insertBatch struct {
+	bc      *backend.Conn
+	ins     []byte
+	head    int // length of "INSERT INTO temp VALUES "
+	cols    copyColumns
+	charset string
+}
+
+// add appends one row's values as a parenthesised tuple of literals.
+func (b *insertBatch) add(vals [][]byte) {
+	if len(b.ins) > b.head {
+		b.ins = append(b.ins, ',')
+	}
+	b.ins = append(b.ins, '(')
+	for i, v := range vals {
+		if i > 0 {
+			b.ins = append(b.ins, ',')
+		}
+		b.ins = appendLiteral(b.ins, v, b.cols.types[i], b.cols.binary[i], b.charset)
+	}
+	b.ins = append(b.ins, ')')
+}
+
+// flush runs the INSERT when it holds rows and empties it for the next.
+func (b *insertBatch) flush() error {
+	if len(b.ins) == b.head {
+		return nil
+	}
+	_, err := b.bc.Exec(string(b.ins))
+	b.ins = b.ins[:b.head]
+	if err != nil {
+		return fallbackErr(b.bc, err)
+	}
+	return nil
 }
 
 // appendLiteral writes a text-protocol value as an SQL literal that stores
