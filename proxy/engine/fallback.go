@@ -26,6 +26,8 @@ type gather struct {
 	start time.Time // when the copy began
 	// rows and bytes are what the copy has taken so far.
 	rows, bytes int64
+	// table is the logical table being copied, for the limits' errors.
+	table string
 }
 
 // run runs a Fallback plan: on one connection to the default node (the
@@ -172,6 +174,7 @@ func (g *gather) withTables(plan *router.Plan, copy bool, f func(bc *backend.Con
 		if !copy {
 			continue
 		}
+		g.table = gt.Table
 		for j := range gt.Subtables {
 			if err := interrupted(); err != nil {
 				return err
@@ -316,7 +319,7 @@ func (g *gather) copyRows(bc *backend.Conn, t *router.Target, temp string) error
 	}
 	b := insertBatch{bc: bc, ins: []byte("INSERT INTO " + temp + " VALUES "), cols: cols, charset: sourceCharset(src)}
 	b.head = len(b.ins)
-	fail, err := g.copyBody(src, &b, temp)
+	fail, err := g.copyBody(src, &b)
 	if err != nil {
 		return err
 	}
@@ -411,7 +414,7 @@ func sourceCharset(src *backend.Conn) string {
 // within its limits. fail is why the copy stops (a limit, a failed
 // INSERT), with the connection still to be given back; err is a failed
 // read, with the connection already given back.
-func (g *gather) copyBody(src *backend.Conn, b *insertBatch, temp string) (fail, err error) {
+func (g *gather) copyBody(src *backend.Conn, b *insertBatch) (fail, err error) {
 	var vals [][]byte
 	for {
 		p, err := src.ReadPacket()
@@ -433,7 +436,7 @@ func (g *gather) copyBody(src *backend.Conn, b *insertBatch, temp string) (fail,
 		}
 		g.rows++
 		g.bytes += int64(len(p))
-		if fail = g.overLimit(temp); fail != nil {
+		if fail = g.overLimit(); fail != nil {
 			continue
 		}
 		b.add(vals)
@@ -446,10 +449,10 @@ func (g *gather) copyBody(src *backend.Conn, b *insertBatch, temp string) (fail,
 // overLimit owns the fallback's limits (fallback_max_rows,
 // fallback_max_time, fallback_max_bytes): the error of the first one the
 // copy so far has passed, or nil.
-func (g *gather) overLimit(temp string) error {
+func (g *gather) overLimit() error {
 	e := g.x.eng
 	if lim := e.fallbackRows; lim > 0 && g.rows > lim {
-		return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, strings.Trim(strings.TrimSuffix(temp[strings.LastIndexByte(temp, '.')+1:], router.FallbackSuffix+"`"), "`"))
+		return mysql.NewError(mysql.ErNotSupported, "this read needs a copy of more than fallback_max_rows (%d) rows of sharded table %s; add a condition on the shard key, or raise the limit", lim, g.table)
 	}
 	if lim := e.fallbackTime; lim > 0 && g.rows%256 == 0 && time.Since(g.start) > lim {
 		return mysql.NewError(mysql.ErStatementTimeout, "Query execution was interrupted (fallback_max_time exceeded: copying sharded table rows took longer than %v)", lim)
