@@ -134,6 +134,32 @@ type proc struct {
 	waitErr error         // cmd.Wait's result; read after done
 }
 
+// terminate sends SIGTERM and checks that the process exits within its
+// shutdown_timeout plus the 1 s margin Shutdown promises, with status 0.
+// what and since describe what froze and when, for the log.
+func (p *proc) terminate(t *testing.T, what string, since time.Time) {
+	t.Helper()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	bound := p.shutdownTimeout + time.Second
+	select {
+	case <-p.done:
+	case <-time.After(bound + 30*time.Second):
+		t.Fatalf("the proxy still runs %v after SIGTERM (shutdown_timeout %v)", time.Since(start).Round(time.Millisecond), p.shutdownTimeout)
+	}
+	took := time.Since(start)
+	t.Logf("SIGTERM %v after %s: the proxy exited after %v (%v), shutdown_timeout %v",
+		start.Sub(since).Round(time.Millisecond), what, took.Round(time.Millisecond), p.waitErr, p.shutdownTimeout)
+	if took > bound {
+		t.Errorf("the proxy took %v to exit after SIGTERM, want at most shutdown_timeout + 1 s = %v", took.Round(time.Millisecond), bound)
+	}
+	if p.waitErr != nil {
+		t.Errorf("the proxy exited with %v, want status 0", p.waitErr)
+	}
+}
+
 // startProxy writes a ks.yaml for s into t.TempDir and starts the proxy
 // binary on it, returning once the proxy sends a greeting. The process is
 // killed when the test ends, if it still runs.
@@ -967,25 +993,7 @@ func TestProcessBackendPaused(t *testing.T) {
 	if p.exited() {
 		t.Fatalf("the proxy exited during the pause: %v", p.waitErr)
 	}
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	bound := p.shutdownTimeout + time.Second
-	select {
-	case <-p.done:
-	case <-time.After(bound + 10*time.Second):
-		t.Fatalf("the proxy still runs %v after SIGTERM (shutdown_timeout %v)", time.Since(start).Round(time.Millisecond), p.shutdownTimeout)
-	}
-	took := time.Since(start)
-	t.Logf("SIGTERM %v into the pause: the proxy exited after %v (%v), shutdown_timeout %v",
-		start.Sub(stopped).Round(time.Millisecond), took.Round(time.Millisecond), p.waitErr, p.shutdownTimeout)
-	if took > bound {
-		t.Errorf("the proxy took %v to exit after SIGTERM, want at most shutdown_timeout + 1 s = %v", took.Round(time.Millisecond), bound)
-	}
-	if p.waitErr != nil {
-		t.Errorf("the proxy exited with %v, want status 0", p.waitErr)
-	}
+	p.terminate(t, "the pause began", stopped)
 	select {
 	case <-waiting:
 	case <-time.After(10 * time.Second):

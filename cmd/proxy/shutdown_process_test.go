@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,25 +111,7 @@ func TestProcessShutdownBackendFrozen(t *testing.T) {
 	if p.exited() {
 		t.Fatalf("the proxy exited: %v", p.waitErr)
 	}
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	bound := p.shutdownTimeout + time.Second
-	select {
-	case <-p.done:
-	case <-time.After(bound + 30*time.Second):
-		t.Fatalf("the proxy still runs %v after SIGTERM (shutdown_timeout %v)", time.Since(start).Round(time.Millisecond), p.shutdownTimeout)
-	}
-	took := time.Since(start)
-	t.Logf("SIGTERM %v after node1 froze: the proxy exited after %v (%v), shutdown_timeout %v",
-		start.Sub(stopped).Round(time.Millisecond), took.Round(time.Millisecond), p.waitErr, p.shutdownTimeout)
-	if took > bound {
-		t.Errorf("the proxy took %v to exit after SIGTERM, want at most shutdown_timeout + 1 s = %v", took.Round(time.Millisecond), bound)
-	}
-	if p.waitErr != nil {
-		t.Errorf("the proxy exited with %v, want status 0", p.waitErr)
-	}
+	p.terminate(t, "node1 froze", stopped)
 	// The clients whose statements ran learn of it at once.
 	for range 2 {
 		select {
