@@ -41,6 +41,7 @@ func Default() *Config {
 		MergeMemoryLimit:         256 << 20,
 		MergeMemoryTotal:         1 << 30,
 		MaxAllowedPacket:         16 << 20, // MariaDB's default
+		PacketMemoryTotal:        256 << 20,
 		MaxUnauthenticated:       512,
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
@@ -165,6 +166,18 @@ type Config struct {
 	// a client has logged in, the bound is 64 KiB. Default 16 MiB (as on
 	// MariaDB), at most 1 GiB (MySQL's largest).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
+	// PacketMemoryPerClient bounds, in bytes, the buffer one logged-in
+	// client's command may take while it arrives (beyond the 16 KiB read
+	// buffer; it grows with the bytes received, compressed frames being
+	// inflated into it); past it the client gets error 1153. Default 0:
+	// max_allowed_packet.
+	PacketMemoryPerClient int `yaml:"packet_memory_per_client"`
+	// PacketMemoryTotal bounds, in bytes, those buffers of all clients
+	// together: a command that would take more gets error 1041
+	// (ER_OUT_OF_RESOURCES) once the rest of it has been read and
+	// dropped, and its connection closes; other clients are served
+	// meanwhile. Default 256 MiB; 0 turns the bound off.
+	PacketMemoryTotal int64 `yaml:"packet_memory_total"`
 	// MaxUnauthenticated caps the client connections that have not
 	// logged in yet (each has 10 s to do it, and may send at most 64 KiB
 	// meanwhile); past it new connections get error 1040 at once. Default

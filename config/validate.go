@@ -512,6 +512,12 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
 		v.add("max_allowed_packet", "must be between 1024 and 1073741824 bytes, got %d", c.MaxAllowedPacket)
 	}
+	if c.PacketMemoryPerClient != 0 && (c.PacketMemoryPerClient < 1024 || c.PacketMemoryPerClient > 1<<30) {
+		v.add("packet_memory_per_client", "must be 0 (max_allowed_packet) or between 1024 and 1073741824 bytes, got %d", c.PacketMemoryPerClient)
+	}
+	if c.PacketMemoryTotal < 0 {
+		v.add("packet_memory_total", "must not be negative (0 turns it off), got %d", c.PacketMemoryTotal)
+	}
 	if (c.WebUser == "") != (c.WebPassword == "") {
 		v.add("web_user", "web_user and web_password must be set together (one without the other would leave the admin listener open)")
 	}

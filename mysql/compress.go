@@ -5,11 +5,35 @@ import (
 	"bytes"
 	"compress/zlib"
 	"io"
+	"sync"
 )
 
 // minCompressLength is the payload size below which a compressed-protocol
 // packet is sent uncompressed, as libmysqlclient does.
 const minCompressLength = 50
+
+// maxFrameData is the most logical bytes one frame the Conn writes
+// carries. The protocol allows up to 16 MiB, and a packet may span frames
+// (the server cuts its frames at its net buffer, 16 KiB by default): small
+// frames keep what a connection holds while it writes to the frame size,
+// whatever the response, and cost little compression (zlib's window is
+// 32 KiB).
+const maxFrameData = 64 << 10
+
+// A zlib writer holds about 800 KiB and a reader about 40 KiB: they are
+// lent per frame rather than kept per connection, so thousands of idle
+// compressed connections hold none.
+var (
+	zWriters = sync.Pool{New: func() any { return &deflater{} }}
+	zReaders sync.Pool // io.ReadCloser from zlib.NewReader
+	zOuts    = sync.Pool{New: func() any { return new([maxFrameData]byte) }}
+)
+
+// deflater is a zlib writer with the buffer it writes into.
+type deflater struct {
+	zw  *zlib.Writer
+	buf bytes.Buffer
+}
 
 // compressState implements the compressed protocol (CLIENT_COMPRESS) under
 // the logical packet stream: 7-byte headers (compressed length, sequence
@@ -25,10 +49,8 @@ type compressState struct {
 	lr    io.LimitedReader // the current frame's payload as sent
 	frame io.Reader        // the current frame's payload as data (lr, or zr over lr)
 	left  int              // bytes of data left in the current frame
-	zr    io.ReadCloser
-	out   []byte // logical bytes waiting to be compressed
-	zbuf  bytes.Buffer
-	zw    *zlib.Writer
+	zr    io.ReadCloser    // lent from zReaders while a compressed frame is read
+	out   []byte           // logical bytes waiting to be compressed, lent from zOuts between flushes
 }
 
 // EnableCompression switches c to the compressed protocol for everything
@@ -70,6 +92,7 @@ func (r zReader) Read(p []byte) (int, error) {
 		if _, derr := io.Copy(io.Discard, &z.lr); derr != nil {
 			return n, unexpectedEOF(derr)
 		}
+		z.endFrame()
 		err = nil
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		if z.lr.N > 0 {
@@ -98,38 +121,62 @@ func (z *compressState) nextFrame() error {
 		return nil
 	}
 	var err error
-	if z.zr == nil {
-		z.zr, err = zlib.NewReader(&z.lr)
+	if zr, ok := zReaders.Get().(io.ReadCloser); ok {
+		z.zr, err = zr, zr.(zlib.Resetter).Reset(&z.lr, nil)
 	} else {
-		err = z.zr.(zlib.Resetter).Reset(&z.lr, nil)
+		z.zr, err = zlib.NewReader(&z.lr)
 	}
 	if err != nil {
+		z.endFrame()
 		return ErrBadPacket
 	}
 	z.frame, z.left = z.zr, ulen
 	return nil
 }
 
+// endFrame lends the frame's zlib reader back, if it had one. A frame
+// that fails midway keeps it: the connection ends.
+func (z *compressState) endFrame() {
+	if z.zr != nil {
+		zReaders.Put(z.zr)
+		z.zr = nil
+	}
+	z.frame = nil
+}
+
 type zWriter struct{ z *compressState }
 
+// Write compresses p in frames of at most maxFrameData logical bytes; the
+// last, partial frame waits for more or for flush.
 func (w zWriter) Write(p []byte) (int, error) {
 	z := w.z
-	z.out = append(z.out, p...)
-	for len(z.out) >= MaxPacketPayload {
-		if err := z.writePacket(z.out[:MaxPacketPayload]); err != nil {
-			return 0, err
+	n := len(p)
+	for len(p) > 0 {
+		if z.out == nil {
+			z.out = zOuts.Get().(*[maxFrameData]byte)[:0]
 		}
-		z.out = z.out[MaxPacketPayload:]
+		k := min(len(p), maxFrameData-len(z.out))
+		z.out = append(z.out, p[:k]...)
+		p = p[k:]
+		if len(z.out) == maxFrameData {
+			if err := z.writePacket(z.out); err != nil {
+				return 0, err
+			}
+			z.out = z.out[:0]
+		}
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (z *compressState) flush() error {
-	if len(z.out) > 0 {
-		if err := z.writePacket(z.out); err != nil {
-			return err
+	if z.out != nil {
+		if len(z.out) > 0 {
+			if err := z.writePacket(z.out); err != nil {
+				return err
+			}
 		}
-		z.out = z.out[:0]
+		zOuts.Put((*[maxFrameData]byte)(z.out[:maxFrameData]))
+		z.out = nil
 	}
 	return z.rawW.Flush()
 }
@@ -137,35 +184,37 @@ func (z *compressState) flush() error {
 func (z *compressState) writePacket(p []byte) error {
 	var h [7]byte
 	if len(p) < minCompressLength {
-		h = [7]byte{byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16), z.seq, 0, 0, 0}
-		z.seq++
-		z.rawW.Write(h[:])
-		_, err := z.rawW.Write(p)
-		return err
+		return z.writeStored(p)
 	}
-	z.zbuf.Reset()
-	if z.zw == nil {
-		z.zw = zlib.NewWriter(&z.zbuf)
+	d := zWriters.Get().(*deflater)
+	defer zWriters.Put(d)
+	d.buf.Reset()
+	if d.zw == nil {
+		d.zw = zlib.NewWriter(&d.buf)
 	} else {
-		z.zw.Reset(&z.zbuf)
+		d.zw.Reset(&d.buf)
 	}
-	z.zw.Write(p)
-	if err := z.zw.Close(); err != nil {
+	d.zw.Write(p)
+	if err := d.zw.Close(); err != nil {
 		return err
 	}
-	c := z.zbuf.Bytes()
+	c := d.buf.Bytes()
 	if len(c) >= len(p) {
-		// Incompressible data: send it as is, as libmysqlclient does (the
-		// zlib output could also overflow the 3-byte length).
-		h = [7]byte{byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16), z.seq, 0, 0, 0}
-		z.seq++
-		z.rawW.Write(h[:])
-		_, err := z.rawW.Write(p)
-		return err
+		// Incompressible data: send it as is, as libmysqlclient does.
+		return z.writeStored(p)
 	}
 	h = [7]byte{byte(len(c)), byte(len(c) >> 8), byte(len(c) >> 16), z.seq, byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16)}
 	z.seq++
 	z.rawW.Write(h[:])
 	_, err := z.rawW.Write(c)
+	return err
+}
+
+// writeStored writes p as a frame sent uncompressed.
+func (z *compressState) writeStored(p []byte) error {
+	h := [7]byte{byte(len(p)), byte(len(p) >> 8), byte(len(p) >> 16), z.seq, 0, 0, 0}
+	z.seq++
+	z.rawW.Write(h[:])
+	_, err := z.rawW.Write(p)
 	return err
 }

@@ -45,7 +45,21 @@ type Conn struct {
 	// nothing).
 	ReadTimeout time.Duration
 
+	// Budget, when set, is the memory c shares with other Conns for
+	// packets that do not fit in its read buffer: ReadPacket takes from it
+	// as the packet's buffer grows with the bytes that arrive (never with
+	// the length a header announces, nor with what a compressed frame
+	// says it inflates to), and gives it back at the next read or at
+	// Release. A packet the Budget cannot hold ends with ErrPacketMemory.
+	Budget *Budget
+
+	// MemLimit, when set, bounds the buffer c holds for one packet (its
+	// capacity, not only its length); a packet past it ends with
+	// ErrPacketTooLarge like one past MaxPacket.
+	MemLimit int
+
 	large []byte // reusable buffer for packets that do not fit in br
+	held  int    // bytes of Budget held for the last packet read
 	hdr   [4]byte
 
 	rawBR *bufio.Reader
@@ -196,13 +210,14 @@ func (c *Conn) readHeader() (int, error) {
 // ReadPacket reads one logical packet (joining continuation packets) and
 // returns its payload. The payload is valid until the next read on c.
 func (c *Conn) ReadPacket() ([]byte, error) {
+	c.Release() // the last payload is no longer in use
 	n, err := c.readHeader()
 	if err != nil {
 		return nil, err
 	}
 	if c.MaxPacket > 0 && n > c.MaxPacket {
 		c.br.Discard(4)
-		return nil, c.tooLarge(n)
+		return nil, c.tooLarge(n, ErrPacketTooLarge)
 	}
 	if n < MaxPacketPayload && 4+n <= c.br.Size() {
 		c.arm(4 + n)
@@ -214,10 +229,24 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		return p[4:], nil
 	}
 	c.br.Discard(4)
+	buf, err := c.readLarge(n)
+	if err != nil {
+		c.Release()
+		return nil, err
+	}
+	if cap(buf) <= maxKeptLarge {
+		c.large = buf // keep moderate buffers for reuse; let big ones go
+	}
+	return buf, nil
+}
+
+// readLarge reads a logical packet that does not fit in the read buffer,
+// whose first physical packet has n bytes (its header consumed).
+func (c *Conn) readLarge(n int) ([]byte, error) {
 	buf := c.large[:0]
 	for {
 		if c.MaxPacket > 0 && len(buf)+n > c.MaxPacket {
-			return nil, c.tooLarge(n)
+			return nil, c.tooLarge(n, ErrPacketTooLarge)
 		}
 		// The buffer grows with the bytes that arrive, not with the
 		// length the header declares: a peer that announces 16 MiB and
@@ -225,7 +254,11 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		for left := n; left > 0; {
 			chunk := min(left, max(readChunk, len(buf)))
 			start := len(buf)
-			buf = growMax(buf, chunk, c.MaxPacket)
+			var err error
+			if buf, err = c.grow(buf, chunk); err != nil {
+				c.Release()
+				return nil, c.tooLarge(left, err)
+			}
 			if c.ReadTimeout > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
 			}
@@ -235,39 +268,78 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 			left -= chunk
 		}
 		if n < MaxPacketPayload {
-			break
+			return buf, nil
 		}
+		var err error
 		if n, err = c.readHeader(); err != nil {
 			return nil, unexpectedEOF(err)
 		}
 		c.br.Discard(4)
 	}
-	if cap(buf) <= maxKeptLarge {
-		c.large = buf // keep moderate buffers for reuse; let big ones go
-	}
-	return buf, nil
 }
 
-// tooLarge returns ErrPacketTooLarge for a packet whose current physical
-// packet has n bytes left, after discarding them and the packets that
+// grow extends b by n bytes, at most doubling its capacity (so the buffer
+// holds at most twice what has arrived), within MaxPacket and MemLimit
+// and with what the Budget lends.
+func (c *Conn) grow(b []byte, n int) ([]byte, error) {
+	need := len(b) + n
+	if cap(b) >= need {
+		return b[:need], nil
+	}
+	size := max(2*cap(b), need)
+	for _, limit := range [2]int{c.MaxPacket, c.MemLimit} {
+		if limit > 0 && size > limit {
+			if need > limit {
+				return nil, ErrPacketTooLarge
+			}
+			size = limit
+		}
+	}
+	if c.Budget != nil {
+		if !c.Budget.take(int64(size - c.held)) {
+			if size == need || !c.Budget.take(int64(need-c.held)) {
+				c.Budget.refused.Add(1)
+				return nil, ErrPacketMemory
+			}
+			size = need
+		}
+		c.held = size
+	}
+	nb := make([]byte, need, size)
+	copy(nb, b)
+	return nb, nil
+}
+
+// Release gives back what c holds of its Budget for the last packet read
+// (whose payload must no longer be used). ReadPacket calls it; the owner
+// calls it once more when the connection ends.
+func (c *Conn) Release() {
+	if c.held > 0 {
+		c.Budget.give(int64(c.held))
+		c.held = 0
+	}
+}
+
+// tooLarge returns err for a packet refused with n bytes of its current
+// physical packet left, after discarding them and the packets that
 // continue it when DiscardOversized is set.
-func (c *Conn) tooLarge(n int) error {
+func (c *Conn) tooLarge(n int, err error) error {
 	if !c.DiscardOversized {
-		return ErrPacketTooLarge
+		return err
 	}
 	for {
 		if c.ReadTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
 		}
-		if _, err := c.br.Discard(n); err != nil {
-			return unexpectedEOF(err)
+		if _, derr := c.br.Discard(n); derr != nil {
+			return unexpectedEOF(derr)
 		}
 		if n < MaxPacketPayload {
-			return ErrPacketTooLarge
+			return err
 		}
-		var err error
-		if n, err = c.readHeader(); err != nil {
-			return unexpectedEOF(err)
+		var herr error
+		if n, herr = c.readHeader(); herr != nil {
+			return unexpectedEOF(herr)
 		}
 		c.br.Discard(4)
 	}
@@ -281,21 +353,6 @@ const readChunk = 64 << 10
 // read buffer: thousands of connections that each once read a big packet
 // must not each keep it.
 const maxKeptLarge = 64 << 10
-
-// growMax is grow with the new capacity at most limit (when > 0) once
-// the bytes fit: a buffer doubling towards max_allowed_packet stops there.
-func growMax(b []byte, n, limit int) []byte {
-	if cap(b)-len(b) >= n {
-		return b[:len(b)+n]
-	}
-	c := 2*cap(b) + n
-	if limit > 0 && c > limit && len(b)+n <= limit {
-		c = limit
-	}
-	nb := make([]byte, len(b)+n, c)
-	copy(nb, b)
-	return nb
-}
 
 func unexpectedEOF(err error) error {
 	if errors.Is(err, io.EOF) {

@@ -126,6 +126,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	defer c.cancel()
 	c.h = newHandler(c)
 	c.c.MaxPacket = preAuthPacket
+	s.packets.SetLimit(s.cfg().PacketMemoryTotal) // follows reloads
+	c.c.Budget = s.packets
+	defer c.c.Release()
 	c.c.LendWriteBuffer()
 	defer nc.Close()
 	if !s.allowed(nc.RemoteAddr()) {
@@ -176,6 +179,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	c.c.MaxPacket, c.c.DiscardOversized = s.cfg().MaxAllowedPacket, true
+	c.c.MemLimit = s.cfg().PacketMemoryPerClient
 	c.log = c.log.With(zap.String("user", c.user))
 	c.log.Debug("client connected")
 	c.loop()
@@ -244,6 +248,9 @@ func (c *conn) readCommand() (p []byte, ok bool) {
 	if err != nil {
 		if errors.Is(err, mysql.ErrPacketTooLarge) {
 			c.srv.packetsTooLarge.Add(1)
+		}
+		if errors.Is(err, mysql.ErrPacketMemory) {
+			c.log.Info("a command did not fit in packet_memory_total", zap.Int64("packet_memory_total", c.srv.packets.Limit()))
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if idleTxn {

@@ -180,6 +180,7 @@ func restartKeys(old, cfg *config.Config) []string {
 	// What a reload may change is made equal; what is left must match.
 	a.Users, a.AllowIPs, a.BlacklistSQLFile, a.DenyStatements, a.SlowLogTime = b.Users, b.AllowIPs, b.BlacklistSQLFile, b.DenyStatements, b.SlowLogTime
 	a.MaxConnections, a.MaxUnauthenticated, a.MaxAllowedPacket = b.MaxConnections, b.MaxUnauthenticated, b.MaxAllowedPacket
+	a.PacketMemoryPerClient, a.PacketMemoryTotal = b.PacketMemoryPerClient, b.PacketMemoryTotal
 	a.ClientWriteTimeout, a.IdleInTransactionTimeout = b.ClientWriteTimeout, b.IdleInTransactionTimeout
 	a.LogLevel = b.LogLevel // the -log-level flag may override the file's; not applied by a reload
 	var out []string

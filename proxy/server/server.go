@@ -77,6 +77,9 @@ type Server struct {
 	// tls_cert); caps are the capabilities offered, CLIENT_SSL with it.
 	tls  *tls.Config
 	caps uint32
+	// packets is packet_memory_total: the memory client packets being
+	// received hold together (conn.go).
+	packets *mysql.Budget
 
 	nextID atomic.Uint32
 	// draining is set at Shutdown: /healthz answers 503; shutting once
@@ -139,6 +142,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		nodes:     make(map[string]*backend.Node, len(cfg.Nodes)),
 		coll:      coll,
 		listeners: make(map[net.Listener]struct{}),
+		packets:   mysql.NewBudget(cfg.PacketMemoryTotal),
 	}
 	s.current.Store(lv)
 	s.liveConfig.nodes, s.liveConfig.logger = s.nodes, s.log
