@@ -44,6 +44,7 @@ const UnknownInsertID = ^uint64(0)
 // is not broken, and within 100 ms), so the server does not count it in
 // Aborted_clients; then closes the socket.
 func (c *Conn) Close() error {
+	c.forgetStmts()
 	if !c.broken {
 		nc := c.NetConn()
 		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
@@ -158,6 +159,10 @@ type Conn struct {
 	// and their preparation order for eviction.
 	stmts     map[string]*Stmt
 	stmtOrder []string
+	// closeLater are statements sessions that no longer hold the
+	// connection asked to close (Node.ForgetOn), closed when it next
+	// comes back to its pool or out of it; guarded by node.mu.
+	closeLater []string
 
 	// Kept from the handshake for ChangeUser.
 	user, password string

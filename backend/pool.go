@@ -61,9 +61,25 @@ type Node struct {
 	cfg  config.Node
 	opts config.BackendOptions
 
-	// sem holds one token per connection checked out; its capacity is
-	// max_conns_limit.
+	// sem holds one token per connection checked out, and the reserve's
+	// (grow.go): its capacity less the reserve is the pool's limit,
+	// max_conns_limit or, with backend.pool_growth, more.
 	sem chan struct{}
+	// base is max_conns_limit.
+	base int
+	// reserved counts the tokens the pool holds itself; guarded by
+	// growMu.
+	reserved int
+	growMu   sync.Mutex
+	// serverMax is the server's max_connections as the last health check
+	// read it (0 before).
+	serverMax atomic.Int64
+	// quotas counts the connections each proxy user holds (Quota); holder
+	// names the user of a connection checked out under a quota (guarded
+	// by mu).
+	quotas        quotas
+	holder        map[*Conn]string
+	quotaRefusals atomic.Uint64
 
 	mu     sync.Mutex
 	idle   [numVariants][]*Conn
@@ -95,6 +111,9 @@ type Node struct {
 	// Counters for operators.
 	dials, dialFails, acquireTimeouts, waitNanos atomic.Uint64
 	stmtEvictions                                atomic.Uint64 // cached statements given back after 1461
+	// stmtsCached counts the statements prepared on the node's pooled
+	// connections, bounded by backend.prepared_stmt_budget (stmt.go).
+	stmtsCached atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -130,12 +149,14 @@ func NewNode(cfg config.Node, opts config.BackendOptions, onHealth HealthFunc) *
 		Name:     cfg.Name,
 		cfg:      cfg,
 		opts:     opts,
-		sem:      make(chan struct{}, max(cfg.MaxConnsLimit, 1)),
+		sem:      make(chan struct{}, semCap(cfg.MaxConnsLimit, opts.PoolGrowth)),
+		base:     max(cfg.MaxConnsLimit, 1),
 		onHealth: onHealth,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 	}
+	n.initReserve()
 	n.up.Store(true)
 	addr := cfg.Master
 	n.addr.Store(&addr)
@@ -301,11 +322,15 @@ type Stats struct {
 	Name, Addr      string
 	Up              bool
 	InUse, Idle     int
-	Max             int
+	Max             int // the limit now: max_conns_limit, or more with backend.pool_growth
+	Base            int // max_conns_limit
+	ServerMax       int // the server's max_connections (0 before the first health check)
+	QuotaRefusals   uint64
 	Dials           uint64
 	DialFailures    uint64
 	AcquireTimeouts uint64
 	StmtEvictions   uint64 // cached statements given back after the server's max_prepared_stmt_count (1461)
+	PreparedStmts   int64  // statements the proxy keeps prepared on the node's connections (its statement cache)
 	WaitNanos       uint64 // time callers of Get waited for a free connection (the pool was full)
 }
 
@@ -314,9 +339,10 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	idle := n.nidle
 	n.mu.Unlock()
-	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: len(n.sem), Idle: idle, Max: cap(n.sem),
+	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: n.inUse(), Idle: idle, Max: n.limit(),
+		Base: n.base, ServerMax: int(n.serverMax.Load()), QuotaRefusals: n.quotaRefusals.Load(),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
-		StmtEvictions: n.stmtEvictions.Load(), WaitNanos: n.waitNanos.Load()}
+		StmtEvictions: n.stmtEvictions.Load(), WaitNanos: n.waitNanos.Load(), PreparedStmts: n.stmtsCached.Load()}
 }
 
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
@@ -404,27 +430,13 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		}
 		return nil, mysql.NewError(mysql.ErConnectFailed, "backend node %s (%s) is down: %s", n.Name, n.Addr(), msg)
 	}
-	select {
-	case n.sem <- struct{}{}:
-	default:
-		waitStart := time.Now()
-		defer func() { n.waitNanos.Add(uint64(time.Since(waitStart))) }()
-		t := time.NewTimer(n.opts.AcquireTimeout)
-		select {
-		case n.sem <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			n.acquireTimeouts.Add(1)
-			return nil, mysql.NewError(mysql.ErTooManyConnections,
-				"timed out after %v waiting for a connection to backend node %s (all %d in use; raise max_conns_limit or backend.acquire_timeout)",
-				n.opts.AcquireTimeout, n.Name, cap(n.sem))
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-n.halt.Done():
-			t.Stop()
-			return nil, n.haltedError()
-		}
+	q := quotaFrom(ctx)
+	most, err := n.acquire(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if most == 0 {
+		q.User = "" // not counted
 	}
 	vi := variantIndex(variant)
 	now := time.Now()
@@ -440,12 +452,14 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		n.idle[vi] = l[:len(l)-1]
 		n.nidle--
 		n.checkoutLocked(c) // in the same critical section: no second lock per Get
+		n.holdLocked(c, q.User)
 		n.mu.Unlock()
 		if n.expired(c, now) {
 			n.forget(c)
 			c.Close()
 			continue
 		}
+		n.closeStmtsLater(c)
 		gen := n.gen.Load()
 		if c.gen != gen || n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
 			if err := c.Ping(); err != nil {
@@ -460,7 +474,7 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 	// Make room: drop an idle connection of another variant if the node is
 	// at its limit.
 	n.mu.Lock()
-	if len(n.sem)+n.nidle > cap(n.sem) {
+	if n.inUse()+n.nidle > n.limit() {
 		for i := range n.idle {
 			if l := n.idle[i]; len(l) > 0 {
 				c := l[0]
@@ -474,11 +488,25 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		}
 	}
 	n.mu.Unlock()
+	return n.dialPooled(ctx, q, variant, db, coll)
+}
+
+// dialPooled is Get's dial of a new connection, for a caller holding a
+// token and q's quota (both given back on failure).
+func (n *Node) dialPooled(ctx context.Context, q Quota, variant uint32, db string, coll byte) (*Conn, error) {
 	n.dials.Add(1)
 	moved := n.moved.Load() // before the address: a switch during the dial makes the connection stale
 	dctx, cancel := n.join(ctx)
 	c, err := Dial(dctx, n.Addr(), n.dialOptions(db, coll, variant))
 	cancel()
+	if err != nil && n.opts.PoolGrowth && n.serverRefused(err) {
+		// The server is full: wait for a connection of the pool instead.
+		n.dialFails.Add(1)
+		if q.User != "" {
+			n.quotas.give(q.User)
+		}
+		return n.Get(ctx, variant, db, coll)
+	}
 	if err == nil {
 		// Checked out under mu, where Halt (halted set first) looks for
 		// connections to abort: either it sees c, or c sees it.
@@ -489,12 +517,16 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 			err = n.haltedError()
 		} else {
 			n.checkoutLocked(c)
+			n.holdLocked(c, q.User)
 			n.mu.Unlock()
 		}
 	}
 	if err != nil {
 		n.dialFails.Add(1)
 		<-n.sem
+		if q.User != "" {
+			n.quotas.give(q.User)
+		}
 		if n.halted.Load() {
 			return nil, n.haltedError()
 		}
@@ -532,11 +564,24 @@ func (n *Node) checkoutLocked(c *Conn) {
 	n.busy[c] = struct{}{}
 }
 
+// holdLocked records that c is checked out under user's quota ("" for
+// none); n.mu is held.
+func (n *Node) holdLocked(c *Conn, user string) {
+	if user == "" {
+		return
+	}
+	if n.holder == nil {
+		n.holder = make(map[*Conn]string)
+	}
+	n.holder[c] = user
+}
+
 // forget drops c from the checked-out connections without returning it
-// (it is being closed).
+// (it is being closed; the token and the quota stay with the caller).
 func (n *Node) forget(c *Conn) {
 	n.mu.Lock()
 	delete(n.busy, c)
+	delete(n.holder, c)
 	n.mu.Unlock()
 }
 
@@ -611,12 +656,17 @@ func (n *Node) Put(c *Conn) {
 		}
 		return
 	}
+	n.closeStmtsLater(c)
 	c.lastUsed = time.Now()
 	if c.broken {
 		n.gen.Add(1)
 	}
 	n.mu.Lock()
 	delete(n.busy, c)
+	user, counted := n.holder[c]
+	if counted {
+		delete(n.holder, c)
+	}
 	if n.halted.Load() {
 		n.mu.Unlock()
 		c.Abort() // Halt closed it already, or it came from a login Halt cut short
@@ -630,6 +680,9 @@ func (n *Node) Put(c *Conn) {
 		n.mu.Unlock()
 	}
 	<-n.sem
+	if counted {
+		n.quotas.give(user)
+	}
 }
 
 func (n *Node) storeVersion(v string) {
@@ -653,6 +706,7 @@ func (n *Node) healthLoop() {
 		case <-t.C:
 			n.check(false)
 			n.reapIdle()
+			n.trimGrown(time.Now())
 		case <-n.kick:
 			n.check(false)
 		}
@@ -680,7 +734,7 @@ func (n *Node) check(initial bool) {
 		if err == nil {
 			// SHOW, not SELECT: the checks stay out of the servers'
 			// Com_select.
-			if res, qerr := c.Exec("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'gtid_slave_pos')"); qerr == nil {
+			if res, qerr := c.Exec("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'gtid_slave_pos', 'max_connections')"); qerr == nil {
 				for _, row := range res.Rows {
 					if len(row) == 2 {
 						switch string(row[0]) {
@@ -688,6 +742,10 @@ func (n *Node) check(initial bool) {
 							n.readOnly.Store(string(row[1]) == "ON")
 						case "gtid_slave_pos":
 							gtidPos = string(row[1])
+						case "max_connections":
+							if m, err := strconv.Atoi(string(row[1])); err == nil {
+								n.noteMaxConnections(m)
+							}
 						}
 					}
 				}

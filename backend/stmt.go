@@ -9,7 +9,21 @@ import (
 )
 
 // maxCachedStmts bounds the prepared statements a connection keeps; past
-// it the least recently prepared one is closed on the server.
+// it the least recently prepared one is closed on the server. The node's
+// connections together keep at most backend.prepared_stmt_budget
+// (Node.stmtsCached): past it a connection closes its own least recently
+// prepared statement before it prepares another (one with none prepares
+// anyway, so the budget is exceeded by at most one statement per
+// connection).
+//
+// A statement stays prepared on a connection until the connection closes
+// it to make room, the server drops it (a new login, a reset), or the
+// session whose client prepared it asks for it to be closed
+// (Conn.Forget on a connection the session holds; Node.ForgetOn on one it
+// gave back: closed at once when the connection is idle, else when its
+// holder gives it back). So statements the clients closed do not stay on
+// the servers, and what the proxy holds there is bounded whatever the
+// clients do.
 const maxCachedStmts = 256
 
 // Stmt is a statement prepared on one backend connection: its id there
@@ -102,6 +116,7 @@ func (c *Conn) evictCached(n int) error {
 		c.stmtOrder = c.stmtOrder[1:]
 		if s := c.stmts[old]; s != nil {
 			delete(c.stmts, old)
+			c.counted(-1)
 			if err := c.closeStmt(s.ID); err != nil {
 				return err
 			}
@@ -111,7 +126,7 @@ func (c *Conn) evictCached(n int) error {
 }
 
 func (c *Conn) prepareCached(query string) (*Stmt, error) {
-	if len(c.stmtOrder) >= maxCachedStmts {
+	if len(c.stmtOrder) >= maxCachedStmts || len(c.stmtOrder) > 0 && c.overBudget() {
 		if err := c.evictCached(1); err != nil {
 			return nil, err
 		}
@@ -159,6 +174,7 @@ func (c *Conn) prepareCached(query string) (*Stmt, error) {
 	}
 	c.stmts[query] = s
 	c.stmtOrder = append(c.stmtOrder, query)
+	c.counted(1)
 	return s, nil
 }
 
@@ -171,6 +187,7 @@ func (c *Conn) Forget(query string) error {
 		return nil
 	}
 	delete(c.stmts, query)
+	c.counted(-1)
 	if i := slices.Index(c.stmtOrder, query); i >= 0 {
 		c.stmtOrder = slices.Delete(c.stmtOrder, i, i+1)
 	}
@@ -208,6 +225,73 @@ func (c *Conn) SendLongData(id uint32, param uint16, data []byte) error {
 // forgetStmts drops the statement cache after the server dropped the
 // statements (COM_CHANGE_USER, COM_RESET_CONNECTION).
 func (c *Conn) forgetStmts() {
+	c.counted(-len(c.stmts))
 	c.stmts = nil
 	c.stmtOrder = nil
+}
+
+// counted adds d to the node's count of cached statements.
+func (c *Conn) counted(d int) {
+	if c.node != nil && d != 0 {
+		c.node.stmtsCached.Add(int64(d))
+	}
+}
+
+// overBudget reports whether the node's connections keep as many
+// statements as backend.prepared_stmt_budget allows.
+func (c *Conn) overBudget() bool {
+	return c.node != nil && c.node.stmtsCached.Load() >= int64(max(c.node.opts.PreparedStmtBudget, 1))
+}
+
+// Cached reports whether query is prepared on the connection now.
+func (c *Conn) Cached(query string) bool { return c.stmts[query] != nil }
+
+// ForgetOn closes the statement for query on c, a connection of the node
+// the caller no longer holds (it prepared query there earlier): now when c
+// is idle in the pool, else when its holder gives it back or the next
+// caller takes it (closeStmtsLater). Safe for concurrent use.
+func (n *Node) ForgetOn(c *Conn, query string) {
+	n.mu.Lock()
+	if len(c.closeLater) < maxCachedStmts {
+		c.closeLater = append(c.closeLater, query)
+	}
+	_, busy := n.busy[c]
+	n.mu.Unlock()
+	if busy || c.private {
+		return
+	}
+	select {
+	case n.sem <- struct{}{}:
+	default:
+		return // the pool is full: the next Get of c closes it
+	}
+	n.mu.Lock()
+	vi := variantIndex(c.Variant)
+	i := slices.Index(n.idle[vi], c)
+	if i < 0 {
+		// Closed, or taken meanwhile.
+		n.mu.Unlock()
+		<-n.sem
+		return
+	}
+	n.idle[vi] = slices.Delete(n.idle[vi], i, i+1)
+	n.nidle--
+	n.checkoutLocked(c)
+	n.mu.Unlock()
+	n.Put(c) // closes the statement first
+}
+
+// closeStmtsLater closes the statements ForgetOn left to close on c, whose
+// caller holds it.
+func (n *Node) closeStmtsLater(c *Conn) {
+	n.mu.Lock()
+	qs := c.closeLater
+	c.closeLater = nil
+	n.mu.Unlock()
+	for _, q := range qs {
+		if c.broken {
+			return
+		}
+		c.Forget(q)
+	}
 }

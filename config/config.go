@@ -43,6 +43,8 @@ func Default() *Config {
 		MaxAllowedPacket:         16 << 20, // MariaDB's default
 		PacketMemoryTotal:        256 << 20,
 		MaxUnauthenticated:       512,
+		MaxPreparedStmts:         16382, // MariaDB's default max_prepared_stmt_count
+		MaxPreparedStmtsTotal:    65536,
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
 		PlanCacheSize:            4096,
@@ -55,17 +57,18 @@ func Default() *Config {
 		Frontend:                 tcp,
 		Move:                     MoveOptions{CutoverTimeout: time.Second, CopyWorkers: 4, BatchRows: 1000, ApplyWorkers: 4, ThrottleLatency: 50 * time.Millisecond},
 		Backend: BackendOptions{
-			TCPOptions:       tcp,
-			DialTimeout:      3 * time.Second,
-			AcquireTimeout:   5 * time.Second,
-			IdleTimeout:      5 * time.Minute,
-			MaxLifetime:      time.Hour,
-			PingAfterIdle:    30 * time.Second,
-			HealthInterval:   2 * time.Second,
-			CommandTimeout:   30 * time.Second,
-			MaxReplicaLag:    10 * time.Second,
-			ReplicaWait:      200 * time.Millisecond,
-			MasterSwitchWait: 5 * time.Second,
+			TCPOptions:         tcp,
+			DialTimeout:        3 * time.Second,
+			AcquireTimeout:     5 * time.Second,
+			IdleTimeout:        5 * time.Minute,
+			MaxLifetime:        time.Hour,
+			PingAfterIdle:      30 * time.Second,
+			HealthInterval:     2 * time.Second,
+			CommandTimeout:     30 * time.Second,
+			MaxReplicaLag:      10 * time.Second,
+			ReplicaWait:        200 * time.Millisecond,
+			MasterSwitchWait:   5 * time.Second,
+			PreparedStmtBudget: 2048,
 		},
 	}
 }
@@ -183,6 +186,16 @@ type Config struct {
 	// meanwhile); past it new connections get error 1040 at once. Default
 	// 512.
 	MaxUnauthenticated int `yaml:"max_unauthenticated_connections"`
+	// MaxPreparedStmts caps the prepared statements one client session
+	// keeps open (binary and SQL-level together), as MariaDB's
+	// max_prepared_stmt_count does: past it PREPARE gets error 1461.
+	// Default 16382 (MariaDB's default), at most 1048576.
+	MaxPreparedStmts int `yaml:"max_prepared_stmt_count"`
+	// MaxPreparedStmtsTotal caps the prepared statements all client
+	// sessions keep open together (each costs the proxy about half a
+	// kilobyte plus its text); past it PREPARE gets error 1461. Default
+	// 65536.
+	MaxPreparedStmtsTotal int `yaml:"max_prepared_stmt_total"`
 	// ClientWriteTimeout bounds one write to a client (MariaDB's
 	// net_write_timeout): a client that stops reading a result is
 	// disconnected after it, and the backend connection that was sending
@@ -528,6 +541,14 @@ type BackendOptions struct {
 	// statements that can be run again (see docs/replicas.md). Default 5s; 0 never
 	// waits.
 	MasterSwitchWait time.Duration `yaml:"master_switch_wait"`
+	// PreparedStmtBudget bounds the statements the proxy keeps prepared on
+	// one node's pooled connections together (its statement cache), so
+	// the server's max_prepared_stmt_count, shared by all its clients,
+	// stays mostly theirs: past it a connection closes its least recently
+	// prepared statement before preparing another. Nodes on one server
+	// share its limit. Default 2048 (an eighth of MariaDB's default
+	// 16382); at least 1.
+	PreparedStmtBudget int `yaml:"prepared_stmt_budget"`
 }
 
 // Load reads the file at path and parses it with Parse. A configuration error

@@ -176,17 +176,18 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Frontend = %+v, want %+v", c.Frontend, wantTCP)
 	}
 	wantBackend := BackendOptions{
-		TCPOptions:       wantTCP,
-		DialTimeout:      3 * time.Second,
-		AcquireTimeout:   5 * time.Second,
-		IdleTimeout:      5 * time.Minute,
-		MaxLifetime:      time.Hour,
-		PingAfterIdle:    30 * time.Second,
-		HealthInterval:   2 * time.Second,
-		CommandTimeout:   30 * time.Second,
-		MaxReplicaLag:    10 * time.Second,
-		ReplicaWait:      200 * time.Millisecond,
-		MasterSwitchWait: 5 * time.Second,
+		TCPOptions:         wantTCP,
+		DialTimeout:        3 * time.Second,
+		AcquireTimeout:     5 * time.Second,
+		IdleTimeout:        5 * time.Minute,
+		MaxLifetime:        time.Hour,
+		PingAfterIdle:      30 * time.Second,
+		HealthInterval:     2 * time.Second,
+		CommandTimeout:     30 * time.Second,
+		MaxReplicaLag:      10 * time.Second,
+		ReplicaWait:        200 * time.Millisecond,
+		MasterSwitchWait:   5 * time.Second,
+		PreparedStmtBudget: 2048,
 	}
 	if c.Backend != wantBackend {
 		t.Errorf("Backend = %+v, want %+v", c.Backend, wantBackend)

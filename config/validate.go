@@ -527,6 +527,15 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.MaxUnauthenticated <= 0 {
 		v.add("max_unauthenticated_connections", "must be positive, got %d", c.MaxUnauthenticated)
 	}
+	if c.MaxPreparedStmts < 0 || c.MaxPreparedStmts > 1048576 {
+		v.add("max_prepared_stmt_count", "must be between 0 and 1048576, got %d", c.MaxPreparedStmts)
+	}
+	if c.MaxPreparedStmtsTotal < 0 {
+		v.add("max_prepared_stmt_total", "must not be negative, got %d", c.MaxPreparedStmtsTotal)
+	}
+	if c.Backend.PreparedStmtBudget < 1 {
+		v.add("backend.prepared_stmt_budget", "must be positive, got %d", c.Backend.PreparedStmtBudget)
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}

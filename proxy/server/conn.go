@@ -146,11 +146,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	defer s.unregister(c)
-	defer func() {
-		if c.st != nil {
-			c.st.ReleaseAll()
-		}
-	}()
+	defer c.releaseAll()
 	defer func() {
 		if r := recover(); r != nil {
 			c.srv.panics.Add(1)

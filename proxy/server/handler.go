@@ -193,6 +193,7 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	case mysql.ComSetOption:
 		err = h.cmds.setOption(p)
 	case mysql.ComResetConnection:
+		h.ps.closeAll()
 		c.st.Reset()
 		err = c.okStatus()
 	case mysql.ComChangeUser:

@@ -38,6 +38,7 @@ type counters struct {
 	writeTimeouts                             atomic.Uint64 // clients disconnected by client_write_timeout
 	panics                                    atomic.Uint64 // sessions ended by a panic (a bug)
 	idleTxnClosed                             atomic.Uint64 // clients closed by idle_in_transaction_timeout
+	stmtsOpen                                 atomic.Int64  // client prepared statements open (max_prepared_stmt_total)
 }
 
 // stats returns the counts, with the sessions open and the goroutines.

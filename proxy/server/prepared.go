@@ -51,6 +51,11 @@ type stmtHandler struct {
 	// execTables are the logical tables whose subtables the execution
 	// reads: its column definitions name them (engine.RelayResultLogical).
 	execTables []string
+	// held is the session's count of prepared statements as the
+	// server's count (stmtsOpen) has it; uses are the backend statements
+	// each client statement was prepared as (prepared_budget.go).
+	held int
+	uses map[uint32][]stmtUse
 }
 
 // prepare answers COM_STMT_PREPARE.
@@ -90,7 +95,7 @@ func (s *stmtHandler) prepare(p []byte) error {
 // proxy's, mapped to the backend's at each command.
 func (s *stmtHandler) prepareKept(p []byte, sql string) error {
 	h, c := s.h, s.h.c
-	if err := c.st.Stmts.Room(); err != nil {
+	if err := s.room(); err != nil {
 		return err
 	}
 	node, _ := c.srv.rt().DefaultNode(c.user)
@@ -103,10 +108,11 @@ func (s *stmtHandler) prepareKept(p []byte, sql string) error {
 		c.st.Release(bc, false, backend.Outcome{})
 		return err
 	}
+	s.sync()
 	var backendID uint32
 	_, err = h.x.RunOn(bc, p, true, engine.RelayPrepareAs(ps.ID, &backendID))
 	if err != nil || backendID == 0 {
-		c.st.Stmts.Close(ps.ID)
+		s.close(ps.ID)
 		return h.settle(err)
 	}
 	ps.Conn, ps.BackendID = bc, backendID
@@ -136,7 +142,7 @@ func (s *stmtHandler) keptCommand(ps *session.Stmt, p []byte) error {
 	case mysql.ComStmtReset:
 		relay = engine.RelayOne
 	case mysql.ComStmtClose:
-		c.st.Stmts.Close(ps.ID)
+		s.close(ps.ID)
 	}
 	_, err := h.x.RunOn(ps.Conn, p, true, relay)
 	return h.settle(err)
@@ -165,7 +171,7 @@ func (s *stmtHandler) lookup(p []byte) *session.Stmt {
 // it, on the subtable a placeholder value of 0 routes to.
 func (s *stmtHandler) prepareRouted(sql string) error {
 	c := s.h.c
-	if err := c.st.Stmts.Room(); err != nil {
+	if err := s.room(); err != nil {
 		return err
 	}
 	plan, nparams, err := s.probePlan(sql)
@@ -178,7 +184,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		q = sql
 	}
 	cls := router.Classify(sql, c.st.Mode())
-	st, err := s.prepareOn(plan, q, cls)
+	st, bc, err := s.prepareOn(plan, q, cls)
 	if err != nil {
 		return err
 	}
@@ -192,6 +198,10 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	ps, err := c.st.Stmts.Add(sql, len(params))
 	if err != nil {
 		return err
+	}
+	s.sync()
+	if bc != nil {
+		s.record(ps.ID, bc, q)
 	}
 	ps.UsesIDs = cls.UsesLastInsertID
 	ps.Once = !cacheable(cls)
@@ -243,10 +253,10 @@ func (s *stmtHandler) probePlan(sql string) (plan *router.Plan, nparams int, err
 // once), else on the target's node, on the connection the session would
 // use (prepared now, not taken from the cache: the client gets the
 // server's current metadata and warnings, and the session keeps the
-// connection for SHOW WARNINGS when there are some).
-func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (*backend.Stmt, error) {
+// connection for SHOW WARNINGS when there are some). bc is the connection
+// that keeps the statement cached, nil when none does.
+func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (st *backend.Stmt, bc *backend.Conn, err error) {
 	h, c := s.h, s.h.c
-	var st *backend.Stmt
 	if plan.Kind == router.Fallback {
 		err := h.x.WithFallbackTables(plan, false, func(bc *backend.Conn) (backend.Outcome, error) {
 			var perr error
@@ -256,13 +266,13 @@ func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (*
 			return backend.Outcome{}, perr
 		})
 		if err != nil {
-			return nil, h.settle(err)
+			return nil, nil, h.settle(err)
 		}
-		return st, nil
+		return st, nil, nil
 	}
-	bc, err := c.st.Acquire(plan.Targets[0].Node, cls.UsesLastInsertID)
+	bc, err = c.st.Acquire(plan.Targets[0].Node, cls.UsesLastInsertID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err = bc.Prepare(q)
 	var o backend.Outcome
@@ -275,11 +285,11 @@ func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (*
 	c.st.Release(bc, false, o)
 	if err != nil {
 		if bc.Broken() {
-			return nil, h.backendLost(bc)
+			return nil, nil, h.backendLost(bc)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return st, nil
+	return st, bc, nil
 }
 
 // writePrepareOK answers COM_STMT_PREPARE: the OK with the statement's
@@ -319,7 +329,7 @@ func (s *stmtHandler) writePrepareOK(id uint32, params, cols [][]byte, warnings 
 // and returns no rows: executing it runs it as the text statement would.
 func (s *stmtHandler) prepareLocal(sql string) error {
 	c := s.h.c
-	if err := c.st.Stmts.Room(); err != nil {
+	if err := s.room(); err != nil {
 		return err
 	}
 	if n := router.CountPlaceholders(sql, c.st.Mode()); n != 0 {
@@ -330,6 +340,7 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 		return err
 	}
 	ps.Local = true
+	s.sync()
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
 	ok = binary.LittleEndian.AppendUint32(ok, ps.ID)
@@ -358,7 +369,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 	}
 	switch p[0] {
 	case mysql.ComStmtClose:
-		c.st.Stmts.Close(ps.ID)
+		s.close(ps.ID)
 		return nil
 	case mysql.ComStmtSendLongData:
 		if len(p) < 7 {

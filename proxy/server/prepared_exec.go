@@ -240,6 +240,9 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		err = mysql.NewError(mysql.ErNotSupported, "the statement on node %s has %d parameters, the prepared one %d", node, len(st.Params), ps.NParams)
 	}
 	if err == nil {
+		if !ps.Once || cursor {
+			s.record(ps.ID, bc, q)
+		}
 		err = sendLongData(bc, st, ps, order)
 	}
 	if err != nil {

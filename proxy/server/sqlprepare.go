@@ -48,16 +48,24 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 		if cls.Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
 			// No sharded table: the backend's.
 			stmts.DropNamed(sp.Name)
+			h.ps.sync()
 			return false, nil
+		}
+		if _, ok := stmts.Named(sp.Name); !ok {
+			if err := h.ps.room(); err != nil {
+				return true, err
+			}
 		}
 		if err := stmts.SetNamed(sp.Name, text); err != nil {
 			return true, err
 		}
+		h.ps.sync()
 		return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
 	case "DEALLOCATE":
 		if !stmts.DropNamed(sp.Name) {
 			return false, nil
 		}
+		h.ps.sync()
 		return true, c.okStatus()
 	}
 	text, ok := stmts.Named(sp.Name)

@@ -60,6 +60,7 @@ func (u *userCmds) changeUser(p []byte) error {
 	}
 	// The session's own backend connection (a backend account's login)
 	// goes: the new user gets a new one, or pooled ones.
+	c.h.ps.closeAll()
 	c.st.Undedicate()
 	c.st.Reset()
 	if bc != nil {
@@ -124,6 +125,7 @@ func (u *userCmds) changeUserRelayed(bc *backend.Conn, cu *mysql.ChangeUser, col
 		return errCloseSession
 	}
 	c.st.HandshakeColl = coll
+	c.h.ps.closeAll()
 	c.st.Reset()
 	c.act.setUser(cu.User)
 	c.st.DB = cu.Database

@@ -67,8 +67,11 @@ type Stmt struct {
 // small per-connection counters, so the two never look alike).
 const StmtBase = 1 << 31
 
-// MaxStmts is MySQL's default max_prepared_stmt_count, per session.
-const MaxStmts = 16382
+// MaxStmts is the largest max_prepared_stmt_count MariaDB accepts, a
+// bound per session whatever the configuration; the server applies the
+// configured caps (max_prepared_stmt_count, max_prepared_stmt_total)
+// before Add and SetNamed.
+const MaxStmts = 1 << 20
 
 // erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
 const erMaxPreparedStmtCount = 1461
@@ -162,6 +165,10 @@ func (t *Stmts) Room() error {
 	}
 	return nil
 }
+
+// Len is the number of prepared statements the session keeps, binary and
+// SQL-level.
+func (t *Stmts) Len() int { return len(t.byID) + len(t.byName) }
 
 // ClearLong forgets the long data sent for the next execution.
 func (st *Stmt) ClearLong() { st.Long, st.HasLong, st.LongSize = nil, nil, 0 }
