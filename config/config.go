@@ -68,6 +68,7 @@ func Default() *Config {
 			MaxReplicaLag:      10 * time.Second,
 			ReplicaWait:        200 * time.Millisecond,
 			MasterSwitchWait:   5 * time.Second,
+			PoolGrowth:         true,
 			PreparedStmtBudget: 2048,
 		},
 	}
@@ -272,6 +273,32 @@ type Config struct {
 type User struct {
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
+	// MaxBackendConns is how many pooled connections of one node the
+	// user's sessions may hold at once; past it a session waits up to
+	// backend.acquire_timeout for one of them, then gets error 1203. 0
+	// (default): DefaultUserShare percent of the node's limit when
+	// user_list has several users, no quota when it has one.
+	MaxBackendConns int `yaml:"max_backend_conns"`
+}
+
+// DefaultUserShare is the percent of a node's pool limit one user may hold
+// when user_list has several users and the user sets no
+// max_backend_conns: the others keep a quarter.
+const DefaultUserShare = 75
+
+// BackendQuota is user's quota of each node's pooled connections: most
+// connections, or share percent of the node's limit (most 0); both 0 for
+// none.
+func (c *Config) BackendQuota(user string) (most, share int) {
+	for _, u := range c.Users {
+		if u.User == user && u.MaxBackendConns > 0 {
+			return u.MaxBackendConns, 0
+		}
+	}
+	if len(c.Users) > 1 {
+		return 0, DefaultUserShare
+	}
+	return 0, 0
 }
 
 // Node is one entry of nodes: a backend master with optional replicas.
@@ -549,6 +576,18 @@ type BackendOptions struct {
 	// share its limit. Default 2048 (an eighth of MariaDB's default
 	// 16382); at least 1.
 	PreparedStmtBudget int `yaml:"prepared_stmt_budget"`
+	// PoolGrowth lets a node's pool check out more than max_conns_limit
+	// connections when the server has room: up to its max_connections (read
+	// at every health check) less ServerHeadroom. Connections past
+	// max_conns_limit close after 10 s idle. Default true; false makes
+	// max_conns_limit a hard limit.
+	PoolGrowth bool `yaml:"pool_growth"`
+	// ServerHeadroom is how many of a server's max_connections a growing
+	// pool leaves to the server's other clients (and to the proxy's own
+	// health checks, KILLs and backend_logins sessions). Default 0: a
+	// tenth of max_connections, at least 10. Nodes on one server each
+	// count the whole max_connections.
+	ServerHeadroom int `yaml:"server_headroom"`
 }
 
 // Load reads the file at path and parses it with Parse. A configuration error

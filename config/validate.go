@@ -536,6 +536,14 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.Backend.PreparedStmtBudget < 1 {
 		v.add("backend.prepared_stmt_budget", "must be positive, got %d", c.Backend.PreparedStmtBudget)
 	}
+	if c.Backend.ServerHeadroom < 0 {
+		v.add("backend.server_headroom", "must not be negative (0 is a tenth of max_connections), got %d", c.Backend.ServerHeadroom)
+	}
+	for i, u := range c.Users {
+		if u.MaxBackendConns < 0 {
+			v.add(fmt.Sprintf("user_list[%d].max_backend_conns", i), "must not be negative (0 is the default quota), got %d", u.MaxBackendConns)
+		}
+	}
 	if c.MaxConnections <= 0 {
 		v.add("max_connections", "must be positive, got %d", c.MaxConnections)
 	}

@@ -45,6 +45,7 @@ const (
 	ErWrongArguments            uint16 = 1210 // ER_WRONG_ARGUMENTS: e.g. parameters that do not match a prepared statement
 	ErOperandColumns            uint16 = 1241 // ER_OPERAND_COLUMNS
 	ErConnectionKilled          uint16 = 1927 // ER_CONNECTION_KILLED
+	ErTooManyUserConnections    uint16 = 1203 // ER_TOO_MANY_USER_CONNECTIONS: a proxy user holds its quota of a node's connections
 	ErOptionPreventsStatement   uint16 = 1290 // ER_OPTION_PREVENTS_STATEMENT: "The MariaDB server is running with the %s option so it cannot execute this statement"
 	ErSubqueryNotSupportedUsing uint16 = 1970 // ER_SUBQUERIES_NOT_SUPPORTED: "%s does not support subqueries or stored functions"
 	ErLockWaitTimeout           uint16 = 1205 // ER_LOCK_WAIT_TIMEOUT: also a statement held past a cutover's bound
@@ -79,6 +80,7 @@ var sqlStates = map[uint16]string{
 	ErSPDoesNotExist:            "42000",
 	ErOperandColumns:            "21000",
 	ErConnectionKilled:          "70100",
+	ErTooManyUserConnections:    "42000",
 	ErOptionPreventsStatement:   "HY000",
 	ErSubqueryNotSupportedUsing: "42000",
 	ErLockWaitTimeout:           "HY000",

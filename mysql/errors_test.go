@@ -43,6 +43,7 @@ var errorCodes = []struct {
 	{"ErKillDenied", 1095, ErKillDenied, "HY000"},
 	{"ErOperandColumns", 1241, ErOperandColumns, "21000"},
 	{"ErConnectionKilled", 1927, ErConnectionKilled, "70100"},
+	{"ErTooManyUserConnections", 1203, ErTooManyUserConnections, "42000"},
 	{"ErOptionPreventsStatement", 1290, ErOptionPreventsStatement, "HY000"},
 	{"ErQueryInterrupted", 1317, ErQueryInterrupted, "70100"},
 	{"ErServerShutdown", 1053, ErServerShutdown, "08S01"},
