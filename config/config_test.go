@@ -188,6 +188,7 @@ func TestDefaults(t *testing.T) {
 		ReplicaWait:        200 * time.Millisecond,
 		MasterSwitchWait:   5 * time.Second,
 		PreparedStmtBudget: 2048,
+		PoolGrowth:         true,
 	}
 	if c.Backend != wantBackend {
 		t.Errorf("Backend = %+v, want %+v", c.Backend, wantBackend)
