@@ -14,21 +14,29 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"github.com/shopspring/decimal"
 
 	"github.com/shardgate/shardgate/config"
 )
 
 // Change is one row changed by a committed transaction.
 type Change struct {
-	Node     string         `json:"node"`
-	Table    string         `json:"table"`    // logical db.table
-	Subtable string         `json:"subtable"` // physical db.table on Node
-	Op       string         `json:"op"`       // insert, update or delete
-	Before   map[string]any `json:"before,omitempty"`
-	After    map[string]any `json:"after,omitempty"`
-	GTID     string         `json:"gtid"` // the transaction's, domain-server-seq
-	Seq      int            `json:"seq"`  // the row's place in its transaction, from 0
+	Node     string `json:"node"`
+	Table    string `json:"table"`    // logical db.table
+	Subtable string `json:"subtable"` // physical db.table on Node
+	Op       string `json:"op"`       // insert, update or delete
+	// Before and After are the row images: column name -> value, one Go
+	// type per kind of column (values.go; Decimal, Enum, Set, []byte for
+	// binary strings, UTF-8 string for text in any character set).
+	Before map[string]any `json:"before,omitempty"`
+	After  map[string]any `json:"after,omitempty"`
+	// Types names each column's MariaDB type as the binary log describes
+	// it ("int unsigned", "decimal(30,10)", "varbinary", "blob",
+	// "binary(16)", "varchar latin1", "enum", "datetime(6)", "geometry"),
+	// so a consumer knows which strings are base64 (docs/change-streams.md
+	// lists them). Shared by the changes of one table map: read only.
+	Types map[string]string `json:"types,omitempty"`
+	GTID  string            `json:"gtid"` // the transaction's, domain-server-seq
+	Seq   int               `json:"seq"`  // the row's place in its transaction, from 0
 	// Last marks the transaction's last row (of the tables streamed):
 	// the transaction is complete once it has arrived.
 	Last bool  `json:"last,omitempty"`
@@ -144,6 +152,14 @@ type Options struct {
 	// node's position after it: a consumer learns how far it has read even
 	// while no wanted table changes (online resharding waits on it).
 	Marks bool
+	// EnumNumbers encodes ENUM and SET values as their index and bit mask
+	// instead of their text (the Go values carry both either way).
+	EnumNumbers bool
+	// RawText leaves the values of text columns as the bytes they are
+	// stored as, in the column's character set (for writing them back
+	// with a _binary literal, as online resharding does), instead of
+	// decoding them to UTF-8. It cannot be combined with Encode.
+	RawText bool
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -152,6 +168,9 @@ type Options struct {
 func Subscribe(ctx context.Context, sources []Source, names func(db, table string) string, o Options) (<-chan Change, <-chan error, error) {
 	if o.Buffer <= 0 {
 		o.Buffer = 1024
+	}
+	if o.RawText && o.Encode {
+		return nil, nil, fmt.Errorf("changestream: RawText values cannot be encoded as JSON")
 	}
 	if o.ServerID == 0 {
 		o.ServerID = uint32(1_000_000 + time.Now().UnixNano()%1_000_000_000)
@@ -170,7 +189,8 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, len(sources))
 	for i, src := range sources {
-		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode, marks: o.Marks}
+		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode, marks: o.Marks,
+			numbers: o.EnumNumbers, raw: o.RawText}
 		if u, ok := o.Until[src.Node]; ok {
 			set, err := gmysql.ParseMariadbGTIDSet(u)
 			if err != nil {
@@ -208,6 +228,16 @@ type reader struct {
 	until    gmysql.GTIDSet // nil: no end
 	encode   bool
 	marks    bool
+	numbers  bool // Options.EnumNumbers
+	raw      bool // Options.RawText
+
+	// Owned by run's goroutine: the decoded table maps, the character
+	// sets and decoders read so far, and a connection to the source for
+	// reading them (opened on first use).
+	tables   map[uint64]*tableCols
+	charsets map[uint64]string
+	decoders map[string]*decoder
+	conn     *client.Conn
 }
 
 func (r *reader) run(ctx context.Context, from string) error {
@@ -228,6 +258,11 @@ func (r *reader) run(ctx context.Context, from string) error {
 		Logger: quiet,
 	})
 	defer syncer.Close()
+	defer func() {
+		if r.conn != nil {
+			r.conn.Close()
+		}
+	}()
 	set, err := gmysql.ParseMariadbGTIDSet(from)
 	if err != nil {
 		return fmt.Errorf("node %s: position %q: %w", r.src.Node, from, err)
@@ -260,7 +295,11 @@ func (r *reader) run(ctx context.Context, from string) error {
 		}
 		for _, ch := range pending {
 			if r.encode {
-				b, err := json.Marshal(ch)
+				enc := ch
+				if r.numbers {
+					enc.Before, enc.After = numeric(ch.Before), numeric(ch.After)
+				}
+				b, err := json.Marshal(enc)
 				if err != nil {
 					return fmt.Errorf("node %s: encoding a change of %s: %w", r.src.Node, ch.Table, err)
 				}
@@ -337,47 +376,20 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 	if len(r.want) > 0 && !r.want[logical] {
 		return pending, nil
 	}
-	cols := e.Table.ColumnNameString()
-	if len(cols) == 0 {
-		return pending, fmt.Errorf("node %s: the binary log has no column names for %s.%s: set binlog_row_metadata=FULL", r.src.Node, db, table)
+	tc, err := r.columns(e.Table)
+	if err != nil {
+		return pending, fmt.Errorf("node %s: %w", r.src.Node, err)
 	}
-	unsigned := e.Table.UnsignedMap() // the binary log decodes every integer as signed
 	row := func(vals []any) map[string]any {
 		m := make(map[string]any, len(vals))
 		for i, v := range vals {
-			if i < len(cols) {
-				switch x := v.(type) {
-				case []byte:
-					v = string(x)
-				case decimal.Decimal:
-					v = json.Number(x.String())
-				case int8:
-					if unsigned[i] {
-						v = uint8(x)
-					}
-				case int16:
-					if unsigned[i] {
-						v = uint16(x)
-					}
-				case int32:
-					if unsigned[i] {
-						if e.Table.ColumnType[i] == gmysql.MYSQL_TYPE_INT24 {
-							v = uint32(x) & 0xFFFFFF
-						} else {
-							v = uint32(x)
-						}
-					}
-				case int64:
-					if unsigned[i] {
-						v = uint64(x)
-					}
-				}
-				m[cols[i]] = v
+			if i < len(tc.cols) && tc.cols[i].name != "" {
+				m[tc.cols[i].name] = tc.cols[i].value(v)
 			}
 		}
 		return m
 	}
-	base.Table, base.Subtable = logical, db+"."+table
+	base.Table, base.Subtable, base.Types = logical, db+"."+table, tc.types
 	add := func(op string, before, after map[string]any) {
 		ch := base
 		ch.Op, ch.Before, ch.After, ch.Seq = op, before, after, *seq

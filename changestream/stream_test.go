@@ -17,12 +17,14 @@ import (
 	"github.com/shardgate/shardgate/internal/mariadbtest"
 )
 
-var server *mariadbtest.Server
+// server is the source of the package's streams; replica is where the
+// replay test writes what it read.
+var server, replica *mariadbtest.Server
 
 func TestMain(m *testing.M) {
-	mariadbtest.Main(m, 1, func(c *mariadbtest.Cluster) int {
+	mariadbtest.Main(m, 2, func(c *mariadbtest.Cluster) int {
 		if c != nil {
-			server = c.Servers[0]
+			server, replica = c.Servers[0], c.Servers[1]
 		}
 		return m.Run()
 	})

@@ -135,7 +135,7 @@ func (a *applier) run(ctx context.Context, sources []changestream.Source, names 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
-		Tables: []string{logical}, From: a.position(), Marks: true, Buffer: 4096})
+		Tables: []string{logical}, From: a.position(), Marks: true, Buffer: 4096, RawText: true})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -94,7 +95,8 @@ func writeFloat(b *strings.Builder, f float64, bits int) {
 	b.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
 }
 
-// anyLiteral writes a value decoded from the binary log as SQL.
+// anyLiteral writes a value decoded from the binary log as SQL (the
+// applier's stream has Options.RawText: a string holds the stored bytes).
 func anyLiteral(b *strings.Builder, v any) {
 	switch x := v.(type) {
 	case nil:
@@ -123,6 +125,13 @@ func anyLiteral(b *strings.Builder, v any) {
 		writeFloat(b, float64(x), 32)
 	case json.Number:
 		b.WriteString(string(x))
+	case changestream.Decimal:
+		b.WriteString(string(x))
+	case changestream.Enum:
+		// The index: exact even for the empty error member.
+		b.WriteString(strconv.FormatInt(x.Index, 10))
+	case changestream.Set:
+		b.WriteString(strconv.FormatUint(x.Bits, 10))
 	case string:
 		quoteString(b, x)
 	case []byte:
