@@ -1,0 +1,337 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ifzProbeCols are what B reads of its session after each of A's
+// statements, on every node A's session does not keep: A's variables
+// (NULL for B), B's own, the session variables A's grammar sets, the
+// transaction and LAST_INSERT_ID().
+var ifzProbeCols = []string{"@a0", "@a1", "@a2", "@a3", "@b0", "@b1", "@@sql_mode", "@@time_zone", "@@group_concat_max_len",
+	"@@div_precision_increment", "@@sql_select_limit", "@@tx_isolation", "@@autocommit", "@@in_transaction", "@@lock_wait_timeout",
+	"@@character_set_client", "@@character_set_results", "@@collation_connection", "@@max_statement_time", "LAST_INSERT_ID()"}
+
+var ifzProbe = func() string {
+	var cols []string
+	for _, c := range ifzProbeCols {
+		cols = append(cols, "IFNULL("+c+", 'NULL')")
+	}
+	return "SELECT " + strings.Join(cols, ", ")
+}()
+
+func ifzHint(n int) string { return fmt.Sprintf("/*node%d*/ ", n+1) }
+
+// ifzRun is one episode: client A's life, from its login to its logout,
+// and client B's sessions during it.
+type ifzRun struct {
+	e      *ifzEnv
+	px     *ifzProxy
+	a, b   *ifzClient
+	aPins  []int // the pooled connections A's session keeps, per node
+	events []ifzEvent
+	found  []ifzFinding
+	aSteps int
+	lastA  string // the production of A's last statement
+	over   bool   // B waited for a connection A keeps: the episode ends
+}
+
+// episode runs the statements src draws, probing after each of A's, then
+// A logs out and B probes once more.
+func (e *ifzEnv) episode(px *ifzProxy, src ifzSource) *ifzRun {
+	r := &ifzRun{e: e, px: px, aPins: make([]int, len(e.direct)), lastA: "login"}
+	var err error
+	if r.a, err = e.client(px); err != nil {
+		e.t.Fatalf("client A: %v", err)
+	}
+	if r.b, err = e.client(px); err != nil {
+		e.t.Fatalf("client B: %v", err)
+	}
+	for !r.over {
+		ev, ok := src.next(r)
+		if !ok {
+			break
+		}
+		r.events = append(r.events, ev)
+		if ev.who == 'B' {
+			r.stepB(ev)
+			continue
+		}
+		r.stepA(ev)
+		if !r.over {
+			r.probe(false)
+		}
+	}
+	r.leave()
+	return r
+}
+
+// find records a finding once per episode.
+func (r *ifzRun) find(kind, what, prod, detail string) {
+	f := ifzFinding{kind: kind, what: what, prod: prod, detail: detail, events: slices.Clone(r.events)}
+	for _, g := range r.found {
+		if g.key() == f.key() {
+			return
+		}
+	}
+	r.found = append(r.found, f)
+}
+
+// stepA runs one of A's statements through the proxy and on A's twin.
+func (r *ifzRun) stepA(ev ifzEvent) {
+	if !slices.Equal(r.px.inUse(), r.aPins) {
+		r.recycleB() // B's burst left B's session keeping a connection
+	}
+	r.aSteps++
+	r.lastA = ev.prod
+	perr := ifzExec(r.a.p, render(ev.sql, "p"))
+	if ifzBusy(perr) {
+		r.over = true
+		return
+	}
+	derr := ifzExec(r.a.d, render(ev.sql, "d"))
+	r.compareErrs('A', ev, perr, derr)
+	r.aPins = r.px.inUse()
+}
+
+// stepB runs one of B's statements through the proxy and on B's twin,
+// comparing the answers of those whose answer is B's own.
+func (r *ifzRun) stepB(ev ifzEvent) {
+	var pr, dr [][]string
+	var perr, derr error
+	if ev.cmp {
+		pr, perr = ifzQuery(r.b.p, ev.sql)
+	} else {
+		perr = ifzExec(r.b.p, ev.sql)
+	}
+	if ifzBusy(perr) {
+		r.over = true
+		return
+	}
+	if ev.cmp {
+		dr, derr = ifzQuery(r.b.d, ev.sql)
+	} else {
+		derr = ifzExec(r.b.d, ev.sql)
+	}
+	if r.compareErrs('B', ev, perr, derr) {
+		r.recycleB()
+		return
+	}
+	if ev.cmp && perr == nil && joinRows(pr) != joinRows(dr) {
+		r.find("differs", "B's answer differs from the direct one", ev.prod,
+			fmt.Sprintf("%q: %q through the proxy, %q directly", ev.sql, joinRows(pr), joinRows(dr)))
+		r.recycleB()
+	}
+}
+
+// compareErrs files a statement that succeeds on one side only; it
+// reports whether it did.
+func (r *ifzRun) compareErrs(who byte, ev ifzEvent, perr, derr error) bool {
+	q := render(ev.sql, "p")
+	switch {
+	case perr == nil && derr == nil:
+		return false
+	case ifzPinned(perr) && derr == nil:
+		r.find("pinned", fmt.Sprintf("%c: %s", who, ifzErrClass(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
+	case perr != nil && derr == nil:
+		r.find("fails", fmt.Sprintf("%c: %s", who, ifzErrClass(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
+	case perr == nil:
+		r.find("fails", fmt.Sprintf("%c: OK through the proxy, %s directly", who, ifzErrClass(derr)), ev.prod,
+			fmt.Sprintf("%q: OK through the proxy, %v directly", q, derr))
+	default:
+		if ifzErrClass(perr) == ifzErrClass(derr) || ifzCode(perr) == ifzCode(derr) {
+			return false
+		}
+		r.find("fails", fmt.Sprintf("%c: %s through the proxy, %s directly", who, ifzErrClass(perr), ifzErrClass(derr)), ev.prod,
+			fmt.Sprintf("%q: %v through the proxy, %v directly", q, perr, derr))
+	}
+	return true
+}
+
+func ifzCode(err error) string { c, _, _ := strings.Cut(ifzErrClass(err), " "); return c }
+
+// recycleB ends B's sessions (its twin's too) and starts new ones.
+func (r *ifzRun) recycleB() {
+	r.b.close()
+	if !r.px.waitInUse(r.aPins) {
+		r.find("leak", "B's connection stays checked out after B left", r.lastA, fmt.Sprintf("in use %v, A keeps %v", r.px.inUse(), r.aPins))
+	}
+	var err error
+	if r.b, err = r.e.client(r.px); err != nil {
+		r.e.t.Fatalf("client B: %v", err)
+	}
+}
+
+// freeNodes are the nodes where A's session keeps no connection: B's
+// statements there get the pooled connection A used last.
+func (r *ifzRun) freeNodes() []int {
+	var out []int
+	for n, k := range r.aPins {
+		if k == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// probe looks for A in B's session and in the pool after A's statement.
+func (r *ifzRun) probe(left bool) {
+	r.checkLocks(left)
+	aTwin, err := ifzQuery(r.a.d, ifzProbe)
+	if err != nil {
+		r.e.t.Fatalf("probe of A's twin: %v", err)
+	}
+	r.probeB(aTwin[0])
+	r.probeFresh(false)
+}
+
+// checkLocks reads, on each server, which backend connection holds A's
+// named locks: while A is connected one its session keeps, after it left
+// none.
+func (r *ifzRun) checkLocks(left bool) {
+	for n, d := range r.e.direct {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var held [3]sql.NullString
+		err := d.QueryRowContext(ctx, "SELECT IS_USED_LOCK('ifz_p_0'), IS_USED_LOCK('ifz_p_1'), IS_USED_LOCK('ifz_p_2')").Scan(&held[0], &held[1], &held[2])
+		cancel()
+		if err != nil {
+			r.e.t.Fatalf("locks on node%d: %v", n+1, err)
+		}
+		for i, h := range held {
+			if !h.Valid {
+				continue
+			}
+			detail := fmt.Sprintf("lock ifz_p_%d on node%d is held by backend thread %s", i, n+1, h.String)
+			switch {
+			case left:
+				r.find("leak", "A's named lock is held after A left", r.lastA, detail)
+			case r.aPins[n] == 0:
+				r.find("leak", "A's named lock is held by a pooled connection A's session does not keep", r.lastA, detail)
+			}
+		}
+	}
+}
+
+// probeB compares what B sees of its session on each free node with its
+// twin's view; aTwin is A's twin's view, which tells a leak (B sees A's
+// value) from B's own state lost. It also looks for A's temporary tables.
+func (r *ifzRun) probeB(aTwin []string) {
+	twin, err := ifzQuery(r.b.d, ifzProbe)
+	if err != nil {
+		r.e.t.Fatalf("probe of B's twin: %v", err)
+	}
+	for _, n := range r.freeNodes() {
+		got, err := ifzQuery(r.b.p, ifzHint(n)+ifzProbe)
+		if ifzBusy(err) {
+			continue
+		}
+		if err != nil {
+			r.find("fails", "B's probe: "+ifzErrClass(err), r.lastA, fmt.Sprintf("node%d: %v", n+1, err))
+			r.recycleB()
+			return
+		}
+		bad := false
+		for i, col := range ifzProbeCols {
+			g, w := got[0][i], twin[0][i]
+			if g == w {
+				continue
+			}
+			bad = true
+			detail := fmt.Sprintf("B reads %s = %q on node%d, its twin %q, A's twin %q", col, g, n+1, w, aTwin[i])
+			switch {
+			case strings.HasPrefix(col, "@a"):
+				r.find("leak", "B sees A's user variable", r.lastA, detail)
+			case g == aTwin[i]:
+				r.find("leak", "B sees A's "+col, r.lastA, detail)
+			default:
+				r.find("differs", "B's own "+col+" differs from its twin's", r.lastA, detail)
+			}
+		}
+		for _, tmp := range ifzTmpTables {
+			if err := ifzExec(r.b.p, ifzHint(n)+"SELECT COUNT(*) FROM "+tmp); err == nil {
+				bad = true
+				r.find("leak", "B sees A's temporary table", r.lastA, fmt.Sprintf("%s on node%d", tmp, n+1))
+			}
+		}
+		if bad {
+			r.recycleB()
+			return
+		}
+	}
+}
+
+// probeFresh logs a new client in on each free node: it must see no
+// LASTVAL of A's sequences and, with full, the session variables of a
+// new session (after A left). The client leaves after each node.
+func (r *ifzRun) probeFresh(full bool) {
+	for _, n := range r.freeNodes() {
+		if full {
+			vars, err := r.e.sessionVars(r.px, n)
+			if err != nil && !ifzBusy(err) {
+				r.find("fails", "a new client's probe: "+ifzErrClass(err), r.lastA, err.Error())
+			}
+			if d := diffVars(vars, r.e.baseline[n]); err == nil && len(d) > 0 {
+				r.find("leak", "a new client after A left has other session variables", r.lastA,
+					fmt.Sprintf("node%d: %s", n+1, strings.Join(d, ", ")))
+			}
+			if !r.px.waitInUse(r.aPins) {
+				r.e.t.Fatalf("a probe's connection stays checked out: %v", r.px.inUse())
+			}
+		}
+		db, err := sql.Open("mysql", r.px.dsn())
+		if err != nil {
+			r.e.t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := db.Conn(ctx)
+		cancel()
+		if err == nil {
+			rows, err := ifzQuery(c, ifzHint(n)+"SELECT IFNULL(LASTVAL(s1), 'NULL'), IFNULL(LASTVAL(s2), 'NULL')")
+			switch {
+			case err != nil && !ifzBusy(err):
+				r.find("fails", "a new client's probe: "+ifzErrClass(err), r.lastA, err.Error())
+			case err == nil && joinRows(rows) != "NULL,NULL":
+				r.find("leak", "a new client sees A's sequence LASTVAL", r.lastA,
+					fmt.Sprintf("node%d: LASTVAL(s1), LASTVAL(s2) = %s", n+1, joinRows(rows)))
+			}
+			c.Close()
+		}
+		db.Close()
+		if !r.px.waitInUse(r.aPins) {
+			r.e.t.Fatalf("a probe's connection stays checked out: %v", r.px.inUse())
+		}
+	}
+}
+
+// leave ends A's sessions and probes what they left: no lock, no
+// variable, nothing in B's session or a new one's, on any node.
+func (r *ifzRun) leave() {
+	aTwin, err := ifzQuery(r.a.d, ifzProbe)
+	if err != nil {
+		r.e.t.Fatalf("probe of A's twin: %v", err)
+	}
+	if r.lastA != "login" {
+		r.lastA = "logout after " + r.lastA
+	}
+	r.a.close()
+	// B's sessions keep nothing either: they leave too, and new ones look.
+	r.b.close()
+	zeros := make([]int, len(r.aPins))
+	if !r.px.waitInUse(zeros) {
+		r.find("leak", "a connection stays checked out after A left", r.lastA, fmt.Sprintf("in use %v", r.px.inUse()))
+	}
+	r.aPins = zeros
+	if r.b, err = r.e.client(r.px); err != nil {
+		r.e.t.Fatalf("client B: %v", err)
+	}
+	r.checkLocks(true)
+	r.probeB(aTwin[0])
+	r.probeFresh(true)
+	r.b.close()
+	r.px.waitInUse(zeros)
+}
