@@ -34,6 +34,7 @@ func need(t *testing.T) *mariadbtest.Server {
 func nodeConfig(s *mariadbtest.Server, limit int) (config.Node, config.BackendOptions) {
 	opts := config.Default().Backend
 	opts.AcquireTimeout = 200 * time.Millisecond
+	opts.PoolGrowth = false // limit is the limit (grow_test.go grows)
 	return config.Node{Name: "node1", Master: s.Addr, User: s.User, Password: s.Password,
 		MaxConnsLimit: limit, DownAfterNoalive: 1}, opts
 }

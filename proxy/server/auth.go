@@ -67,6 +67,8 @@ func (a auth) handshake(timeout time.Duration) error {
 		c.act.setUser(c.user)
 	}
 	c.st.SetTxnMode(srv.cfg().TxnMode(c.user), srv.xa)
+	most, share := srv.cfg().BackendQuota(c.user)
+	c.st.SetContext(backend.WithQuota(c.ctx, backend.Quota{User: c.user, Max: most, Share: share}))
 	if _, ok := srv.rt().DefaultNode(c.user); !ok {
 		e := mysql.NewError(mysql.ErDBAccessDenied, "Access denied for user '%s'@'%s': no schema in schema_list", c.user, c.host())
 		c.writeErr(e)

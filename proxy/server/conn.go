@@ -250,8 +250,7 @@ func (c *conn) readCommand() (p []byte, ok bool) {
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if idleTxn {
-				c.srv.idleTxnClosed.Add(1)
-				c.log.Info("closing a client idle in a transaction", zap.Duration("idle_in_transaction_timeout", c.srv.cfg().IdleInTransactionTimeout))
+				c.endIdleTxn() // idletxn.go
 			} else {
 				c.log.Debug("closing a client idle for its wait_timeout", zap.Duration("wait_timeout", wait))
 			}

@@ -77,6 +77,7 @@ func newConfig(t *testing.T, servers ...*mariadbtest.Server) *config.Config {
 	cfg.Schemas = []config.Schema{{User: appUser, Nodes: names, Default: names[0]}}
 	cfg.Backend.HealthInterval = 200 * time.Millisecond
 	cfg.Backend.DialTimeout = time.Second
+	cfg.Backend.PoolGrowth = false // max_conns_limit is the limit (pool_test.go grows)
 	return cfg
 }
 
