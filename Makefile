@@ -6,7 +6,8 @@
 #                    MariaDB's own test suite (a subset: mtr/subset.txt) directly and through the proxy
 #   make test-mtr    MariaDB's suite main in full, text and binary protocols, directly and through the proxy (mtr/run.sh)
 #   make test-short  unit tests only, no MariaDB needed
-#   make fuzz        every Fuzz* target for FUZZTIME (default 5s)
+#   make fuzz        every Fuzz* target for FUZZTIME (default 5s), then the verify's property test for VERIFY_ROUNDS
+#                    random schemas (default 300, about a minute)
 #   make bench       the load-test ladder (bench/run.sh), then transaction_mode xa against multi (bench/xa.sh)
 #   make bench-compare  before/after in one interleaved run: oltp_point_select, text protocol, 16 threads, 5 rounds;
 #                    direct, relay, the working tree's proxy and BASELINE's (default 70f9b6b), paired ratios (~9 min)
@@ -61,7 +62,8 @@ test-short:
 # Go before 1.27 can end a -fuzztime run with its own "context deadline exceeded" and no failing input (a race in
 # the fuzzing coordinator, golang/go#75804): such a run is retried, up to three tries; any other failure fails.
 # `go test -list` prints a package's matching names, then "ok <import path> <time>"; go test -fuzz takes one
-# target in one package at a time.
+# target in one package at a time. The verify's property test (random schemas, every single-byte change) needs
+# MariaDB, which -fuzz runs do not start: it runs last as a test, with many more rounds than make test's.
 fuzz:
 	tmp=$$(mktemp); \
 	$(GO) test -list '^Fuzz' ./... \
@@ -80,6 +82,7 @@ fuzz:
 			rm -f "$$tmp"; exit 1; \
 		done; \
 	done; rm -f "$$tmp"
+	$(GO) test -count=1 -run '^TestVerifyProperty$$' ./move -verify.rounds=$${VERIFY_ROUNDS:-300}
 
 # bench/xa.sh reads the same knobs as bench/run.sh (THREADS, ROUNDS, DURATION, ...); an OUT of your own gets its
 # results in $OUT/xa, beside (not over) the ladder's.

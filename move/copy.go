@@ -158,7 +158,7 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 	if chunk > 50000 {
 		chunk = 50000
 	}
-	sel := "SELECT " + c.def.colList() + " FROM " + qualified(src.db, src.name)
+	sel := "SELECT " + c.def.selectList() + " FROM " + qualified(src.db, src.name)
 	order := " ORDER BY " + c.def.pkList() + " LIMIT " + fmt.Sprint(chunk)
 	for {
 		if err := c.wait(ctx, conn, src); err != nil {

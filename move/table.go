@@ -14,8 +14,9 @@ import (
 // tableDef is what the copy needs of a table: its stored columns in order
 // (generated columns are left to the server) and its primary key.
 type tableDef struct {
-	cols []string // stored columns, in table order
-	pk   []int    // indexes into cols of the primary key columns
+	cols  []string // stored columns, in table order
+	types []string // their data types (schema.Column.DataType: "int", "float", "enum", ...)
+	pk    []int    // indexes into cols of the primary key columns
 	// intPK: a single integer primary key, compared and bucketed as a number.
 	intPK bool
 	// create is the table's CREATE TABLE (without AUTO_INCREMENT=).
@@ -39,6 +40,7 @@ func readDef(c *client.Conn, db, table string) (*tableDef, error) {
 			}
 			types[col.Name] = col.DataType()
 			d.cols = append(d.cols, col.Name)
+			d.types = append(d.types, col.DataType())
 		}
 	}
 	if len(d.cols) == 0 {
@@ -114,6 +116,26 @@ func (d *tableDef) colList() string {
 	return strings.Join(q, ", ")
 }
 
+// selectList is the column list the copy reads: colList, except that an
+// INET6 or UUID column is read as its 16 stored bytes (its text form,
+// written back as the _binary literal every value is written as, is not
+// 16 bytes and would be refused: non-strict mode stores NULL), and a
+// FLOAT as the DOUBLE it is (the text protocol prints a FLOAT with 6
+// digits, which would write back another FLOAT).
+func (d *tableDef) selectList() string {
+	q := make([]string, len(d.cols))
+	for i, c := range d.cols {
+		q[i] = mysql.QuoteIdent(c)
+		switch d.types[i] {
+		case "inet6", "uuid":
+			q[i] = "CAST(" + q[i] + " AS BINARY(16))"
+		case "float":
+			q[i] = "CAST(" + q[i] + " AS DOUBLE)"
+		}
+	}
+	return strings.Join(q, ", ")
+}
+
 // pkList is the quoted primary key column list.
 func (d *tableDef) pkList() string {
 	q := make([]string, len(d.pk))
@@ -133,15 +155,44 @@ func (d *tableDef) col(name string) int {
 	return -1
 }
 
-// rowCRC is the expression checksumming one row: a CRC-32 of every
-// stored column with its NULL flag, so NULL and ” differ.
-func (d *tableDef) rowCRC() string {
-	parts := make([]string, 0, 2*len(d.cols))
-	for _, c := range d.cols {
-		parts = append(parts, mysql.QuoteIdent(c))
+// canonical is the SQL expression of column i's value in a canonical
+// binary form: its length, a colon and its bytes, or N for NULL (so NULL,
+// ” and the string 'N' all differ, and no value's bytes can be read as
+// the start of the next column's). The bytes are the stored ones
+// (CAST AS BINARY: no collation, character set or PAD SPACE rule can make
+// two different values equal), in the text MariaDB prints for numbers
+// and dates (TIMESTAMPs in the session's UTC), except a FLOAT, printed
+// as the DOUBLE it is (its own text has 6 digits, which two FLOATs can
+// share), and an ENUM or SET, as its index or bit mask (an ENUM's
+// empty error value and an empty member print alike).
+func (d *tableDef) canonical(i int) string {
+	c := mysql.QuoteIdent(d.cols[i])
+	switch d.types[i] {
+	case "float":
+		c = "CAST(" + c + " AS DOUBLE)"
+	case "enum", "set":
+		c = "(" + c + " + 0)"
 	}
-	for _, c := range d.cols {
-		parts = append(parts, "ISNULL("+mysql.QuoteIdent(c)+")")
+	v := "CAST(" + c + " AS BINARY)"
+	return "IFNULL(CONCAT(LENGTH(" + v + "), ':', " + v + "), 'N')"
+}
+
+// rowHash is the expression hashing one row: the MD5 of every stored
+// column in its canonical form, as 32 hex digits.
+func (d *tableDef) rowHash() string {
+	parts := make([]string, len(d.cols))
+	for i := range d.cols {
+		parts[i] = d.canonical(i)
 	}
-	return "CRC32(CONCAT_WS('|', " + strings.Join(parts, ", ") + "))"
+	return "MD5(CONCAT(" + strings.Join(parts, ", ") + "))"
+}
+
+// keyHash is the expression hashing a row's primary key (canonical form),
+// for bucketing rows by a key that is not a single integer.
+func (d *tableDef) keyHash() string {
+	parts := make([]string, len(d.pk))
+	for i, j := range d.pk {
+		parts[i] = d.canonical(j)
+	}
+	return "CRC32(CONCAT(" + strings.Join(parts, ", ") + "))"
 }

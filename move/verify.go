@@ -3,6 +3,7 @@ package move
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,10 +19,13 @@ type table struct {
 	db, name string
 }
 
-// bucketSum is the rows of one primary-key range on one side.
+// bucketSum is the rows of one primary-key range on one side: their
+// count, and the sums (mod 2^64) and XORs of the two halves of their
+// MD5s (tableDef.rowHash).
 type bucketSum struct {
-	rows     int64
-	sum, xor uint64
+	rows         int64
+	sumHi, sumLo uint64
+	xorHi, xorLo uint64
 }
 
 // verifier compares the rows of two sets of tables by primary-key range.
@@ -34,7 +38,7 @@ func (v *verifier) bucketExpr() string {
 	if v.def.intPK {
 		return mysql.QuoteIdent(v.def.cols[v.def.pk[0]]) + " DIV " + strconv.FormatInt(v.width, 10)
 	}
-	return "CRC32(CONCAT_WS('|', " + v.def.pkList() + ")) % 4096"
+	return v.def.keyHash() + " % 4096"
 }
 
 // describe names bucket b for a report.
@@ -48,7 +52,6 @@ func (v *verifier) describe(b int64) string {
 // sums adds up the buckets of tables into out; only those in only (all
 // when nil). conn returns a connection to a table's server.
 func (v *verifier) sums(ctx context.Context, conn func(table) (*client.Conn, error), tables []table, only []int64, out map[int64]bucketSum) error {
-	crc := v.def.rowCRC()
 	where := ""
 	if only != nil {
 		if len(only) == 0 {
@@ -68,24 +71,43 @@ func (v *verifier) sums(ctx context.Context, conn func(table) (*client.Conn, err
 		if err != nil {
 			return err
 		}
-		r, err := c.Execute("SELECT " + v.bucketExpr() + " AS b, COUNT(*), CAST(SUM(" + crc + ") AS UNSIGNED), BIT_XOR(" + crc + ") FROM " +
-			qualified(t.db, t.name) + where + " GROUP BY b")
+		r, err := c.Execute(v.sumQuery(t, where))
 		if err != nil {
 			return fmt.Errorf("checksum of %s.%s: %w", t.db, t.name, err)
 		}
 		for i := range r.Values {
 			b, _ := r.GetInt(i, 0)
 			n, _ := r.GetInt(i, 1)
-			s, _ := r.GetUint(i, 2)
-			x, _ := r.GetUint(i, 3)
 			cur := out[b]
 			cur.rows += n
-			cur.sum += s
-			cur.xor ^= x
+			for j, dst := range []*uint64{&cur.sumHi, &cur.sumLo} {
+				s, _ := r.GetString(i, 2+j)
+				x, ok := new(big.Int).SetString(s, 10)
+				if !ok {
+					return fmt.Errorf("checksum of %s.%s: sum %q", t.db, t.name, s)
+				}
+				*dst += x.Uint64() // the low 64 bits: the sum mod 2^64
+			}
+			x, _ := r.GetUint(i, 4)
+			y, _ := r.GetUint(i, 5)
+			cur.xorHi ^= x
+			cur.xorLo ^= y
 			out[b] = cur
 		}
 	}
 	return nil
+}
+
+// sumQuery checksums the rows of t (where: "" or a WHERE clause) by
+// bucket. The row's bucket and hash are named only in a derived table
+// (sg_rows: sg_bucket, sg_hash), and the outer query reads nothing else,
+// so no column of the table, whatever its name, can stand in for them
+// (issue 33: GROUP BY b grouped by a column named b).
+func (v *verifier) sumQuery(t table, where string) string {
+	const hi, lo = "CAST(CONV(LEFT(sg_hash, 16), 16, 10) AS UNSIGNED)", "CAST(CONV(RIGHT(sg_hash, 16), 16, 10) AS UNSIGNED)"
+	return "SELECT sg_bucket, COUNT(*), SUM(" + hi + "), SUM(" + lo + "), BIT_XOR(" + hi + "), BIT_XOR(" + lo + ") FROM (SELECT " +
+		v.bucketExpr() + " AS sg_bucket, " + v.def.rowHash() + " AS sg_hash FROM " + qualified(t.db, t.name) + where +
+		") AS sg_rows GROUP BY sg_bucket"
 }
 
 // differ lists the buckets where a and b differ, ascending.
@@ -249,7 +271,7 @@ func (v *verifier) repair(ctx context.Context, sources []table, c *copier, bucke
 		if err != nil {
 			return err
 		}
-		r, err := cn.Execute("SELECT " + v.def.colList() + " FROM " + qualified(s.db, s.name) + where)
+		r, err := cn.Execute("SELECT " + v.def.selectList() + " FROM " + qualified(s.db, s.name) + where)
 		if err != nil {
 			return err
 		}
