@@ -2,10 +2,12 @@ package admin
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -131,13 +133,16 @@ func (c *Console) serveStats(w http.ResponseWriter, r *http.Request) {
 
 // serveChanges streams the change streams of logical tables as JSON lines
 // (changestream.Change): GET /changes?table=db.t&table=...&from=node1=GTIDS&from=...
-// (&until=node1=GTIDS&...: end once each named node has reached it).
+// (&until=node1=GTIDS&...: end once each named node has reached it;
+// &enums=numbers: ENUM and SET values as index and bit mask).
 // Each line is flushed as it is written; a client that reads slowly slows
-// only its own stream. The stream ends when the client goes away or a
-// node's reader fails (its error is the last line, {"error": "..."}).
+// only its own stream. The stream ends when the client goes away, when a
+// node's reader fails, or when the proxy shuts down; the last two end it
+// with a line {"error": "..."} saying why, then a clean end of response.
 func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}, Encode: true}
+	o := changestream.Options{Tables: q["table"], From: map[string]string{}, Until: map[string]string{}, Encode: true,
+		EnumNumbers: q.Get("enums") == "numbers"}
 	for _, p := range []struct {
 		key string
 		m   map[string]string
@@ -154,8 +159,14 @@ func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 	if len(o.Until) == 0 {
 		o.Until = nil
 	}
+	if c.draining() {
+		http.Error(w, errShuttingDown, http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	cfg := c.cfg()
-	changes, errc, err := changestream.Subscribe(r.Context(), changestream.Sources(cfg), changestream.Names(cfg), o)
+	changes, errc, err := changestream.Subscribe(ctx, changestream.Sources(cfg), changestream.Names(cfg), o)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -164,25 +175,66 @@ func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 	m.StreamOpened()
 	defer m.StreamClosed()
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	fl, _ := w.(http.Flusher)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	for ch := range changes {
-		// Encoded by each node's reader (Options.Encode), in parallel.
-		if _, err := bw.Write(ch.JSON); err != nil {
-			break // the client went away; r.Context() ends the readers
-		}
-		m.ChangeSent()
-		if len(changes) == 0 {
-			if bw.Flush() != nil {
-				break
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
+	// The headers go out now: the client knows its stream is open before
+	// the first change.
+	w.WriteHeader(http.StatusOK)
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
 	}
-	if err := <-errc; err != nil {
-		json.NewEncoder(bw).Encode(map[string]string{"error": err.Error()})
+	bw := bufio.NewWriterSize(w, 64<<10)
+	end := c.stream(bw, w, changes)
+	cancel()
+	for range changes {
+	}
+	if err := <-errc; err != nil && end == "" {
+		end = err.Error()
+	}
+	if end != "" {
+		json.NewEncoder(bw).Encode(map[string]string{"error": end})
 	}
 	bw.Flush()
+}
+
+// errShuttingDown ends the streams of a proxy that shuts down.
+const errShuttingDown = "the proxy is shutting down: resume from the last pos received"
+
+// draining reports whether the proxy's shutdown has begun.
+func (c *Console) draining() bool { return c.env.Draining != nil && c.env.Draining() }
+
+// stream writes the changes' JSON lines to bw (over w) until the channel
+// closes, the client goes away ("" either way) or the proxy begins its
+// shutdown (errShuttingDown): a stream never holds a shutdown up, and its
+// client learns why it ended.
+func (c *Console) stream(bw *bufio.Writer, w http.ResponseWriter, changes <-chan changestream.Change) string {
+	m := c.env.Metrics
+	fl, _ := w.(http.Flusher)
+	// Shutdown has no channel to wait on: Draining is looked at every
+	// 100 ms, well within the second a stream may add to a shutdown.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ch, ok := <-changes:
+			if !ok {
+				return ""
+			}
+			// Encoded by each node's reader (Options.Encode), in parallel.
+			if _, err := bw.Write(ch.JSON); err != nil {
+				return "" // the client went away; the caller ends the readers
+			}
+			m.ChangeSent()
+			if len(changes) == 0 {
+				if bw.Flush() != nil {
+					return ""
+				}
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		case <-tick.C:
+			if c.draining() {
+				return errShuttingDown
+			}
+		}
+	}
 }
