@@ -7,7 +7,9 @@
 #   make test-mtr    MariaDB's suite main in full, text and binary protocols, directly and through the proxy (mtr/run.sh)
 #   make test-short  unit tests only, no MariaDB needed
 #   make fuzz        every Fuzz* target for FUZZTIME (default 5s), then the verify's property test for VERIFY_ROUNDS
-#                    random schemas (default 300, about a minute)
+#                    random schemas (default 300, about a minute), then the session fuzzer (TestIsolationFuzz: two
+#                    clients on one pooled connection) for ISOFUZZTIME (default 20s; ISOFUZZFLAGS=-isolationfuzz.known
+#                    also fails on the known open findings)
 #   make bench       the load-test ladder (bench/run.sh), then transaction_mode xa against multi (bench/xa.sh)
 #   make bench-compare  before/after in one interleaved run: oltp_point_select, text protocol, 16 threads, 5 rounds;
 #                    direct, relay, the working tree's proxy and BASELINE's (default 70f9b6b), paired ratios (~9 min)
@@ -83,6 +85,7 @@ fuzz:
 		done; \
 	done; rm -f "$$tmp"
 	$(GO) test -count=1 -run '^TestVerifyProperty$$' ./move -verify.rounds=$${VERIFY_ROUNDS:-300}
+	$(GO) test -count=1 -run '^TestIsolationFuzz$$' ./proxy/server -isolationfuzz=$${ISOFUZZTIME:-20s} $${ISOFUZZFLAGS:-}
 
 # bench/xa.sh reads the same knobs as bench/run.sh (THREADS, ROUNDS, DURATION, ...); an OUT of your own gets its
 # results in $OUT/xa, beside (not over) the ladder's.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -38,19 +40,23 @@ type ifzRun struct {
 	found  []ifzFinding
 	aSteps int
 	lastA  string // the production of A's last statement
-	over   bool   // B waited for a connection A keeps: the episode ends
+	// aCause and bCause name, per node, the production of the statement
+	// after which A's (B's) session kept that node's connection: a
+	// pinned-session failure is filed under it.
+	aCause, bCause []string
+	bPins          []int
+	aDiverged      bool // A's statement failed on one side only: A's sessions differ from now on
+	over           bool // B waited for a connection A keeps: the episode ends
 }
 
 // episode runs the statements src draws, probing after each of A's, then
 // A logs out and B probes once more.
 func (e *ifzEnv) episode(px *ifzProxy, src ifzSource) *ifzRun {
-	r := &ifzRun{e: e, px: px, aPins: make([]int, len(e.direct)), lastA: "login"}
+	n := len(e.direct)
+	r := &ifzRun{e: e, px: px, aPins: make([]int, n), bPins: make([]int, n), aCause: make([]string, n), bCause: make([]string, n), lastA: "login"}
 	var err error
 	if r.a, err = e.client(px); err != nil {
 		e.t.Fatalf("client A: %v", err)
-	}
-	if r.b, err = e.client(px); err != nil {
-		e.t.Fatalf("client B: %v", err)
 	}
 	for !r.over {
 		ev, ok := src.next(r)
@@ -95,28 +101,51 @@ func (r *ifzRun) stepA(ev ifzEvent) {
 		return
 	}
 	derr := ifzExec(r.a.d, render(ev.sql, "d"))
-	r.compareErrs('A', ev, perr, derr)
-	r.aPins = r.px.inUse()
+	if !r.aDiverged && r.compareErrs('A', ev, perr, derr) {
+		r.aDiverged = true
+	}
+	pins := r.px.inUse()
+	for n := range pins {
+		if pins[n] > 0 && r.aPins[n] == 0 {
+			r.aCause[n] = ev.prod
+		}
+	}
+	r.aPins = pins
 }
 
 // stepB runs one of B's statements through the proxy and on B's twin,
 // comparing the answers of those whose answer is B's own.
 func (r *ifzRun) stepB(ev ifzEvent) {
+	if !r.ensureB() {
+		return // B cannot log in while A's session keeps the default node's connection
+	}
+	// The statements of one event run one after the other on each side;
+	// the first that fails, or the last, is compared.
 	var pr, dr [][]string
 	var perr, derr error
-	if ev.cmp {
-		pr, perr = ifzQuery(r.b.p, ev.sql)
-	} else {
-		perr = ifzExec(r.b.p, ev.sql)
+	stmts := strings.Split(ev.sql, ";\n")
+	for i, q := range stmts {
+		if ev.cmp && i == len(stmts)-1 {
+			pr, perr = ifzQuery(r.b.p, q)
+		} else {
+			perr = ifzExec(r.b.p, q)
+		}
+		if perr != nil {
+			break
+		}
 	}
 	if ifzBusy(perr) {
-		r.over = true
-		return
+		return // A's session keeps the connection: B's statement waits for nothing, neither side ran it
 	}
-	if ev.cmp {
-		dr, derr = ifzQuery(r.b.d, ev.sql)
-	} else {
-		derr = ifzExec(r.b.d, ev.sql)
+	for i, q := range stmts {
+		if ev.cmp && i == len(stmts)-1 {
+			dr, derr = ifzQuery(r.b.d, q)
+		} else {
+			derr = ifzExec(r.b.d, q)
+		}
+		if derr != nil {
+			break
+		}
 	}
 	if r.compareErrs('B', ev, perr, derr) {
 		r.recycleB()
@@ -126,6 +155,12 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 		r.find("differs", "B's answer differs from the direct one", ev.prod,
 			fmt.Sprintf("%q: %q through the proxy, %q directly", ev.sql, joinRows(pr), joinRows(dr)))
 		r.recycleB()
+		return
+	}
+	for n, k := range r.px.inUse() {
+		if k > r.aPins[n] && r.bPins[n] == 0 {
+			r.bPins[n], r.bCause[n] = 1, ev.prod
+		}
 	}
 }
 
@@ -136,35 +171,74 @@ func (r *ifzRun) compareErrs(who byte, ev ifzEvent, perr, derr error) bool {
 	switch {
 	case perr == nil && derr == nil:
 		return false
+	case perr != nil && derr != nil:
+		return false // both refuse it (how is not what this test is about)
+	case ifzPinned(perr) && strings.HasPrefix(q, "/*node"):
+		// A hint names another node than the one the session's state
+		// is on: the client asked for what one MariaDB cannot be.
+		return false
 	case ifzPinned(perr) && derr == nil:
-		r.find("pinned", fmt.Sprintf("%c: %s", who, ifzErrClass(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
+		// Filed under the statement that tied the session to the node.
+		cause := r.aCause
+		if who == 'B' {
+			cause = r.bCause
+		}
+		creator := "?"
+		if m := ifzStateOn.FindStringSubmatch(perr.Error()); m != nil {
+			if k := int(m[1][0] - '1'); k >= 0 && k < len(cause) && cause[k] != "" {
+				creator = cause[k]
+			}
+		}
+		if strings.HasSuffix(creator, "-hint") {
+			return true // the state is where a hint put it, on purpose
+		}
+		r.find("pinned", fmt.Sprintf("%c: a statement on another node than the state a %s statement left", who, creator), creator,
+			fmt.Sprintf("%q (a %s statement): %v through the proxy, OK directly", q, ev.prod, perr))
 	case perr != nil && derr == nil:
 		r.find("fails", fmt.Sprintf("%c: %s", who, ifzErrClass(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
 	case perr == nil:
 		r.find("fails", fmt.Sprintf("%c: OK through the proxy, %s directly", who, ifzErrClass(derr)), ev.prod,
 			fmt.Sprintf("%q: OK through the proxy, %v directly", q, derr))
-	default:
-		if ifzErrClass(perr) == ifzErrClass(derr) || ifzCode(perr) == ifzCode(derr) {
-			return false
-		}
-		r.find("fails", fmt.Sprintf("%c: %s through the proxy, %s directly", who, ifzErrClass(perr), ifzErrClass(derr)), ev.prod,
-			fmt.Sprintf("%q: %v through the proxy, %v directly", q, perr, derr))
 	}
 	return true
 }
 
+var ifzStateOn = regexp.MustCompile(`holds state on node node(\d)`)
+
 func ifzCode(err error) string { c, _, _ := strings.Cut(ifzErrClass(err), " "); return c }
 
-// recycleB ends B's sessions (its twin's too) and starts new ones.
+// recycleB ends B's sessions (its twin's too); the next use of B logs in
+// new ones.
 func (r *ifzRun) recycleB() {
-	r.b.close()
-	if !r.px.waitInUse(r.aPins) {
-		r.find("leak", "B's connection stays checked out after B left", r.lastA, fmt.Sprintf("in use %v, A keeps %v", r.px.inUse(), r.aPins))
+	if r.b == nil {
+		return
 	}
-	var err error
-	if r.b, err = r.e.client(r.px); err != nil {
+	r.b.close()
+	r.b = nil
+	clear(r.bPins)
+	if !r.px.waitInUse(r.aPins) {
+		r.find("leak", "a connection stays checked out after its client left", r.lastA, fmt.Sprintf("in use %v, A keeps %v", r.px.inUse(), r.aPins))
+	}
+}
+
+// ensureB logs B in if it is not; false when the login waited for a
+// connection A's session keeps.
+func (r *ifzRun) ensureB() bool {
+	if r.b != nil {
+		return true
+	}
+	if r.aPins[0] > 0 {
+		return false // a login takes a connection of the default node
+	}
+	b, err := r.e.client(r.px)
+	if ifzBusy(err) {
+		return false
+	}
+	if err != nil {
 		r.e.t.Fatalf("client B: %v", err)
 	}
+	r.b = b
+	return true
 }
 
 // freeNodes are the nodes where A's session keeps no connection: B's
@@ -192,35 +266,57 @@ func (r *ifzRun) probe(left bool) {
 
 // checkLocks reads, on each server, which backend connection holds A's
 // named locks: while A is connected one its session keeps, after it left
-// none.
+// none (the server releases a closed connection's locks a moment after
+// the close, so that check waits up to a second).
 func (r *ifzRun) checkLocks(left bool) {
+	deadline := time.Now().Add(time.Second)
 	for n, d := range r.e.direct {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var held [3]sql.NullString
-		err := d.QueryRowContext(ctx, "SELECT IS_USED_LOCK('ifz_p_0'), IS_USED_LOCK('ifz_p_1'), IS_USED_LOCK('ifz_p_2')").Scan(&held[0], &held[1], &held[2])
-		cancel()
-		if err != nil {
-			r.e.t.Fatalf("locks on node%d: %v", n+1, err)
-		}
-		for i, h := range held {
-			if !h.Valid {
+		for {
+			held := ifzLocksHeld(r.e.t, d)
+			if len(held) > 0 && left && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
 				continue
 			}
-			detail := fmt.Sprintf("lock ifz_p_%d on node%d is held by backend thread %s", i, n+1, h.String)
-			switch {
-			case left:
-				r.find("leak", "A's named lock is held after A left", r.lastA, detail)
-			case r.aPins[n] == 0:
-				r.find("leak", "A's named lock is held by a pooled connection A's session does not keep", r.lastA, detail)
+			for _, h := range held {
+				detail := fmt.Sprintf("lock %s on node%d is held by backend thread %s", h[0], n+1, h[1])
+				switch {
+				case left:
+					r.find("leak", "A's named lock is held after A left", r.lastA, detail)
+				case r.aPins[n] == 0:
+					r.find("leak", "A's named lock is held by a pooled connection A's session does not keep", r.lastA, detail)
+				}
 			}
+			break
 		}
 	}
+}
+
+// ifzLocksHeld returns the names of A's locks held on d's server, each
+// with its holder's thread id.
+func ifzLocksHeld(t *testing.T, d *sql.DB) [][2]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var held [3]sql.NullString
+	err := d.QueryRowContext(ctx, "SELECT IS_USED_LOCK('ifz_p_0'), IS_USED_LOCK('ifz_p_1'), IS_USED_LOCK('ifz_p_2')").Scan(&held[0], &held[1], &held[2])
+	if err != nil {
+		t.Fatalf("A's locks: %v", err)
+	}
+	var out [][2]string
+	for i, h := range held {
+		if h.Valid {
+			out = append(out, [2]string{fmt.Sprintf("ifz_p_%d", i), h.String})
+		}
+	}
+	return out
 }
 
 // probeB compares what B sees of its session on each free node with its
 // twin's view; aTwin is A's twin's view, which tells a leak (B sees A's
 // value) from B's own state lost. It also looks for A's temporary tables.
 func (r *ifzRun) probeB(aTwin []string) {
+	if !r.ensureB() {
+		return
+	}
 	twin, err := ifzQuery(r.b.d, ifzProbe)
 	if err != nil {
 		r.e.t.Fatalf("probe of B's twin: %v", err)
@@ -269,7 +365,14 @@ func (r *ifzRun) probeB(aTwin []string) {
 // LASTVAL of A's sequences and, with full, the session variables of a
 // new session (after A left). The client leaves after each node.
 func (r *ifzRun) probeFresh(full bool) {
-	for _, n := range r.freeNodes() {
+	before := r.px.inUse()
+	if before[0] > 0 {
+		return // a login takes a connection of the default node
+	}
+	for n := range before {
+		if before[n] > 0 {
+			continue
+		}
 		if full {
 			vars, err := r.e.sessionVars(r.px, n)
 			if err != nil && !ifzBusy(err) {
@@ -279,8 +382,10 @@ func (r *ifzRun) probeFresh(full bool) {
 				r.find("leak", "a new client after A left has other session variables", r.lastA,
 					fmt.Sprintf("node%d: %s", n+1, strings.Join(d, ", ")))
 			}
-			if !r.px.waitInUse(r.aPins) {
-				r.e.t.Fatalf("a probe's connection stays checked out: %v", r.px.inUse())
+			if !r.px.waitInUse(before) {
+				r.find("leak", "a connection stays checked out after its client left", r.lastA,
+					fmt.Sprintf("a new client read its session variables on node%d and left: in use %v, before it %v", n+1, r.px.inUse(), before))
+				return
 			}
 		}
 		db, err := sql.Open("mysql", r.px.dsn())
@@ -302,8 +407,10 @@ func (r *ifzRun) probeFresh(full bool) {
 			c.Close()
 		}
 		db.Close()
-		if !r.px.waitInUse(r.aPins) {
-			r.e.t.Fatalf("a probe's connection stays checked out: %v", r.px.inUse())
+		if !r.px.waitInUse(before) {
+			r.find("leak", "a connection stays checked out after its client left", r.lastA,
+				fmt.Sprintf("a new client read LASTVAL on node%d and left: in use %v, before it %v", n+1, r.px.inUse(), before))
+			return
 		}
 	}
 }
@@ -315,23 +422,14 @@ func (r *ifzRun) leave() {
 	if err != nil {
 		r.e.t.Fatalf("probe of A's twin: %v", err)
 	}
-	if r.lastA != "login" {
-		r.lastA = "logout after " + r.lastA
-	}
+	r.lastA = "logout"
 	r.a.close()
-	// B's sessions keep nothing either: they leave too, and new ones look.
-	r.b.close()
-	zeros := make([]int, len(r.aPins))
-	if !r.px.waitInUse(zeros) {
-		r.find("leak", "a connection stays checked out after A left", r.lastA, fmt.Sprintf("in use %v", r.px.inUse()))
-	}
-	r.aPins = zeros
-	if r.b, err = r.e.client(r.px); err != nil {
-		r.e.t.Fatalf("client B: %v", err)
-	}
+	r.aPins = make([]int, len(r.aPins))
+	// B's sessions keep nothing either: they leave too (recycleB waits
+	// for every connection to be back), and new ones look.
+	r.recycleB()
 	r.checkLocks(true)
 	r.probeB(aTwin[0])
 	r.probeFresh(true)
-	r.b.close()
-	r.px.waitInUse(zeros)
+	r.recycleB()
 }

@@ -162,9 +162,11 @@ var ifzA = []ifzProd{
 			fmt.Sprintf("SELECT GET_LOCK(CONCAT('ifz_{side}_', %d), 0)", r.IntN(2)))
 	}},
 	{"lock-node2", func(r *rand.Rand) string {
+		return fmt.Sprintf("SELECT GET_LOCK(%s, 0) FROM t WHERE id = %d", ifzLock(r), ifzKey2(r))
+	}},
+	{"lock-hint", func(r *rand.Rand) string {
 		l := ifzLock(r)
-		return ifzPick(r, "/*node2*/ SELECT GET_LOCK("+l+", 0)", "/*node2*/ SELECT RELEASE_LOCK("+l+")",
-			fmt.Sprintf("SELECT GET_LOCK(%s, 0) FROM t WHERE id = %d", l, ifzKey2(r)))
+		return ifzPick(r, "/*node2*/ SELECT GET_LOCK("+l+", 0)", "/*node2*/ SELECT RELEASE_LOCK("+l+")")
 	}},
 	// Temporary tables.
 	{"tmp", func(r *rand.Rand) string {
@@ -173,7 +175,7 @@ var ifzA = []ifzProd{
 			"DROP TEMPORARY TABLE IF EXISTS "+n, "INSERT INTO "+n+" VALUES (1)", "create /* x */ temporary table if not exists "+n+" (a int)",
 			"CREATE OR REPLACE TEMPORARY TABLE "+n+" (a INT)", "CREATE TEMPORARY TABLE IF NOT EXISTS "+n+" LIKE u")
 	}},
-	{"tmp-node2", func(r *rand.Rand) string {
+	{"tmp-hint", func(r *rand.Rand) string {
 		n := fmt.Sprintf("tmp_a%d", r.IntN(2))
 		return ifzPick(r, "/*node2*/ CREATE TEMPORARY TABLE IF NOT EXISTS "+n+" (a INT)", "/*node2*/ DROP TEMPORARY TABLE IF EXISTS "+n)
 	}},
@@ -235,10 +237,20 @@ var ifzB = []ifzBProd{
 	}},
 	{"b-update", false, func(r *rand.Rand) string { return fmt.Sprintf("UPDATE t SET n = n + 1 WHERE id = %d", ifzBKey(r)) }},
 	{"b-update-across", false, func(r *rand.Rand) string { return "UPDATE t SET n = n + 1 WHERE id >= 1000" }},
-	{"b-row-count", true, func(r *rand.Rand) string { return "SELECT ROW_COUNT()" }},
-	{"b-found-rows", true, func(r *rand.Rand) string { return "SELECT FOUND_ROWS()" }},
+	// Several statements, separated by ";\n", run one after the other,
+	// the last one's answer compared: what FOUND_ROWS() and ROW_COUNT()
+	// answer depends on the statement before.
+	{"b-row-count", true, func(r *rand.Rand) string {
+		return ifzPick(r, fmt.Sprintf("UPDATE t SET n = n + 1 WHERE id = %d", ifzBKey(r)), "UPDATE t SET n = n + 1 WHERE id >= 1000",
+			fmt.Sprintf("DELETE FROM t WHERE id = %d", 2000+r.IntN(8))) + ";\nSELECT ROW_COUNT()"
+	}},
+	{"b-found-rows", true, func(r *rand.Rand) string {
+		return ifzPick(r, "SELECT id FROM t WHERE id >= 1000 ORDER BY id LIMIT 2", fmt.Sprintf("SELECT id FROM t WHERE id = %d", ifzBKey(r))) +
+			";\nSELECT FOUND_ROWS()"
+	}},
 	{"b-calc-found-rows", true, func(r *rand.Rand) string {
-		return "SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE id >= 1000 ORDER BY id LIMIT 1"
+		return ifzPick(r, "SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE id >= 1000 ORDER BY id LIMIT 1",
+			fmt.Sprintf("SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE id = %d LIMIT 1", ifzBKey(r))) + ";\nSELECT FOUND_ROWS()"
 	}},
 	{"b-last-insert-id", true, func(r *rand.Rand) string { return "SELECT LAST_INSERT_ID()" }},
 	{"b-svar", false, func(r *rand.Rand) string {
