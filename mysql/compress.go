@@ -46,6 +46,7 @@ type compressState struct {
 		Flush() error
 	}
 	seq   uint8
+	turn  bool             // a frame was read since the last write (Conn.turn)
 	lr    io.LimitedReader // the current frame's payload as sent
 	frame io.Reader        // the current frame's payload as data (lr, or zr over lr)
 	left  int              // bytes of data left in the current frame
@@ -112,7 +113,7 @@ func (z *compressState) nextFrame() error {
 		return err
 	}
 	clen := int(h[0]) | int(h[1])<<8 | int(h[2])<<16
-	z.seq = h[3] + 1
+	z.seq, z.turn = h[3]+1, true
 	ulen := int(h[4]) | int(h[5])<<8 | int(h[6])<<16
 	z.lr = io.LimitedReader{R: z.raw, N: int64(clen)}
 	if ulen == 0 {

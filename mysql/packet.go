@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"sync"
 	"time"
@@ -60,6 +61,7 @@ type Conn struct {
 
 	large []byte // reusable buffer for packets that do not fit in br
 	held  int    // bytes of Budget held for the last packet read
+	cur   []byte // its buffer, from packetBufs
 	hdr   [4]byte
 
 	rawBR *bufio.Reader
@@ -163,7 +165,18 @@ func (c *Conn) SetSeq(s uint8) { c.seq = s }
 func (c *Conn) ResetSeq() {
 	c.seq = 0
 	if c.z != nil {
-		c.z.seq = 0
+		c.z.seq, c.z.turn = 0, false
+	}
+}
+
+// turn starts the packets written after reading, under compression, at
+// the frames' sequence number: MariaDB keeps the two equal (my_real_read
+// sets pkt_nr from the frame, net_flush the frame's from pkt_nr), and
+// clients expect the answer to a command sent in k frames to start at k
+// (go-sql-driver's syncSequence warns otherwise).
+func (c *Conn) turn() {
+	if c.z != nil && c.z.turn {
+		c.seq, c.z.turn = c.z.seq, false
 	}
 }
 
@@ -200,10 +213,12 @@ func (c *Conn) readHeader() (int, error) {
 		return 0, err
 	}
 	n := int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16)
-	if h[3] != c.seq {
+	if h[3] != c.seq && c.z == nil {
+		// Under compression the frames carry the sequence that counts:
+		// MariaDB and its clients do not check the packets' own.
 		return 0, ErrOutOfOrder
 	}
-	c.seq++
+	c.seq = h[3] + 1
 	return n, nil
 }
 
@@ -217,7 +232,7 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 	}
 	if c.MaxPacket > 0 && n > c.MaxPacket {
 		c.br.Discard(4)
-		return nil, c.tooLarge(n, ErrPacketTooLarge)
+		return nil, c.tooLarge(n, n == MaxPacketPayload, ErrPacketTooLarge)
 	}
 	if n < MaxPacketPayload && 4+n <= c.br.Size() {
 		c.arm(4 + n)
@@ -235,7 +250,7 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		return nil, err
 	}
 	if cap(buf) <= maxKeptLarge {
-		c.large = buf // keep moderate buffers for reuse; let big ones go
+		c.large, c.cur = buf, nil // keep moderate buffers for reuse; lend big ones
 	}
 	return buf, nil
 }
@@ -246,26 +261,28 @@ func (c *Conn) readLarge(n int) ([]byte, error) {
 	buf := c.large[:0]
 	for {
 		if c.MaxPacket > 0 && len(buf)+n > c.MaxPacket {
-			return nil, c.tooLarge(n, ErrPacketTooLarge)
+			return nil, c.tooLarge(n, n == MaxPacketPayload, ErrPacketTooLarge)
 		}
 		// The buffer grows with the bytes that arrive, not with the
-		// length the header declares: a peer that announces 16 MiB and
+		// length the header declares: it is filled with what the peer
+		// has sent before it grows, so a peer that announces 16 MiB and
 		// sends a trickle costs what it sent.
 		for left := n; left > 0; {
-			chunk := min(left, max(readChunk, len(buf)))
-			start := len(buf)
-			var err error
-			if buf, err = c.grow(buf, chunk); err != nil {
-				c.Release()
-				return nil, c.tooLarge(left, err)
+			if len(buf) == cap(buf) {
+				var err error
+				if buf, err = c.grow(buf, left); err != nil {
+					c.Release()
+					return nil, c.tooLarge(left, n == MaxPacketPayload, err)
+				}
 			}
 			if c.ReadTimeout > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
 			}
-			if _, err := io.ReadFull(c.br, buf[start:start+chunk]); err != nil {
+			k, err := c.br.Read(buf[len(buf):min(cap(buf), len(buf)+left)])
+			buf, left = buf[:len(buf)+k], left-k
+			if err != nil && left > 0 {
 				return nil, unexpectedEOF(err)
 			}
-			left -= chunk
 		}
 		if n < MaxPacketPayload {
 			return buf, nil
@@ -278,15 +295,19 @@ func (c *Conn) readLarge(n int) ([]byte, error) {
 	}
 }
 
-// grow extends b by n bytes, at most doubling its capacity (so the buffer
-// holds at most twice what has arrived), within MaxPacket and MemLimit
-// and with what the Budget lends.
-func (c *Conn) grow(b []byte, n int) ([]byte, error) {
-	need := len(b) + n
-	if cap(b) >= need {
-		return b[:need], nil
+// grow makes room in b, full, for more of a packet with left bytes to
+// come: twice its capacity (so it holds at most twice what has arrived,
+// and a 16 MiB packet is copied about once), within MaxPacket and
+// MemLimit and with what the Budget lends. With a Budget, buffers come
+// from and go back to packetBufs (a flood of refused packets would
+// otherwise leave garbage faster than the collector frees it); without,
+// the buffer never outgrows the packet.
+func (c *Conn) grow(b []byte, left int) ([]byte, error) {
+	need := len(b) + left
+	size := max(2*cap(b), readChunk)
+	if c.Budget == nil {
+		size = min(max(size, len(b)+readChunk), need)
 	}
-	size := max(2*cap(b), need)
 	for _, limit := range [2]int{c.MaxPacket, c.MemLimit} {
 		if limit > 0 && size > limit {
 			if need > limit {
@@ -295,18 +316,21 @@ func (c *Conn) grow(b []byte, n int) ([]byte, error) {
 			size = limit
 		}
 	}
-	if c.Budget != nil {
-		if !c.Budget.take(int64(size - c.held)) {
-			if size == need || !c.Budget.take(int64(need-c.held)) {
-				c.Budget.refused.Add(1)
-				return nil, ErrPacketMemory
-			}
-			size = need
-		}
-		c.held = size
+	if c.Budget == nil {
+		nb := make([]byte, len(b), size)
+		copy(nb, b)
+		return nb, nil
 	}
-	nb := make([]byte, need, size)
-	copy(nb, b)
+	if !c.Budget.take(int64(size - c.held)) {
+		c.Budget.refused.Add(1)
+		return nil, ErrPacketMemory
+	}
+	c.held = size
+	nb := append(getPacketBuf(size), b...)
+	if c.cur != nil {
+		putPacketBuf(c.cur)
+	}
+	c.cur = nb
 	return nb, nil
 }
 
@@ -318,12 +342,44 @@ func (c *Conn) Release() {
 		c.Budget.give(int64(c.held))
 		c.held = 0
 	}
+	if c.cur != nil {
+		putPacketBuf(c.cur)
+		c.cur = nil
+	}
 }
 
-// tooLarge returns err for a packet refused with n bytes of its current
-// physical packet left, after discarding them and the packets that
+// packetBufs lends the buffers of Conns with a Budget by capacity,
+// readChunk << k for class k (up to 1 GiB). A buffer is lent until the
+// next read: its payload's contract.
+var packetBufs [15]sync.Pool // of *[]byte
+
+// getPacketBuf returns an empty buffer of capacity size, lent when size is
+// a class's.
+func getPacketBuf(size int) []byte {
+	k := bits.Len(uint(size-1) / readChunk)
+	if k < len(packetBufs) && readChunk<<k == size {
+		if p, ok := packetBufs[k].Get().(*[]byte); ok {
+			return (*p)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// putPacketBuf lends b again if its capacity is a class's.
+func putPacketBuf(b []byte) {
+	size := cap(b)
+	k := bits.Len(uint(size-1) / readChunk)
+	if k < len(packetBufs) && readChunk<<k == size {
+		b = b[:0]
+		packetBufs[k].Put(&b)
+	}
+}
+
+// tooLarge returns err for a packet refused with left bytes of its
+// current physical packet unread (more says that packet is full, so
+// others continue it), after discarding them and the packets that
 // continue it when DiscardOversized is set.
-func (c *Conn) tooLarge(n int, err error) error {
+func (c *Conn) tooLarge(left int, more bool, err error) error {
 	if !c.DiscardOversized {
 		return err
 	}
@@ -331,22 +387,23 @@ func (c *Conn) tooLarge(n int, err error) error {
 		if c.ReadTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.ReadTimeout))
 		}
-		if _, derr := c.br.Discard(n); derr != nil {
+		if _, derr := c.br.Discard(left); derr != nil {
 			return unexpectedEOF(derr)
 		}
-		if n < MaxPacketPayload {
+		if !more {
 			return err
 		}
 		var herr error
-		if n, herr = c.readHeader(); herr != nil {
+		if left, herr = c.readHeader(); herr != nil {
 			return unexpectedEOF(herr)
 		}
 		c.br.Discard(4)
+		more = left == MaxPacketPayload
 	}
 }
 
-// readChunk is the first step by which ReadPacket's buffer for a large
-// packet grows (then by what it already holds, doubling).
+// readChunk is the least step by which ReadPacket's buffer for a large
+// packet grows.
 const readChunk = 64 << 10
 
 // maxKeptLarge bounds the buffer a Conn keeps for packets larger than its
@@ -364,6 +421,7 @@ func unexpectedEOF(err error) error {
 // WritePacket writes payload as one logical packet (splitting it into
 // physical packets of at most MaxPacketPayload bytes) into the write buffer.
 func (c *Conn) WritePacket(payload []byte) error {
+	c.turn()
 	for {
 		n := len(payload)
 		if n > MaxPacketPayload {
@@ -437,7 +495,10 @@ func (c *Conn) forward(dst *Conn, renumber bool) (Packet, error) {
 	}
 	p := Packet{Len: int(uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16), Seq: h[3]}
 	c.seq = p.Seq + 1
-	if renumber {
+	dst.turn()
+	// A compressed side numbers its packets from its frames: the other
+	// side's numbers are not this side's.
+	if renumber || c.z != nil || dst.z != nil {
 		// The header lives in c's read buffer, which is consumed below:
 		// rewriting it in place saves a copy.
 		h[3] = dst.seq
