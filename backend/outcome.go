@@ -17,6 +17,10 @@ type Outcome struct {
 	Warnings uint16
 	InsertID uint64
 	Sent     bool   // at least one packet of the response reached the client's buffer
+	// ResultSet is set when the response's last result is a result set
+	// (it ended with EOF), Affected is the affected rows of its last OK.
+	ResultSet bool
+	Affected  uint64
 	ErrCode  uint16 // the error code when the response ended with an ERR the relay read whole
 	// StateChanged is set when the server reported that the statement
 	// changed the session's state (SERVER_SESSION_STATE_CHANGED); State
@@ -31,6 +35,10 @@ func (o *Outcome) SetInfo(p []byte) {
 	st, w, id, ok := mysql.ResultInfo(p)
 	if ok {
 		o.OK, o.Status, o.Warnings, o.InsertID = true, st, w, id
+		o.ResultSet, o.Affected = p[0] == mysql.EOFHeader, 0
+		if !o.ResultSet {
+			o.Affected, _, _ = mysql.ReadLenEncInt(p[1:])
+		}
 		o.StateChanged = o.StateChanged || st&mysql.StatusSessionStateChange != 0
 	}
 }

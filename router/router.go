@@ -252,6 +252,13 @@ func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan,
 	if len(sc.rules) == 0 {
 		return sc.defPlan, nil
 	}
+	if rest, into, ok := splitIntoVars(sql, s.Mode); ok {
+		p, err := r.route(rest, s, args, prepared)
+		if err != nil {
+			return nil, err
+		}
+		return withIntoVars(p, into)
+	}
 	var p *Plan
 	ok := false
 	if prepared {

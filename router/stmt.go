@@ -81,6 +81,33 @@ type Stmt struct {
 	// body's ';' end nothing), and the body's words decide none of the
 	// facts above: creating the program runs none of it.
 	Program bool
+	// UserVars: the statement names a user variable (@v).
+	UserVars bool
+	// AssignsVars: the statement may assign user variables outside SET
+	// (SELECT ... INTO @v, @v := expr, LOAD DATA ... (@v));
+	// AssignedVars names them. Sticky is set too.
+	AssignsVars bool
+	// ReadsCounts: the statement names ROW_COUNT or FOUND_ROWS, whose
+	// values are the last statement's on the connection (BindCounts
+	// gives them the session's). Sticky is set too.
+	ReadsCounts bool
+	// CalcFoundRows: SQL_CALC_FOUND_ROWS (FOUND_ROWS() is then the
+	// server's count of the rows without LIMIT).
+	CalcFoundRows bool
+	// CallsRoutine: the statement may call a stored routine (CALL, or a
+	// name that is neither a keyword nor a native function followed by
+	// '(': notRoutines), whose body may leave anything on the
+	// connection. Sticky and Effects are set too.
+	CallsRoutine bool
+	// Effects: the statement may do more than assign variables on its
+	// connection: take or release named locks, advance or set a
+	// sequence, call a stored routine. Such a SET is neither run on a
+	// pooled connection nor repeated on another node.
+	Effects bool
+	// Carried: the statement is Sticky only because it assigns user
+	// variables or reads ROW_COUNT/FOUND_ROWS, which a session carries
+	// itself (reading the variables back, BindCounts).
+	Carried bool
 	// second is the second keyword as written (SecondIs).
 	second string
 }
@@ -124,6 +151,25 @@ type stmtScanner struct {
 	firstWordEnd int
 	lastComma    bool // the last token was ','
 	lastNumeric  bool // the last token was a number
+	// lastWord is the last word (or quoted name) read and lastWordEnd its
+	// end: a '(' right after it makes it a call (callOpen); qualified
+	// (after '.') and tableName (the name of a table, whose '(' opens a
+	// column list) say what it names.
+	lastWord    string
+	lastWordEnd int
+	qualified   bool
+	tableName   bool
+	tableCtx    bool // after INTO, FROM, TABLE, JOIN, UPDATE, ...: the next name is a table's
+	carried     bool // a reason to be sticky the session carries (Carried)
+	ntok        int  // tokens read
+	lastWordTok int  // ntok after the last word
+	// vars, when not nil, collects the user variables the statement may
+	// assign (AssignedVars); intoList is set while INTO @a, @b, ... is
+	// read, lastVar is the last variable read (its token lastVarTok).
+	vars       *[]SetVar
+	intoList   bool
+	lastVar    string
+	lastVarTok int
 	// A stored program (CREATE or ALTER of a PROCEDURE, FUNCTION,
 	// TRIGGER or EVENT) is one statement whatever its body holds: the
 	// body's ';' end no statement while a BEGIN ... END (or CASE ... END)
@@ -171,11 +217,13 @@ func (sc *stmtScanner) run() Stmt {
 			sc.token(true)
 		case c == '`':
 			sc.seen()
+			start := sc.i
 			if end := scanQuoted(s, sc.i, '`'); end > 0 {
 				sc.i = end
 			} else {
 				sc.i = len(s)
 			}
+			sc.nameRead(s[start:sc.i], sc.afterDot)
 			sc.token(true)
 		case c == '@':
 			sc.variable()
@@ -196,6 +244,7 @@ func (sc *stmtScanner) run() Stmt {
 // seen notes that a token other than a word was read (for ';' and the
 // multi-statement fact).
 func (sc *stmtScanner) seen() {
+	sc.ntok++
 	if sc.pendingEnd {
 		sc.pendingEnd = false
 		sc.depth-- // END) or END$: a block's end
@@ -279,6 +328,7 @@ func (sc *stmtScanner) skipString(q byte) int {
 func (sc *stmtScanner) variable() {
 	s := sc.s
 	sc.seen()
+	vstart := sc.i
 	i := sc.i + 1
 	if i < len(s) && s[i] == '@' {
 		// A system variable: @@x, @@global.x, @@session.x.
@@ -324,11 +374,122 @@ func (sc *stmtScanner) variable() {
 		sc.punct('@')
 		return
 	}
-	sc.userVar = true
-	if sc.prev == "INTO" && !sc.program {
-		sc.st.Sticky = true // SELECT ... INTO @v assigns it
+	sc.userVar, sc.tableCtx = true, false
+	sc.st.UserVars = true
+	into := (sc.prev == "INTO" || sc.intoList && sc.lastComma) && !sc.program
+	if into {
+		sc.st.AssignsVars, sc.carried = true, true // SELECT ... INTO @v assigns it
+	}
+	sc.lastVar, sc.lastVarTok = s[vstart:sc.i], sc.ntok
+	if into || sc.st.Keyword == "LOAD" {
+		sc.collect(sc.lastVar)
 	}
 	sc.token(false)
+	sc.intoList = into
+}
+
+// nameRead records a word or quoted name read (w, with its quotes): a
+// '(' right after it makes it a call (call). qualified: it follows '.'.
+func (sc *stmtScanner) nameRead(w string, qualified bool) {
+	sc.lastWord, sc.lastWordTok, sc.qualified = w, sc.ntok, qualified
+	switch {
+	case qualified:
+		// db.t keeps what db was: a table's name or not.
+	case sc.tableCtx:
+		sc.tableName = true
+		switch knownWord(w) {
+		case "INTO", "IGNORE", "LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "QUICK", "RECURSIVE":
+			// INSERT IGNORE INTO t: the table's name is still to come.
+		default:
+			sc.tableCtx = false
+		}
+	default:
+		sc.tableName = false
+	}
+}
+
+// call reads the '(' after the last word: a call of a stored function
+// unless the word names a table (its column list follows), is a keyword
+// or a native function (notRoutine); a qualified name (db.f) is one.
+func (sc *stmtScanner) call() {
+	w := sc.lastWord
+	if len(w) > 1 && w[0] == '`' {
+		w = w[1 : len(w)-1]
+	}
+	switch {
+	case sc.tableName:
+	case sc.qualified || !notRoutine(w):
+		sc.st.CallsRoutine = true
+	}
+}
+
+// notRoutine reports whether w (any case) is a keyword or a native
+// function (notRoutines), without allocating.
+func notRoutine(w string) bool {
+	if len(w) > 64 {
+		return false
+	}
+	var buf [64]byte
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	_, ok := notRoutines[string(buf[:len(w)])]
+	return ok
+}
+
+// collect adds the user variable written v (@name, @'name', @`name`) to
+// the variables AssignedVars returns.
+func (sc *stmtScanner) collect(v string) {
+	if sc.vars == nil || len(v) < 2 {
+		return
+	}
+	name := v[1:]
+	if q := name[0]; q == '\'' || q == '"' || q == '`' {
+		name = unquoteName(name, q)
+	}
+	name = strings.ToLower(name)
+	for _, have := range *sc.vars {
+		if have.Name == name {
+			return
+		}
+	}
+	*sc.vars = append(*sc.vars, SetVar{Name: name, User: true})
+}
+
+// unquoteName returns the content of a name quoted with q, doubled
+// quotes (and, in strings, backslash escapes) read as one character.
+func unquoteName(s string, q byte) string {
+	if len(s) < 2 || s[len(s)-1] != q {
+		return s
+	}
+	s = s[1 : len(s)-1]
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == q && i+1 < len(s) && s[i+1] == q:
+			i++
+		case c == '\\' && q != '`' && i+1 < len(s):
+			i++
+			c = s[i]
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// AssignedVars returns the user variables a statement may assign outside
+// SET (Stmt.AssignsVars): those after INTO, before :=, and those a LOAD
+// DATA names. The session reads their values back after the statement.
+func AssignedVars(sql string, mode Mode) []SetVar {
+	var vars []SetVar
+	sc := stmtScanner{s: sql, mode: mode, vars: &vars}
+	sc.run()
+	return vars
 }
 
 // target reports whether the token at hand is where SET names what it
@@ -344,6 +505,12 @@ func (sc *stmtScanner) punct(c byte) {
 		sc.i++ // before the first keyword, as the server skips them
 		return
 	}
+	if c == '(' && sc.lastWordTok == sc.ntok && sc.ntok > 0 && !sc.program {
+		sc.call()
+	}
+	if c != ',' {
+		sc.intoList = false
+	}
 	switch c {
 	case ';':
 		if sc.pendingEnd {
@@ -357,6 +524,9 @@ func (sc *stmtScanner) punct(c byte) {
 	case ':':
 		if sc.i+1 < len(s) && s[sc.i+1] == '=' {
 			sc.assignOp = true
+			if sc.lastVarTok == sc.ntok && !sc.program {
+				sc.collect(sc.lastVar) // @v := expr
+			}
 		}
 	case '(':
 		if sc.lidOpen == 1 {
@@ -400,11 +570,19 @@ func (sc *stmtScanner) word(w string) {
 	target := sc.target()
 	sc.lastEnd, sc.lastQuoted, sc.afterDot = sc.i, false, false
 	sc.lastComma, sc.lastNumeric = false, isDigit(w[0])
+	sc.intoList = false
+	sc.nameRead(w, name)
 	sc.words++
 	if sc.words == 1 {
 		sc.firstWordEnd = sc.i
 		sc.st.Keyword = keyword(w)
 		sc.prev2, sc.prev = "", sc.st.Keyword
+		switch sc.st.Keyword {
+		case "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH":
+			sc.tableCtx = true // WITH cte (a, b): a name too
+		case "CALL":
+			sc.st.CallsRoutine = true
+		}
 		return
 	}
 	if sc.words == 2 {
@@ -436,6 +614,9 @@ func (sc *stmtScanner) word(w string) {
 		sc.prev2, sc.prev = sc.prev, kw
 		return // the body runs later, when the program is called
 	}
+	if kw == "UPDATE" && sc.prev != "FOR" {
+		sc.tableCtx = true // ON DUPLICATE KEY UPDATE c: a column, read as a name
+	}
 	switch kw {
 	case "TEMPORARY":
 		st.Sticky = true
@@ -444,17 +625,25 @@ func (sc *stmtScanner) word(w string) {
 		}
 	case "TABLE", "TABLES":
 		sc.tableSeen = true
-	case "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "IS_USED_LOCK", "IS_FREE_LOCK", "SQL_CALC_FOUND_ROWS",
-		"FOUND_ROWS", "ROW_COUNT", "LASTVAL", "SETVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN":
+		sc.tableCtx = true
+	case "FROM", "JOIN", "STRAIGHT_JOIN":
+		sc.tableCtx = true
+	case "IS_USED_LOCK", "IS_FREE_LOCK", "LASTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN":
 		st.Sticky = true
+	case "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "SETVAL":
+		st.Sticky, st.Effects = true, true
+	case "SQL_CALC_FOUND_ROWS":
+		st.Sticky, st.CalcFoundRows = true, true
+	case "FOUND_ROWS", "ROW_COUNT":
+		st.ReadsCounts, sc.carried = true, true
 	case "NEXTVAL":
-		st.Sticky, sc.masterOnly = true, true
+		st.Sticky, st.Effects, sc.masterOnly = true, true, true
 	case "VALUE":
 		switch sc.prev {
 		case "PREVIOUS":
 			st.Sticky = true
 		case "NEXT":
-			st.Sticky, sc.masterOnly = true, true
+			st.Sticky, st.Effects, sc.masterOnly = true, true, true
 		}
 	case "LAST_INSERT_ID":
 		st.UsesLastInsertID = true
@@ -465,6 +654,7 @@ func (sc *stmtScanner) word(w string) {
 		}
 	case "INTO", "MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP", "BENCHMARK":
 		sc.masterOnly = true
+		sc.tableCtx = kw == "INTO"
 	case "LOCK":
 		if sc.prev == "READ" {
 			sc.readLock = true
@@ -521,7 +711,7 @@ func (sc *stmtScanner) finish() Stmt {
 		st.OutsideTxn = true
 	case "LOAD":
 		if sc.userVar {
-			st.Sticky = true // LOAD DATA ... (@v) SET c = @v assigns @v
+			st.AssignsVars, sc.carried = true, true // LOAD DATA ... (@v) SET c = @v assigns @v
 		}
 	case "FLUSH":
 		if sc.readLock {
@@ -532,7 +722,17 @@ func (sc *stmtScanner) finish() Stmt {
 		st.Sticky = true // LAST_INSERT_ID( at the end of a cut text
 	}
 	if sc.userVar && sc.assignOp && !sc.program {
-		st.Sticky = true // @v := expr outside SET
+		st.AssignsVars, sc.carried = true, true // @v := expr outside SET
+	}
+	if st.CallsRoutine {
+		st.Effects = true
+	}
+	if st.Effects {
+		st.Sticky = true
+	}
+	st.Carried = sc.carried && !st.Sticky
+	if sc.carried {
+		st.Sticky = true
 	}
 	if st.Kind == KindDDL {
 		// CREATE and DROP TEMPORARY TABLE neither commit nor leave the
@@ -574,7 +774,9 @@ var knownWords = func() map[string]string {
 		"LASTVAL", "SETVAL", "NEXTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN", "PREVIOUS", "NEXT",
 		"VALUE", "LAST_INSERT_ID", "FOR", "IN", "SHARE", "INTO", "MASTER_GTID_WAIT", "MASTER_POS_WAIT", "SLEEP",
 		"BENCHMARK", "READ", "EXPORT", "GLOBAL", "DESC", "DESCRIBE", "EXPLAIN", "VALUES", "DO", "PROCEDURE",
-		"FUNCTION", "TRIGGER", "EVENT", "CASE", "END", "IF", "LOOP", "WHILE", "REPEAT",
+		"FUNCTION", "TRIGGER", "EVENT", "CASE", "END", "IF", "LOOP", "WHILE", "REPEAT", "FROM", "JOIN",
+		"STRAIGHT_JOIN", "CALL", "IGNORE", "LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "QUICK",
+		"RECURSIVE",
 	} {
 		m[w] = w
 	}

@@ -113,6 +113,9 @@ func (c concatenate) one(bc *backend.Conn, first bool) (backend.Outcome, error) 
 			r.SetInfo(p)
 			return r, nil
 		}
+		if !continued {
+			x.Rows++ // a row's first packet
+		}
 		continued = length == mysql.MaxPacketPayload
 		if _, err := bc.ForwardPacketRenumbered(client); err != nil {
 			return r, err

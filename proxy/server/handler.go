@@ -41,6 +41,8 @@ type handler struct {
 	versionID int
 	// ob is what the statement under way did, for the metrics (observe).
 	ob stmtObs
+	// counts keeps the session's ROW_COUNT() and FOUND_ROWS() (counts.go).
+	counts counts
 }
 
 func newHandler(c *conn) *handler {
@@ -49,6 +51,7 @@ func newHandler(c *conn) *handler {
 	h.ls = &localStmts{h: h}
 	h.multi = &multiRunner{h: h}
 	h.cmds = &userCmds{h: h}
+	h.counts.h = h
 	return h
 }
 

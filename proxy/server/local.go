@@ -82,7 +82,10 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	switch {
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.ls.sqlPrepare(sql)
-	case stmt.Keyword == "SET":
+	case stmt.Keyword == "SET" && !stmt.Effects:
+		// A SET that takes a lock, advances a sequence or calls a stored
+		// function leaves more than variables: it runs on the session's
+		// own connection.
 		if vars, ok := router.ParseSet(sql, c.st.Mode()); ok {
 			return true, h.ls.setTracked(sql, vars)
 		}

@@ -30,6 +30,9 @@ func (h *handler) query(p []byte) error {
 		p = h.queryPacket(sql)
 	}
 	stmt := router.Classify(sql, st.Mode())
+	if stmt.ReadsCounts {
+		sql, p = h.counts.bind(sql, &stmt, p)
+	}
 	if stmt.Keyword == "LOAD" {
 		c.unwatch() // the proxy reads the client's file itself
 	}
@@ -43,7 +46,10 @@ func (h *handler) query(p []byte) error {
 	}
 	plan, err := h.plan(sql, &stmt, p)
 	if plan == nil {
-		st.After(&stmt, sql, nil, session.Outcome{})
+		h.counts.note(false, backend.Outcome{}, err)
+		if aerr := st.After(&stmt, sql, nil, session.Outcome{}); aerr != nil && err == nil {
+			err = h.afterFailed(&stmt, aerr, err)
+		}
 		return err
 	}
 	var start time.Time
@@ -58,6 +64,7 @@ func (h *handler) query(p []byte) error {
 		res, err = h.forward(plan, &stmt, p)
 	}
 	h.finish(plan, &stmt, res, err)
+	h.counts.note(plan.Kind == router.Forward, res, err)
 	if aerr := st.After(&stmt, sql, plan, session.Outcome{Err: err, OK: res.OK}); aerr != nil {
 		err = h.afterFailed(&stmt, aerr, err)
 	}

@@ -78,6 +78,7 @@ func (c *conn) Row(vals [][]byte, raw []byte) error {
 
 // End ends a result set with the session's status.
 func (c *conn) End(warnings uint16) error {
+	c.h.counts.ans = answer{rows: true}
 	var err error
 	if c.caps&mysql.ClientDeprecateEOF != 0 {
 		err = c.c.WritePacket(mysql.AppendOK(c.buf[:0], mysql.EOFHeader, mysql.OK{Status: c.endStatus(), Warnings: warnings}))
@@ -97,6 +98,7 @@ func (c *conn) OK(ok mysql.OK) error {
 		c.st.LastInsertID = ok.LastInsertID
 	}
 	ok.Status = c.st.Status
+	c.h.counts.ans = answer{affected: ok.AffectedRows}
 	if err := c.writeOK(ok); err != nil {
 		return &mysql.DstError{Err: err}
 	}

@@ -50,6 +50,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 				return nil, err
 			}
 		}
+		s.lent(bc)
 		if s.sticky {
 			for _, q := range s.replay {
 				if _, err := bc.Exec(q); err != nil {
@@ -117,6 +118,9 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		bc.Node().Put(bc)
 		return
 	}
+	if s.giveBack(bc, o) {
+		return
+	}
 	if o.InsertID != 0 {
 		s.LastInsertID = o.InsertID
 		bc.LastInsertID = o.InsertID
@@ -137,8 +141,9 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	// A connection the open transaction reached stays whatever the last
 	// response said: an ERR carries no status, and the transaction is
 	// still open there.
-	if s.sticky || s.InTxn() || slices.Contains(s.joined, bc) ||
-		o.Status&mysql.StatusInTrans != 0 || o.Status&mysql.StatusAutocommit == 0 && o.OK || o.Warnings > 0 {
+	kept := s.sticky || s.InTxn() || slices.Contains(s.joined, bc) ||
+		o.Status&mysql.StatusInTrans != 0 || o.Status&mysql.StatusAutocommit == 0 && o.OK || o.Warnings > 0
+	if s.hold(bc, kept || s.Holds(bc)) || kept {
 		s.pin(bc)
 		return
 	}
@@ -215,26 +220,19 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 		case mysql.TrackTransactionCharacteristics:
 			if bytes.Contains(bytes.ToUpper(c.Data), []byte("SET TRANSACTION")) {
 				keep()
+				s.opaque = true // the next transaction's characteristics, on this node only
 			}
 		case mysql.TrackSchema:
 			if name, ok := c.Schema(); ok {
 				bc.DB, s.DB = name, name
 			}
 			keep()
+		case mysql.TrackSystemVariables:
+			keep()
+			s.opaque = true // a system variable other nodes lack
 		default:
 			keep()
 		}
-	}
-}
-
-// Keep makes the session keep its connections for good (sticky) because
-// one carries state the proxy cannot repeat on another node.
-func (s *State) Keep() { s.keep() }
-
-func (s *State) keep() {
-	s.sticky = true
-	if s.unreplayable == "" {
-		s.unreplayable = "a statement that changed the session's state"
 	}
 }
 
@@ -302,7 +300,7 @@ func (s *State) canUseAnotherNode(n *backend.Node) error {
 		}
 	}
 	switch {
-	case s.sticky && s.unreplayable != "":
+	case s.sticky && s.unreplayable != "" && !s.lend(inTxn):
 		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, s.unreplayable)
 	case inTxn:
 		// The transaction extends to n (transaction_mode multi).

@@ -30,6 +30,7 @@ type Outcome struct {
 // must follow every Before that returned nil.
 func (s *State) Before(st *router.Stmt) error {
 	st.Multi = st.Multi && s.MultiStmts
+	s.carry(st)
 	if st.Multi {
 		return nil
 	}
@@ -77,6 +78,11 @@ func (s *State) Route(st *router.Stmt, kind router.PlanKind, split bool) {
 // connection can go on.
 func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome) error {
 	defer s.endStatement()
+	if s.readBack {
+		if err := s.readBackVars(sql, plan); err != nil {
+			return err
+		}
+	}
 	if plan == nil {
 		return nil
 	}
@@ -113,4 +119,5 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
+	s.readBack, s.held, s.independent, s.lending = false, nil, false, false
 }

@@ -61,6 +61,7 @@ type State struct {
 
 	txnState // the open transaction (txn.go, xa.go)
 	varState // variables carried to every connection (vars.go)
+	stmtState
 	readState
 
 	// ctx is the client connection's context (SetContext): every backend
@@ -78,7 +79,8 @@ type State struct {
 // and the given client capabilities.
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
 	s := &State{nodes: nodes, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
-	s.txnState.s, s.varState.s, s.readState.s = s, s, s
+	s.txnState.s, s.varState.s, s.readState.s, s.stmtState.s = s, s, s, s
+	s.RowCount = -1
 	s.ctx, s.knobs = context.Background(), noKnobs
 	s.singleNodeTxn = singleNodeTxn
 	return s
@@ -110,26 +112,6 @@ func (s *State) HoldsState() bool {
 // TxnLost names a node whose connection the open transaction lost: that
 // node's part of it is gone, so none of it may commit ("" when none).
 func (ts *txnState) TxnLost() string { return ts.lost }
-
-// NoteState records how a statement that made the session sticky can be
-// repeated on another node.
-func (s *State) NoteState(st router.Stmt, sql string, multi bool) {
-	if s.unreplayable != "" {
-		return
-	}
-	if st.Keyword == "SET" && !multi && len(s.replay) < maxReplay {
-		s.replay = append(s.replay, sql)
-		return
-	}
-	switch {
-	case multi:
-		s.unreplayable = "a multi-statement text"
-	case st.Keyword == "SET":
-		s.unreplayable = fmt.Sprintf("more than %d SET statements", maxReplay)
-	default:
-		s.unreplayable = "a " + st.Keyword + " statement"
-	}
-}
 
 // maxReplay bounds the SET statements kept for replay on other nodes.
 const maxReplay = 256
@@ -178,10 +160,10 @@ func (s *State) Reset() {
 	s.sticky = false
 	s.locked = nil
 	s.replay = nil
-	s.unreplayable = ""
+	s.unreplayable, s.opaque = "", false
 	s.Coll = s.HandshakeColl
 	s.ClientCharset = ""
-	s.LastInsertID = 0
+	s.LastInsertID, s.RowCount, s.FoundRows = 0, -1, 0
 	s.mode = 0
 	s.WaitTimeout = 0
 	s.CompletionType = 0

@@ -1,0 +1,266 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/config"
+)
+
+// carryEnv is a table t hash-sharded over both nodes through the proxy,
+// and the same rows in a plain table t straight on node1: what one
+// MariaDB answers. Each node's pool holds one connection, so every
+// session reuses the connection the one before it used.
+func carryEnv(t *testing.T, db string) (*shardEnv, *sql.DB) {
+	e := newShardEnvWith(t, db, func(c *config.Config) {
+		for i := range c.Nodes {
+			c.Nodes[i].MaxConnsLimit = 2
+		}
+	}, config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	rows := "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')"
+	e.exec("CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40) CHARACTER SET utf8mb4)", rows)
+	mustExec(t, e.direct[0], "CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40) CHARACTER SET utf8mb4)", rows)
+	return e, e.direct[0]
+}
+
+// across is a statement on both nodes: a session tied to one node gets
+// 1235 for it.
+const across = "SELECT COUNT(*) FROM t WHERE id IN (1, 2, 3, 4)"
+
+// TestSessionCounts: ROW_COUNT() and FOUND_ROWS() answer what one MariaDB
+// answers after every kind of statement (writes on several shards,
+// reads, SET, errors), under several spellings, with the column names
+// MariaDB gives them, and reading them ties the session to no node.
+func TestSessionCounts(t *testing.T) {
+	e, direct := carryEnv(t, "carry_counts")
+	px, dx := conn(t, e.app), conn(t, direct)
+	// FOUND_ROWS() is compared after SELECT only: after other statements
+	// MariaDB's value is what the statement's execution left (after an
+	// INSERT of 3 rows, 2), which no client can rely on.
+	probes := []string{"SELECT ROW_COUNT()", "select row_count() AS r", "SELECT /* c */ ROW_COUNT() + 0, 1"}
+	reads := []string{
+		"SELECT ROW_COUNT(), FOUND_ROWS()",
+		"select row_count() AS r, found_rows() f",
+		"SELECT /* c */ ROW_COUNT() + 0, IF(FOUND_ROWS() > 1, 'many', 'few')",
+		"SELECT FOUND_ROWS(), ROW_COUNT()",
+	}
+	for i, q := range []string{
+		"INSERT INTO t VALUES (6, 'f'), (7, 'g'), (8, 'h')",
+		"UPDATE t SET note = 'x' WHERE id IN (1, 2, 3)",
+		"UPDATE t SET note = 'x' WHERE id IN (1, 2, 3)",
+		"SELECT * FROM t WHERE id > 1",
+		"SELECT * FROM t WHERE id = 2",
+		"DELETE FROM t WHERE id IN (7, 8)",
+		"SET @q = 1",
+		"SELECT COUNT(*) FROM t",
+		"DO 1",
+		"SELECT * FROM t WHERE id < 0",
+		"INSERT INTO t VALUES (1, 'duplicate')",
+		"REPLACE INTO t VALUES (2, 'r'), (9, 'n')",
+	} {
+		probe := probes[i%len(probes)]
+		if strings.HasPrefix(q, "SELECT") {
+			probe = reads[i%len(reads)]
+		}
+		want, wantErr := statementThen(dx, q, probe)
+		got, gotErr := statementThen(px, q, probe)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%s: through the proxy %v, directly %v", q, gotErr, wantErr)
+		}
+		if got != want {
+			t.Errorf("after %s, %s:\n through the proxy %s\n directly          %s", q, probe, got, want)
+		}
+	}
+	var n int
+	if err := px.QueryRowContext(t.Context(), across).Scan(&n); err != nil {
+		t.Errorf("a statement on both nodes after ROW_COUNT(): %v", err)
+	}
+}
+
+// statementThen runs q (its error returned) then probe on c, and returns
+// probe's column names and row.
+func statementThen(c *sql.Conn, q, probe string) (string, error) {
+	ctx := context.Background()
+	var qerr error
+	if rows, err := c.QueryContext(ctx, q); err != nil {
+		qerr = err
+	} else {
+		for rows.Next() {
+		}
+		rows.Close()
+	}
+	rows, err := c.QueryContext(ctx, probe)
+	if err != nil {
+		return "probe failed: " + err.Error(), qerr
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var out []string
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return "scan: " + err.Error(), qerr
+		}
+		for i, v := range vals {
+			out = append(out, cols[i]+"="+v.String)
+		}
+	}
+	return strings.Join(out, " "), qerr
+}
+
+// TestAssignedVariablesCarried: a user variable assigned outside SET
+// (SELECT ... INTO in every position and spelling, :=, on sharded and
+// plain tables) is read back and carried like a SET's: the session keeps
+// its value on every node, runs statements on both nodes after it, and
+// the next client of the same pooled connection does not see it.
+func TestAssignedVariablesCarried(t *testing.T) {
+	e, direct := carryEnv(t, "carry_vars")
+	for i, q := range []string{
+		"SELECT note INTO @v FROM t WHERE id = 2",
+		"SELECT note FROM t WHERE id = 3 INTO @v",
+		"SELECT note INTO /* a comment */ @v FROM t WHERE id = 4",
+		"SELECT note\nINTO\n\t@`v` FROM t WHERE id = 1 ",
+		"SELECT id, note FROM t WHERE id = 2 INTO @a, @v",
+		"SELECT @v := note FROM t WHERE id = 3",
+		"SELECT 'plain' INTO @v",
+		"SELECT CONCAT(note, 'é') INTO @'v' FROM t WHERE id = 4",
+		"SELECT 1.5 INTO @v",
+		"SELECT 2e0, -7 INTO @v, @a",
+		"SELECT note FROM t WHERE id = 1 FOR UPDATE INTO @v",
+	} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			probe := "SELECT @v, @a, CHARSET(@v)"
+			dx := conn(t, direct)
+			mustExec(t, dx, "SET @v = NULL, @a = NULL", q)
+			want := joinRows(queryStrings(t, dx, probe))
+			client := openDB(t, e.p.dsn(e.db, ""))
+			px := conn(t, client)
+			if _, err := px.ExecContext(t.Context(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var n int
+			if err := px.QueryRowContext(t.Context(), across).Scan(&n); err != nil {
+				t.Fatalf("after %s, a statement on both nodes: %v", q, err)
+			}
+			if got := joinRows(queryStrings(t, px, probe)); got != want {
+				t.Errorf("after %s: %s through the proxy, %s directly", q, got, want)
+			}
+			// On the other node too: the sharded table's row 1 lives on
+			// one node, row 2 on the other.
+			for _, id := range []int{1, 2} {
+				if got := joinRows(queryStrings(t, px, fmt.Sprintf("SELECT @v FROM t WHERE id = %d", id))); !strings.HasPrefix(want, got) {
+					t.Errorf("after %s: @v on the node of row %d is %s, want %s", q, id, got, want)
+				}
+			}
+			px.Close()
+			client.Close() // the client disconnects
+			next := conn(t, e.app)
+			if got := joinRows(queryStrings(t, next, "SELECT @v, @a FROM t WHERE id IN (1, 2) LIMIT 1")); got != "NULL,NULL" {
+				t.Errorf("after %s, the next client sees %s", q, got)
+			}
+			next.Close()
+		})
+	}
+}
+
+// TestRoutineStateStaysWithSession: a stored function or procedure may
+// take named locks, assign user variables or advance sequences without
+// the server reporting it; the session keeps the connection it ran on
+// (and can still run statements on both nodes), and when the client
+// leaves, its locks are released and its variables and sequence values
+// reach no one, as when a client of one MariaDB disconnects.
+func TestRoutineStateStaysWithSession(t *testing.T) {
+	e, _ := carryEnv(t, "carry_routines")
+	multi := openDB(t, e.p.dsn(e.db, "multiStatements=true"))
+	mustExec(t, multi,
+		"CREATE TABLE plain (id INT PRIMARY KEY)",
+		"CREATE SEQUENCE s",
+		"CREATE FUNCTION lock_it(n VARCHAR(20)) RETURNS INT DETERMINISTIC RETURN GET_LOCK(n, 0)",
+		"CREATE FUNCTION set_it() RETURNS INT DETERMINISTIC BEGIN SET @leak = 42; RETURN 1; END",
+		"CREATE PROCEDURE proc_it() BEGIN SET @leak = 43; DO GET_LOCK('proc_lock', 0); END",
+		"CREATE FUNCTION seq_it() RETURNS BIGINT DETERMINISTIC RETURN NEXT VALUE FOR s")
+	for i, c := range []struct {
+		stmt, lock string
+		vars       bool
+	}{
+		{stmt: "SELECT lock_it('k1')", lock: "k1"},
+		{stmt: "SELECT `lock_it`('k2') FROM t WHERE id = 1", lock: "k2"},
+		{stmt: "DO carry_routines.lock_it('k3')", lock: "k3"},
+		{stmt: "SET @x = lock_it('k4')", lock: "k4"},
+		{stmt: "SET @x = GET_LOCK('k5', 0)", lock: "k5"},
+		{stmt: "SELECT id FROM plain WHERE lock_it('k6') = 1", lock: "k6"},
+		{stmt: "SELECT set_it()", vars: true},
+		{stmt: "INSERT INTO plain VALUES (set_it() + 10)", vars: true},
+		{stmt: "CALL proc_it()", lock: "proc_lock", vars: true},
+		{stmt: "SELECT seq_it()"},
+		{stmt: "SET @x = NEXT VALUE FOR s"},
+	} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			client := openDB(t, e.p.dsn(e.db, ""))
+			px := conn(t, client)
+			if _, err := px.ExecContext(t.Context(), c.stmt); err != nil {
+				t.Fatalf("%s: %v", c.stmt, err)
+			}
+			var n int
+			if err := px.QueryRowContext(t.Context(), across).Scan(&n); err != nil {
+				t.Errorf("after %s, a statement on both nodes: %v", c.stmt, err)
+			}
+			if c.vars {
+				if got := joinRows(queryStrings(t, px, "SELECT @leak IS NOT NULL")); got != "1" {
+					t.Errorf("after %s the session's own @leak is lost", c.stmt)
+				}
+			}
+			px.Close()
+			client.Close() // the client disconnects
+			if c.lock != "" {
+				deadline := time.Now().Add(3 * time.Second)
+				for e.on(0, "SELECT IS_USED_LOCK('"+c.lock+"') IS NULL") != "1" {
+					if time.Now().After(deadline) {
+						t.Fatalf("after %s and the client's exit, lock %s is still held", c.stmt, c.lock)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			next := conn(t, e.app)
+			if got := joinRows(queryStrings(t, next, "SELECT @leak, @x, LASTVAL(s), IS_USED_LOCK('"+c.lock+"')")); got != "NULL,NULL,NULL,NULL" {
+				t.Errorf("after %s, the next client sees %s", c.stmt, got)
+			}
+			next.Close()
+		})
+	}
+}
+
+// TestHeldSessionRunsAcrossNodes: a session that keeps state on one node
+// the proxy cannot repeat on another (a temporary table, a named lock, a
+// sequence's last value) still runs a statement on both nodes that reads
+// none of it, as one MariaDB would; a statement that reads user variables
+// set where they cannot follow is refused (1235).
+func TestHeldSessionRunsAcrossNodes(t *testing.T) {
+	e, _ := carryEnv(t, "carry_held")
+	mustExec(t, e.app, "CREATE SEQUENCE s")
+	for _, first := range []string{
+		"CREATE TEMPORARY TABLE tmp (a INT)",
+		"SELECT GET_LOCK('held', 0)",
+		"SELECT NEXT VALUE FOR s",
+		"SELECT 1 FROM t WHERE id = 1 FOR UPDATE", // no state: just a read
+	} {
+		t.Run(first, func(t *testing.T) {
+			px := conn(t, e.app)
+			defer px.Close()
+			mustExec(t, px, first)
+			for _, q := range []string{across, "SELECT note FROM t WHERE id = 2", "SELECT note FROM t WHERE id = 1", across} {
+				if _, err := px.ExecContext(t.Context(), q); err != nil {
+					t.Errorf("after %s: %s: %v", first, q, err)
+				}
+			}
+		})
+	}
+}

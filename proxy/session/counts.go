@@ -1,0 +1,202 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/router"
+)
+
+// stmtState is what the session knows of its statements beyond the
+// variables and the transaction: the values ROW_COUNT() and FOUND_ROWS()
+// return for it (the proxy answers them: router.BindCounts), and, for the
+// statement under way, whether it assigns user variables outside SET
+// (read back and carried like a SET's, so it ties no connection to the
+// session) and whether it reads any of the session's state at all (one
+// that does not may run on another node while the session keeps state
+// it cannot repeat there). It is part of State (embedded).
+type stmtState struct {
+	s *State
+	// RowCount is what ROW_COUNT() returns: the affected rows of the last
+	// statement that answered OK, -1 after a result set or an error.
+	RowCount int64
+	// FoundRows is what FOUND_ROWS() returns: the rows of the last result
+	// set the session got.
+	FoundRows uint64
+	// readBack: the statement under way assigns user variables
+	// (router.AssignedVars); held is the connection kept for reading
+	// them back that nothing else keeps.
+	readBack bool
+	held     *backend.Conn
+	// independent: the statement under way reads no session state the
+	// proxy cannot repeat (no user variable, nothing sticky).
+	independent bool
+	// lending is set while lend allowed a connection to another node;
+	// lentConns are the connections lent to the statement under way.
+	lending   bool
+	lentConns []*backend.Conn
+	// opaque: the state the session keeps on a node may include system
+	// variables (a multi-statement text, a stored routine, a change the
+	// server reported, a SET not repeated): no statement runs elsewhere.
+	opaque bool
+}
+
+// carry settles, before a statement runs, what the session does for it
+// (see stmtState): a statement that is sticky only for what the session
+// carries itself is not sticky.
+func (ss *stmtState) carry(st *router.Stmt) {
+	if st.Carried && !st.Multi {
+		st.Sticky = false
+		ss.readBack = st.AssignsVars
+	}
+	ss.independent = !st.Multi && !st.Sticky && !st.UserVars && !st.CallsRoutine
+}
+
+// NoteAnswer records what the last statement answered, for ROW_COUNT()
+// and FOUND_ROWS(): an OK with its affected rows, or a result set of rows
+// rows, or an error.
+func (ss *stmtState) NoteAnswer(failed, resultSet bool, affected, rows uint64) {
+	switch {
+	case failed:
+		ss.RowCount = -1
+	case resultSet:
+		ss.RowCount, ss.FoundRows = -1, rows
+	default:
+		ss.RowCount = int64(affected)
+	}
+}
+
+// hold reports whether Release must keep bc for the read back of the
+// statement's user variables, and remembers it when nothing else keeps
+// it.
+func (ss *stmtState) hold(bc *backend.Conn, kept bool) bool {
+	if !ss.readBack {
+		return false
+	}
+	if !kept && ss.held == nil {
+		ss.held = bc
+	}
+	return true
+}
+
+// readBackVars reads back, after a statement that assigned user variables
+// on node's connection, their values into the session's (carried to
+// every connection as a SET's are), then lets go of the connection if it
+// was held for that alone. A statement on several targets leaves the
+// session sticky as before: the values stay where they are. An error
+// means the values are lost with the connection (the caller ends the
+// session, as for a SET whose values could not be read back).
+func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
+	s := ss.s
+	held := ss.held
+	ss.readBack, ss.held = false, nil
+	var bc *backend.Conn
+	if plan != nil && plan.Kind == router.Forward && len(plan.Targets) == 1 {
+		bc = s.pinnedOn(s.nodes[plan.Targets[0].Node])
+	}
+	if bc == nil {
+		if held != nil {
+			s.sticky = true
+			if s.unreplayable == "" {
+				s.unreplayable = "user variables assigned by a statement on several shards"
+			}
+		}
+		return nil
+	}
+	var err error
+	if vars := router.AssignedVars(sql, s.Mode()); len(vars) > 0 {
+		if err = s.ReadBack(bc, vars); err != nil {
+			bc.MarkBroken()
+		}
+	}
+	if held == bc || bc.Broken() {
+		s.unpin(bc)
+		bc.Node().Put(bc)
+	}
+	return err
+}
+
+// lend reports whether the statement under way may take a connection to
+// another node while the session keeps state it cannot repeat there: it
+// reads none of it (independent) and no transaction is open. The
+// connection is lent for the statement (lent, giveBack), so one MariaDB
+// runs what the session asks.
+func (ss *stmtState) lend(inTxn bool) bool {
+	ss.lending = ss.independent && !inTxn && !ss.opaque
+	return ss.lending
+}
+
+// lent records bc, taken from the pool for the statement lend allowed.
+func (ss *stmtState) lent(bc *backend.Conn) {
+	if ss.lending {
+		ss.lentConns = append(ss.lentConns, bc)
+		ss.lending = false
+	}
+}
+
+// giveBack returns a lent connection to its pool after its statement,
+// reset first when the session's SET statements were repeated on it or
+// the statement changed its state; it reports whether bc was lent.
+func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome) bool {
+	i := slices.Index(ss.lentConns, bc)
+	if i < 0 {
+		return false
+	}
+	ss.lentConns = slices.Delete(ss.lentConns, i, i+1)
+	s := ss.s
+	s.unpin(bc)
+	if (len(s.replay) > 0 || o.StateChanged) && !bc.Private() {
+		if err := bc.ChangeUser(""); err != nil {
+			bc.MarkBroken()
+		}
+	}
+	bc.Node().Put(bc)
+	return true
+}
+
+// NoteState records how a statement that made the session sticky can be
+// repeated on another node.
+func (ss *stmtState) NoteState(st router.Stmt, sql string, multi bool) {
+	s := ss.s
+	if s.unreplayable != "" {
+		return
+	}
+	if st.Keyword == "SET" && !multi && !st.Effects && len(s.replay) < maxReplay {
+		s.replay = append(s.replay, sql)
+		return
+	}
+	// A stored routine's changes of system variables are reported (and
+	// make the session opaque, keep); what it leaves unreported (user
+	// variables, locks, temporary tables, sequences) a statement that
+	// names no user variable does not read.
+	s.opaque = s.opaque || multi || st.Kind == router.KindOther && !st.CallsRoutine && st.Keyword != "SET"
+	switch {
+	case multi:
+		s.unreplayable = "a multi-statement text"
+	case st.Keyword == "SET" && st.Effects:
+		s.unreplayable = "a SET that takes a lock, a sequence value or calls a stored function"
+	case st.Keyword == "SET":
+		s.unreplayable = fmt.Sprintf("more than %d SET statements", maxReplay)
+	case st.CallsRoutine:
+		s.unreplayable = "a stored routine's call (" + st.Keyword + ")"
+	default:
+		s.unreplayable = "a " + st.Keyword + " statement"
+	}
+}
+
+// Keep makes the session keep its connections for good (sticky) because
+// one carries state the proxy cannot repeat on another node.
+func (ss *stmtState) Keep() {
+	s := ss.s
+	s.keep()
+	s.opaque = true // a variable's value other nodes cannot be given
+}
+
+func (ss *stmtState) keep() {
+	s := ss.s
+	s.sticky = true
+	if s.unreplayable == "" {
+		s.unreplayable = "a statement that changed the session's state"
+	}
+}

@@ -1,0 +1,266 @@
+package router
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// ROW_COUNT() and FOUND_ROWS() return what the connection's previous
+// statement left: its affected rows (-1 after a result set or an error)
+// and the rows of its last result set. A session's statements run on
+// pooled connections, several nodes and the proxy itself, so the
+// connection's values are not the session's: BindCounts replaces the
+// calls with the session's values before the statement runs, and keeps
+// the column name a select-list item without an alias would have had
+// (its text as written, as MariaDB names it).
+
+// lexTok is one token of a statement's text, for the rewrites that need
+// positions (BindCounts).
+type lexTok struct {
+	start, end int
+	kind       byte // 'w' word, 'q' quoted name, 's' string, 'v' variable, 'p' punctuation
+}
+
+// lexTokens splits sql into tokens, skipping whitespace and comments. ok
+// is false for a text holding an executable comment or an unterminated
+// comment, whose tokens the server reads otherwise.
+func lexTokens(sql string, mode Mode) (toks []lexTok, ok bool) {
+	sc := stmtScanner{s: sql, mode: mode}
+	s := sql
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case isSpace(c):
+			i++
+		case c == '#' || c == '-' && lineComment(s, i):
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			_, end, plain := plainComment(s, i)
+			if end < 0 || !plain && i+2 < len(s) && (s[i+2] == '!' || s[i+2] == 'M' || s[i+2] == 'm') {
+				return nil, false
+			}
+			i = end
+		case c == '\'' || c == '"':
+			sc.i = i
+			end := sc.skipString(c)
+			toks = append(toks, lexTok{i, end, 's'})
+			i = end
+		case c == '`':
+			end := scanQuoted(s, i, '`')
+			if end < 0 {
+				return nil, false
+			}
+			toks = append(toks, lexTok{i, end, 'q'})
+			i = end
+		case c == '@':
+			j := i + 1
+			if j < len(s) && s[j] == '@' {
+				j++
+			}
+			switch {
+			case j < len(s) && (s[j] == '\'' || s[j] == '"'):
+				sc.i = j
+				j = sc.skipString(s[j])
+			case j < len(s) && s[j] == '`':
+				if j = scanQuoted(s, j, '`'); j < 0 {
+					return nil, false
+				}
+			}
+			for j < len(s) && (isIdent(s[j]) || s[j] == '.') {
+				j++
+			}
+			toks = append(toks, lexTok{i, j, 'v'})
+			i = j
+		case isIdent(c):
+			j := i
+			for j < len(s) && isIdent(s[j]) {
+				j++
+			}
+			toks = append(toks, lexTok{i, j, 'w'})
+			i = j
+		default:
+			toks = append(toks, lexTok{i, i + 1, 'p'})
+			i++
+		}
+	}
+	return toks, true
+}
+
+// BindCounts returns sql with its calls of ROW_COUNT() and FOUND_ROWS()
+// replaced by rowCount and foundRows; ok is false when it cannot be done
+// safely (an executable comment: the caller runs the statement as it is).
+func BindCounts(sql string, mode Mode, rowCount int64, foundRows uint64) (string, bool) {
+	toks, ok := lexTokens(sql, mode)
+	if !ok {
+		return sql, false
+	}
+	var b strings.Builder
+	last := 0
+	itemStart, depth, inList := -1, 0, false
+	itemCalls, itemAlias := false, false
+	endItem := func(end int) {
+		if itemCalls && !itemAlias && itemStart >= 0 {
+			b.WriteString(sql[last:end])
+			b.WriteString(" AS ")
+			b.WriteString(quoteIdent(strings.TrimSpace(sql[itemStart:end])))
+			last = end
+		}
+		itemCalls, itemAlias = false, false
+	}
+	for k := 0; k < len(toks); k++ {
+		t := toks[k]
+		w := sql[t.start:t.end]
+		switch {
+		case k == 0 && t.kind == 'w' && equalFoldASCII(w, "SELECT"):
+			inList = true
+			continue
+		case inList && depth == 0 && t.kind == 'w' && itemStart < 0 && selectModifier(w):
+			continue
+		case inList && depth == 0 && t.kind == 'w' && endsSelectList(w):
+			endItem(toks[k-1].end)
+			inList = false
+		case inList && depth == 0 && t.kind == 'p' && (w == "," || w == ";"):
+			endItem(toks[k-1].end)
+			itemStart = -1
+			if w == ";" {
+				inList = false
+			}
+			continue
+		case t.kind == 'p' && w == "(":
+			depth++
+		case t.kind == 'p' && w == ")":
+			depth--
+		}
+		if inList && itemStart < 0 {
+			itemStart = t.start
+		}
+		if inList && depth == 0 && t.kind == 'w' && equalFoldASCII(w, "AS") {
+			itemAlias = true
+		}
+		if inList && depth == 0 && k > 0 && (t.kind == 'w' || t.kind == 'q' || t.kind == 's') && aliasAfter(sql, toks[k-1]) && !notRoutine(w) {
+			itemAlias = true // expr alias, without AS
+		}
+		if t.kind != 'w' || k+2 >= len(toks) || sql[toks[k+1].start:toks[k+1].end] != "(" || sql[toks[k+2].start:toks[k+2].end] != ")" {
+			continue
+		}
+		if k > 0 && sql[toks[k-1].start:toks[k-1].end] == "." {
+			continue
+		}
+		var lit string
+		switch {
+		case equalFoldASCII(w, "ROW_COUNT"):
+			lit = strconv.FormatInt(rowCount, 10)
+		case equalFoldASCII(w, "FOUND_ROWS"):
+			lit = strconv.FormatUint(foundRows, 10)
+		default:
+			continue
+		}
+		// In the select list, the item's name is its text as written:
+		// endItem appends it as the alias.
+		itemCalls = itemCalls || inList
+		b.WriteString(sql[last:t.start])
+		b.WriteString(lit)
+		last = toks[k+2].end
+		k += 2
+	}
+	if inList {
+		endItem(len(strings.TrimRight(sql, " \t\r\n;")))
+	}
+	b.WriteString(sql[last:])
+	return b.String(), true
+}
+
+// aliasAfter reports whether a name after token prev is an alias: it
+// follows the end of an expression (')', a name, a number, a string).
+func aliasAfter(sql string, prev lexTok) bool {
+	switch prev.kind {
+	case 'p':
+		return sql[prev.start:prev.end] == ")"
+	case 'q', 's':
+		return true
+	case 'w':
+		w := sql[prev.start:prev.end]
+		return isDigit(w[0]) || !notRoutine(w)
+	}
+	return false
+}
+
+// selectModifier reports whether w is one of the words that may stand
+// between SELECT and its first item.
+func selectModifier(w string) bool {
+	switch strings.ToUpper(w) {
+	case "ALL", "DISTINCT", "DISTINCTROW", "HIGH_PRIORITY", "STRAIGHT_JOIN", "SQL_SMALL_RESULT", "SQL_BIG_RESULT",
+		"SQL_BUFFER_RESULT", "SQL_CACHE", "SQL_NO_CACHE", "SQL_CALC_FOUND_ROWS":
+		return true
+	}
+	return false
+}
+
+// endsSelectList reports whether w, outside parentheses, ends a select
+// list.
+func endsSelectList(w string) bool {
+	switch strings.ToUpper(w) {
+	case "FROM", "INTO", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "FOR", "LOCK",
+		"WINDOW", "PROCEDURE", "OFFSET", "FETCH":
+		return true
+	}
+	return false
+}
+
+// quoteIdent quotes a name with backquotes, doubling those inside.
+func quoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// splitIntoVars cuts the INTO @a, @b ... clause out of a SELECT (the
+// parser reads INTO only for files): it returns the statement without it
+// and the clause. ok is false when there is none.
+func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
+	if strings.IndexByte(sql, '@') < 0 {
+		return "", "", false
+	}
+	toks, ok := lexTokens(sql, mode)
+	if !ok || len(toks) == 0 || !equalFoldASCII(sql[toks[0].start:toks[0].end], "SELECT") {
+		return "", "", false
+	}
+	depth := 0
+	for k, t := range toks {
+		w := sql[t.start:t.end]
+		switch {
+		case w == "(":
+			depth++
+		case w == ")":
+			depth--
+		case depth == 0 && t.kind == 'w' && equalFoldASCII(w, "INTO") && k+1 < len(toks) && toks[k+1].kind == 'v':
+			end := k + 1
+			for end+2 < len(toks) && sql[toks[end+1].start:toks[end+1].end] == "," && toks[end+2].kind == 'v' {
+				end += 2
+			}
+			last := toks[end].end
+			return sql[:t.start] + sql[last:], sql[t.start:last], true
+		}
+	}
+	return "", "", false
+}
+
+// withIntoVars puts an INTO @variables clause cut out by splitIntoVars
+// back into the plan of the statement without it: at the end of the one
+// target's statement (MariaDB reads INTO there too). Over several targets
+// each shard would assign its own row: refused.
+func withIntoVars(p *Plan, into string) (*Plan, error) {
+	if p.Kind != Forward || len(p.Targets) != 1 {
+		return nil, mysql.NewError(mysql.ErNotSupported, "SELECT ... %s over several shards is not supported by shardgate: select the row by its shard key, or select it and SET the variables", into)
+	}
+	q := *p
+	t := q.Targets[0]
+	if t.SQL == "" {
+		return p, nil // the client's text goes as it is, INTO included
+	}
+	t.SQL = strings.TrimRight(t.SQL, " \t\r\n;") + " " + into
+	q.Targets = []Target{t}
+	return &q, nil
+}
