@@ -40,20 +40,18 @@ type ifzRun struct {
 	found  []ifzFinding
 	aSteps int
 	lastA  string // the production of A's last statement
-	// aCause and bCause name, per node, the production of the statement
-	// after which A's (B's) session kept that node's connection: a
-	// pinned-session failure is filed under it.
-	aCause, bCause []string
-	bPins          []int
-	aDiverged      bool // A's statement failed on one side only: A's sessions differ from now on
-	over           bool // B waited for a connection A keeps: the episode ends
+	// hist is what each statement left: which nodes' connections its
+	// client's session kept after it; a pinned-session failure is filed
+	// under the statement that tied the session (creator).
+	hist      []ifzHist
+	aDiverged bool // A's statement failed on one side only: A's sessions differ from now on
+	over      bool // B waited for a connection A keeps: the episode ends
 }
 
 // episode runs the statements src draws, probing after each of A's, then
 // A logs out and B probes once more.
 func (e *ifzEnv) episode(px *ifzProxy, src ifzSource) *ifzRun {
-	n := len(e.direct)
-	r := &ifzRun{e: e, px: px, aPins: make([]int, n), bPins: make([]int, n), aCause: make([]string, n), bCause: make([]string, n), lastA: "login"}
+	r := &ifzRun{e: e, px: px, aPins: make([]int, len(e.direct)), lastA: "login"}
 	var err error
 	if r.a, err = e.client(px); err != nil {
 		e.t.Fatalf("client A: %v", err)
@@ -104,13 +102,64 @@ func (r *ifzRun) stepA(ev ifzEvent) {
 	if !r.aDiverged && r.compareErrs('A', ev, perr, derr) {
 		r.aDiverged = true
 	}
-	pins := r.px.inUse()
-	for n := range pins {
-		if pins[n] > 0 && r.aPins[n] == 0 {
-			r.aCause[n] = ev.prod
+	r.aPins = r.px.inUse()
+	r.note('A', ev, r.aPins, nil)
+}
+
+// ifzHist is one statement of an episode and the nodes whose connection
+// its client's session kept after it.
+type ifzHist struct {
+	who  byte
+	ev   ifzEvent
+	held []bool
+}
+
+// note records which nodes' connections the client's session keeps after
+// ev: those in use beyond others' (A's, for B).
+func (r *ifzRun) note(who byte, ev ifzEvent, inUse, others []int) {
+	h := ifzHist{who: who, ev: ev, held: make([]bool, len(inUse))}
+	for n, k := range inUse {
+		h.held[n] = k > 0 && (others == nil || k > others[n])
+	}
+	r.hist = append(r.hist, h)
+}
+
+var (
+	ifzStateOn   = regexp.MustCompile(`holds state on node node(\d)`)
+	ifzCreatedBy = regexp.MustCompile(`created by an? (\w+) statement|stored routine's call \((\w+)\)`)
+	ifzFirstWord = regexp.MustCompile(`^\s*(?:/\*.*?\*/\s*)*(\w+)`)
+)
+
+// creator names the production of the statement that tied who's session
+// to the node a 1235 names: the last of who's statements after which the
+// session kept that node's connection, whose first word is the one the
+// message names (if it names one). A statement that failed part way
+// (already applied, already loaded) tied the session itself.
+func (r *ifzRun) creator(who byte, ev ifzEvent, err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "already applied on") || strings.Contains(msg, "already loaded into") {
+		return ev.prod + " (itself, part way)"
+	}
+	m := ifzStateOn.FindStringSubmatch(msg)
+	if m == nil {
+		return "?"
+	}
+	node := int(m[1][0] - '1')
+	kw := ""
+	if c := ifzCreatedBy.FindStringSubmatch(msg); c != nil {
+		kw = c[1] + c[2]
+	}
+	for i := len(r.hist) - 1; i >= 0; i-- {
+		h := r.hist[i]
+		if h.who != who || node >= len(h.held) || !h.held[node] {
+			continue
+		}
+		w := ifzFirstWord.FindStringSubmatch(render(h.ev.sql, "p"))
+		if kw == "" || w != nil && strings.EqualFold(w[1], kw) {
+			return h.ev.prod
 		}
 	}
-	r.aPins = pins
+	return "?"
 }
 
 // stepB runs one of B's statements through the proxy and on B's twin,
@@ -135,7 +184,11 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 		}
 	}
 	if ifzBusy(perr) {
-		return // A's session keeps the connection: B's statement waits for nothing, neither side ran it
+		// A's session keeps a connection B's statement needs: the twin
+		// does not run it, and what it did on the other nodes (a write
+		// across shards applies where it got a connection) is copied.
+		r.e.resyncB()
+		return
 	}
 	for i, q := range stmts {
 		if ev.cmp && i == len(stmts)-1 {
@@ -149,19 +202,17 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 	}
 	if r.compareErrs('B', ev, perr, derr) {
 		r.recycleB()
+		r.e.resyncB()
 		return
 	}
 	if ev.cmp && perr == nil && joinRows(pr) != joinRows(dr) {
 		r.find("differs", "B's answer differs from the direct one", ev.prod,
 			fmt.Sprintf("%q: %q through the proxy, %q directly", ev.sql, joinRows(pr), joinRows(dr)))
 		r.recycleB()
+		r.e.resyncB()
 		return
 	}
-	for n, k := range r.px.inUse() {
-		if k > r.aPins[n] && r.bPins[n] == 0 {
-			r.bPins[n], r.bCause[n] = 1, ev.prod
-		}
-	}
+	r.note('B', ev, r.px.inUse(), r.aPins)
 }
 
 // compareErrs files a statement that succeeds on one side only; it
@@ -179,31 +230,20 @@ func (r *ifzRun) compareErrs(who byte, ev ifzEvent, perr, derr error) bool {
 		return false
 	case ifzPinned(perr) && derr == nil:
 		// Filed under the statement that tied the session to the node.
-		cause := r.aCause
-		if who == 'B' {
-			cause = r.bCause
-		}
-		creator := "?"
-		if m := ifzStateOn.FindStringSubmatch(perr.Error()); m != nil {
-			if k := int(m[1][0] - '1'); k >= 0 && k < len(cause) && cause[k] != "" {
-				creator = cause[k]
-			}
-		}
+		creator := r.creator(who, ev, perr)
 		if strings.HasSuffix(creator, "-hint") {
 			return true // the state is where a hint put it, on purpose
 		}
 		r.find("pinned", fmt.Sprintf("%c: a statement on another node than the state a %s statement left", who, creator), creator,
 			fmt.Sprintf("%q (a %s statement): %v through the proxy, OK directly", q, ev.prod, perr))
 	case perr != nil && derr == nil:
-		r.find("fails", fmt.Sprintf("%c: %s", who, ifzErrClass(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
+		r.find("fails", fmt.Sprintf("%c: error %s through the proxy", who, ifzCode(perr)), ev.prod, fmt.Sprintf("%q: %v through the proxy, OK directly", q, perr))
 	case perr == nil:
 		r.find("fails", fmt.Sprintf("%c: OK through the proxy, %s directly", who, ifzErrClass(derr)), ev.prod,
 			fmt.Sprintf("%q: OK through the proxy, %v directly", q, derr))
 	}
 	return true
 }
-
-var ifzStateOn = regexp.MustCompile(`holds state on node node(\d)`)
 
 func ifzCode(err error) string { c, _, _ := strings.Cut(ifzErrClass(err), " "); return c }
 
@@ -215,7 +255,6 @@ func (r *ifzRun) recycleB() {
 	}
 	r.b.close()
 	r.b = nil
-	clear(r.bPins)
 	if !r.px.waitInUse(r.aPins) {
 		r.find("leak", "a connection stays checked out after its client left", r.lastA, fmt.Sprintf("in use %v, A keeps %v", r.px.inUse(), r.aPins))
 	}
@@ -235,7 +274,8 @@ func (r *ifzRun) ensureB() bool {
 		return false
 	}
 	if err != nil {
-		r.e.t.Fatalf("client B: %v", err)
+		r.find("fails", "B's login: "+ifzErrClass(err), r.lastA, fmt.Sprintf("in use %v: %v", r.px.inUse(), err))
+		return false
 	}
 	r.b = b
 	return true
@@ -432,4 +472,21 @@ func (r *ifzRun) leave() {
 	r.probeB(aTwin[0])
 	r.probeFresh(true)
 	r.recycleB()
+}
+
+// resyncB copies B's rows (ids from 1000) from the proxy's subtables to
+// the twins' table, after a statement of B ran on one side only.
+func (e *ifzEnv) resyncB() {
+	var rows [][]string
+	for _, sub := range hashSubs("t") {
+		rows = append(rows, queryStrings(e.t, e.direct[sub.node], "SELECT id, c, n FROM "+sub.name+" WHERE id >= 1000")...)
+	}
+	ref := openDB(e.t, e.refDSN)
+	defer ref.Close()
+	mustExec(e.t, ref, "DELETE FROM t WHERE id >= 1000")
+	for _, row := range rows {
+		if _, err := ref.Exec("INSERT INTO t (id, c, n) VALUES (?, ?, ?)", row[0], row[1], row[2]); err != nil {
+			e.t.Fatalf("resync of B's rows: %v", err)
+		}
+	}
 }

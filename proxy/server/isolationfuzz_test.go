@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -31,7 +32,10 @@ var (
 	isoFuzzAll  = flag.Bool("isolationfuzz.all", false,
 		"TestIsolationFuzz goes on after a finding and lists every distinct class with a minimal reproduction")
 	isoFuzzKnown = flag.Bool("isolationfuzz.known", false,
-		"TestIsolationFuzz also draws the productions of ifzKnown (open leaks, being fixed)")
+		"TestIsolationFuzz also fails on the findings of ifzKnown (open bugs, being fixed)")
+	isoFuzzRepro = flag.String("isolationfuzz.repro", "",
+		"TestIsolationFuzz replays this file's statements as one episode instead of drawing: a line starting with \"A: \" or \"B: \" "+
+			"is a statement of that client (as a finding's reproduction prints them), other lines continue the one before")
 )
 
 // ifzKnown are the classes of findings that are open bugs (issue 32),
@@ -85,6 +89,10 @@ func TestIsolationFuzz(t *testing.T) {
 	}
 	t.Logf("seed %d (-args -isolationfuzz.seed=%d repeats the draws)", seed, seed)
 	prods := ifzA
+	if *isoFuzzRepro != "" {
+		e.repro(*isoFuzzRepro)
+		return
+	}
 	rng := rand.New(rand.NewPCG(seed, 32))
 	seen := map[string]bool{}
 	var failing, known []ifzFinding
@@ -134,6 +142,40 @@ func TestIsolationFuzz(t *testing.T) {
 			fmt.Fprintf(&b, "\n%d. %s", i+1, f.report())
 		}
 		t.Fatalf("%d isolation findings (seed %d):%s", len(failing), seed, b.String())
+	}
+}
+
+// repro replays the episode in file as written and fails with what it
+// finds.
+func (e *ifzEnv) repro(file string) {
+	text, err := os.ReadFile(file)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var events []ifzEvent
+	for _, line := range strings.Split(string(text), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "A: ") || strings.HasPrefix(trimmed, "B: "):
+			// The report shows A's locks as the proxy side's: the twin
+			// takes its own.
+			q := strings.ReplaceAll(trimmed[3:], "ifz_p_", "ifz_{side}_")
+			events = append(events, ifzEvent{who: trimmed[0], prod: "repro", sql: q})
+		case len(events) > 0 && trimmed != "":
+			events[len(events)-1].sql += "\n" + trimmed
+		}
+	}
+	for i, ev := range events {
+		stmts := strings.Split(ev.sql, ";\n")
+		events[i].cmp = ev.who == 'B' && ifzFirstWord.MatchString(stmts[len(stmts)-1]) &&
+			strings.EqualFold(ifzFirstWord.FindStringSubmatch(stmts[len(stmts)-1])[1], "SELECT")
+	}
+	px := e.start()
+	r := e.episode(px, &ifzReplay{events: events})
+	px.stop(e.t)
+	e.t.Logf("replayed %d statements", len(events))
+	for i, f := range r.found {
+		e.t.Errorf("finding %d: %s", i+1, f.report())
 	}
 }
 
@@ -368,6 +410,7 @@ func newIfzEnv(t *testing.T) *ifzEnv {
 	// What a new client sees of its session variables through the proxy,
 	// before any A, on each node.
 	px = e.start()
+	e.control(px)
 	for n := range servers {
 		vars, err := e.sessionVars(px, n)
 		if err != nil {
@@ -377,6 +420,38 @@ func newIfzEnv(t *testing.T) *ifzEnv {
 	}
 	px.stop(t)
 	return e
+}
+
+// control checks that the probes see state where it is: a client's own
+// temporary table, LASTVAL and variables, through the node hints the
+// probes use (a probe that cannot see anything finds nothing).
+func (e *ifzEnv) control(px *ifzProxy) {
+	for n := range e.direct {
+		db := openDB(e.t, px.dsn())
+		c := conn(e.t, db)
+		mustExec(e.t, c, "SET @a0 = 5", "SET @b1 = 'x'")
+		got := queryStrings(e.t, c, ifzHint(n)+ifzProbe)[0]
+		if got[0] != "5" || got[5] != "x" {
+			e.t.Fatalf("control: the probe on node%d reads @a0, @b1 = %s, %s, want 5, x", n+1, got[0], got[5])
+		}
+		mustExec(e.t, c, ifzHint(n)+"CREATE TEMPORARY TABLE tmp_a0 (a INT)")
+		if err := ifzExec(c, ifzHint(n)+"SELECT COUNT(*) FROM tmp_a0"); err != nil {
+			e.t.Fatalf("control: the probe of a temporary table on node%d: %v", n+1, err)
+		}
+		mustExec(e.t, c, ifzHint(n)+"SELECT NEXT VALUE FOR s1")
+		if got := queryValue(e.t, c, ifzHint(n)+"SELECT IFNULL(LASTVAL(s1), 'NULL')"); got == "NULL" {
+			e.t.Fatalf("control: LASTVAL(s1) on node%d after NEXT VALUE FOR s1 is NULL", n+1)
+		}
+		mustExec(e.t, c, ifzHint(n)+"DO GET_LOCK('ifz_p_0', 0)")
+		if held := ifzLocksHeld(e.t, e.direct[n]); len(held) != 1 {
+			e.t.Fatalf("control: after GET_LOCK on node%d, A's locks held there: %v", n+1, held)
+		}
+		c.Close()
+		db.Close()
+		if !px.waitInUse(make([]int, len(e.direct))) {
+			e.t.Fatalf("control: connections in use after the client left: %v", px.inUse())
+		}
+	}
 }
 
 // ifzProxy is one proxy server of the fuzzer: a new one after every
