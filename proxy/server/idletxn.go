@@ -21,10 +21,10 @@ import (
 // word, and an ERR packet sent at once, before the client asks anything,
 // reaches it out of sequence: libmariadb, Connector/J and go-sql-driver
 // show it, PHP's mysqlnd reports "packets out of order" and 2006
-// instead. An answer to the next command is read by every client. The
-// socket (no backend connection) waits at most another
-// idle_in_transaction_timeout, bounded by the session's wait_timeout, for
-// that command; a COM_QUIT just closes it.
+// instead. An answer to the next command is read by every client. Until
+// that command the session is an idle one outside a transaction, holding
+// no backend connection: its wait_timeout (when it set one) bounds the
+// wait, a shutdown ends it, and a COM_QUIT just closes it.
 func (c *conn) endIdleTxn() {
 	timeout := c.srv.cfg().IdleInTransactionTimeout
 	c.srv.idleTxnClosed.Add(1)
@@ -36,12 +36,8 @@ func (c *conn) endIdleTxn() {
 	}
 	c.inTxn.Store(false) // a shutdown may close the socket now
 	c.idle.Store(true)
-	wait := timeout
-	if w := c.st.WaitTimeout; w > 0 && w < wait {
-		wait = w
-	}
 	c.c.ResetSeq()
-	c.c.ReadTimeout = wait
+	c.c.ReadTimeout = c.st.WaitTimeout
 	p, err := c.c.ReadPacket()
 	c.c.ReadTimeout = 0
 	if err != nil || len(p) > 0 && p[0] == mysql.ComQuit {
