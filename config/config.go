@@ -203,11 +203,12 @@ type Config struct {
 	// the result is closed (the server stops the statement), so it cannot
 	// hold a pooled connection for good. Default 60s; 0 turns it off.
 	ClientWriteTimeout time.Duration `yaml:"client_write_timeout"`
-	// IdleInTransactionTimeout disconnects a client that waits longer than
-	// this for its next command inside a transaction (MariaDB's
-	// idle_transaction_timeout); the transaction is rolled back and the
-	// connections it held go back to the pool. Default 5m; 0 turns it
-	// off.
+	// IdleInTransactionTimeout ends the transaction of a client that
+	// waits longer than this for its next command inside it (MariaDB's
+	// idle_transaction_timeout): the transaction is rolled back and the
+	// connections it held go back to the pool at once; the client's next
+	// command gets error 1927 and its connection closes. Default 5m; 0
+	// turns it off.
 	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
 	// PlanCacheSize bounds the statement shapes (text with its literals
 	// stripped) whose single-shard plans each schema keeps, so that
