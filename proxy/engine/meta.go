@@ -126,15 +126,40 @@ func (m Renames) Name(s string) string {
 	return s
 }
 
-// Text replaces quoted occurrences (`t_0000`, 't_0000') of physical names.
+// Text replaces the occurrences of physical names that stand as names:
+// quoted (`t_0000`, 't_0000') or between characters no name holds (a
+// GROUP_CONCAT of table names: t_0000,u). t_00001 and xt_0000 are left.
 func (m Renames) Text(s string) string {
 	for p, l := range m {
-		if strings.Contains(s, p) {
-			s = strings.ReplaceAll(s, "`"+p+"`", "`"+l+"`")
-			s = strings.ReplaceAll(s, "'"+p+"'", "'"+l+"'")
+		if !strings.Contains(s, p) {
+			continue
 		}
+		var b strings.Builder
+		rest := s
+		for {
+			i := strings.Index(rest, p)
+			if i < 0 {
+				break
+			}
+			end := i + len(p)
+			name := (i == 0 || !nameByte(rest[i-1])) && (end == len(rest) || !nameByte(rest[end]))
+			b.WriteString(rest[:i])
+			if name {
+				b.WriteString(l)
+			} else {
+				b.WriteString(p)
+			}
+			rest = rest[end:]
+		}
+		b.WriteString(rest)
+		s = b.String()
 	}
 	return s
+}
+
+// nameByte reports whether c may be part of an unquoted name.
+func nameByte(c byte) bool {
+	return c == '_' || c == '$' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c >= 0x80
 }
 
 // RelayRenamed returns a relay for metadata statements on a sharded table

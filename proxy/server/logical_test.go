@@ -78,6 +78,11 @@ func TestInformationSchemaLogical(t *testing.T) {
 		{"SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'isl' AND TABLE_NAME LIKE 'items' ORDER BY ORDINAL_POSITION", "id,int(11),PRI|name,varchar(10),MUL"},
 		{"SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = 'isl' AND s.TABLE_NAME = 'items' ORDER BY INDEX_NAME", "PRIMARY,id|by_name,name"},
 		{"SELECT TABLE_NAME, CONSTRAINT_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'isl'", "items,PRIMARY"},
+		// Aggregates see the logical names too.
+		{"SELECT GROUP_CONCAT(TABLE_NAME ORDER BY TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'isl'", "items,plain"},
+		{"SELECT GROUP_CONCAT(DISTINCT TABLE_NAME SEPARATOR ' ') FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'isl' AND TABLE_NAME <> 'plain'", "items"},
+		{"SELECT COUNT(*), MIN(TABLE_NAME), MAX(TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'isl'", "2,items,plain"},
+		{"SELECT JSON_ARRAYAGG(TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'isl' AND TABLE_NAME = 'items'", `["items"]`},
 	} {
 		var rows []string
 		for _, r := range queryStrings(t, e.app, tc.sql) {
