@@ -656,12 +656,18 @@ func (n *Node) Put(c *Conn) {
 		}
 		return
 	}
-	n.closeStmtsLater(c)
 	c.lastUsed = time.Now()
+	n.mu.Lock()
+	for len(c.closeLater) > 0 && !c.broken {
+		// Statements sessions asked to close (ForgetOn) while c was
+		// checked out; c stays busy meanwhile, so none is left behind.
+		n.mu.Unlock()
+		n.closeStmtsLater(c)
+		n.mu.Lock()
+	}
 	if c.broken {
 		n.gen.Add(1)
 	}
-	n.mu.Lock()
 	delete(n.busy, c)
 	user, counted := n.holder[c]
 	if counted {

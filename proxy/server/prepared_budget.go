@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
 )
@@ -29,7 +31,8 @@ type stmtUse struct {
 // errMaxStmts is ER_MAX_PREPARED_STMT_COUNT_REACHED (1461, 42000) with the
 // limit that was reached.
 func errMaxStmts(limit int) error {
-	return mysql.NewError(erMaxPreparedStmtCount, "Can't create more than max_prepared_stmt_count statements (current value: %d)", limit)
+	return &mysql.SQLError{Code: erMaxPreparedStmtCount, State: "42000",
+		Message: fmt.Sprintf("Can't create more than max_prepared_stmt_count statements (current value: %d)", limit)}
 }
 
 // erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED.
