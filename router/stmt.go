@@ -104,6 +104,11 @@ type Stmt struct {
 	// sequence, call a stored routine. Such a SET is neither run on a
 	// pooled connection nor repeated on another node.
 	Effects bool
+	// ReadsHeld: the statement reads state the session keeps on a
+	// connection and no other connection has (a sequence's last value, a
+	// named lock's holder, the connection's id): it must run where that
+	// state is.
+	ReadsHeld bool
 	// Carried: the statement is Sticky only because it assigns user
 	// variables or reads ROW_COUNT/FOUND_ROWS, which a session carries
 	// itself (reading the variables back, BindCounts).
@@ -628,9 +633,13 @@ func (sc *stmtScanner) word(w string) {
 		sc.tableCtx = true
 	case "FROM", "JOIN", "STRAIGHT_JOIN":
 		sc.tableCtx = true
-	case "IS_USED_LOCK", "IS_FREE_LOCK", "LASTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID", "SQL_LOG_BIN":
+	case "IS_USED_LOCK", "IS_FREE_LOCK", "LASTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID":
+		st.Sticky, st.ReadsHeld = true, true
+	case "SQL_LOG_BIN":
 		st.Sticky = true
-	case "GET_LOCK", "RELEASE_LOCK", "RELEASE_ALL_LOCKS", "SETVAL":
+	case "RELEASE_LOCK", "RELEASE_ALL_LOCKS":
+		st.Sticky, st.Effects, st.ReadsHeld = true, true, true
+	case "GET_LOCK", "SETVAL":
 		st.Sticky, st.Effects = true, true
 	case "SQL_CALC_FOUND_ROWS":
 		st.Sticky, st.CalcFoundRows = true, true
@@ -641,7 +650,7 @@ func (sc *stmtScanner) word(w string) {
 	case "VALUE":
 		switch sc.prev {
 		case "PREVIOUS":
-			st.Sticky = true
+			st.Sticky, st.ReadsHeld = true, true
 		case "NEXT":
 			st.Sticky, st.Effects, sc.masterOnly = true, true, true
 		}

@@ -494,8 +494,11 @@ func TestMultiStatementAcrossNodes(t *testing.T) {
 	if got := balances(t, db); got != "1,1|2,2|5,100|6,100" {
 		t.Errorf("a refused batch was partly applied: %s", got)
 	}
-	_, err = c.QueryContext(t.Context(), "SELECT COUNT(*) FROM acct")
-	wantSQLError(t, err, 1235, "42000")
+	// A single statement that reads none of that state runs on both
+	// nodes, as one MariaDB would run it.
+	if got, want := queryValue(t, c, "SELECT COUNT(*) FROM acct"), queryValue(t, db, "SELECT COUNT(*) FROM acct"); got != want {
+		t.Errorf("a read on both nodes beside the temporary table: %s rows, want %s", got, want)
+	}
 	if got := queryValue(t, c, "SELECT x FROM tmp"); got != "42" {
 		t.Errorf("temporary table after the refusals: %s", got)
 	}

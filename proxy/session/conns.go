@@ -232,6 +232,7 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 			s.opaque = true // a system variable other nodes lack
 		default:
 			keep()
+			s.varsUnknown = true // user variables, temporary tables, SQL prepared statements
 		}
 	}
 }

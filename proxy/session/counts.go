@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/router"
@@ -29,9 +30,17 @@ type stmtState struct {
 	// them back that nothing else keeps.
 	readBack bool
 	held     *backend.Conn
-	// independent: the statement under way reads no session state the
-	// proxy cannot repeat (no user variable, nothing sticky).
-	independent bool
+	// portable: the statement under way reads no state the session keeps
+	// where the proxy cannot repeat it (router.Stmt.ReadsHeld, user
+	// variables it could not read back): it may run on another node.
+	// stateless: it leaves nothing there either, so the connection it
+	// gets there is lent for the statement.
+	portable, stateless bool
+	// varsUnknown: user variables may have been set where the proxy
+	// could not read them back (a statement on several shards, state the
+	// server reported): statements that read user variables run only
+	// where the session's state is.
+	varsUnknown bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -50,7 +59,8 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		st.Sticky = false
 		ss.readBack = st.AssignsVars
 	}
-	ss.independent = !st.Multi && !st.Sticky && !st.UserVars && !st.CallsRoutine
+	ss.portable = !st.Multi && !st.ReadsHeld && (!st.UserVars || !ss.varsUnknown)
+	ss.stateless = !st.Sticky
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
@@ -97,7 +107,7 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 	}
 	if bc == nil {
 		if held != nil {
-			s.sticky = true
+			s.sticky, ss.varsUnknown = true, true
 			if s.unreplayable == "" {
 				s.unreplayable = "user variables assigned by a statement on several shards"
 			}
@@ -123,8 +133,11 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 // connection is lent for the statement (lent, giveBack), so one MariaDB
 // runs what the session asks.
 func (ss *stmtState) lend(inTxn bool) bool {
-	ss.lending = ss.independent && !inTxn && !ss.opaque
-	return ss.lending
+	if !ss.portable || inTxn || ss.opaque {
+		return false
+	}
+	ss.lending = ss.stateless
+	return true
 }
 
 // lent records bc, taken from the pool for the statement lend allowed.
@@ -199,4 +212,35 @@ func (ss *stmtState) keep() {
 	if s.unreplayable == "" {
 		s.unreplayable = "a statement that changed the session's state"
 	}
+}
+
+// readRoutineVars reads back, after a stored routine ran on node's
+// connection, every user variable the connection has (MariaDB lists them
+// in information_schema.USER_VARIABLES): what the routine's body assigned
+// is then carried like a SET's, and statements that read user variables
+// may run on other nodes. A server without the list leaves them unknown.
+func (ss *stmtState) readRoutineVars(plan *router.Plan) {
+	s := ss.s
+	if plan == nil || plan.Kind != router.Forward || len(plan.Targets) != 1 {
+		ss.varsUnknown = true
+		return
+	}
+	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
+	if bc == nil {
+		return // not kept: the statement failed before it ran
+	}
+	res, err := bc.Exec("SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
+	if err != nil {
+		ss.varsUnknown = true
+		return
+	}
+	vars := make([]router.SetVar, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		vars = append(vars, router.SetVar{Name: strings.ToLower(string(r[0])), User: true})
+	}
+	if len(vars) > 0 && s.ReadBack(bc, vars) != nil {
+		ss.varsUnknown = true
+		return
+	}
+	ss.varsUnknown = false
 }

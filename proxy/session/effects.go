@@ -83,6 +83,9 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 			return err
 		}
 	}
+	if (st.CallsRoutine || st.Effects && st.Keyword == "SET") && o.Err == nil && !st.Multi {
+		s.readRoutineVars(plan)
+	}
 	if plan == nil {
 		return nil
 	}
@@ -119,5 +122,5 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
-	s.readBack, s.held, s.independent, s.lending = false, nil, false, false
+	s.readBack, s.held, s.portable, s.stateless, s.lending = false, nil, false, false, false
 }

@@ -160,7 +160,7 @@ func (s *State) Reset() {
 	s.sticky = false
 	s.locked = nil
 	s.replay = nil
-	s.unreplayable, s.opaque = "", false
+	s.unreplayable, s.opaque, s.varsUnknown = "", false, false
 	s.Coll = s.HandshakeColl
 	s.ClientCharset = ""
 	s.LastInsertID, s.RowCount, s.FoundRows = 0, -1, 0
