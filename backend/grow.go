@@ -46,25 +46,19 @@ func semCap(base int, grow bool) int {
 
 // initReserve fills the reserve so that the limit starts at the base.
 func (n *Node) initReserve() {
-	n.reserved = cap(n.sem) - n.base
-	for range n.reserved {
+	r := cap(n.sem) - n.base
+	for range r {
 		n.sem <- struct{}{}
 	}
+	n.reserved.Store(int64(r))
 }
 
 // limit is the most connections the pool may have checked out now.
-func (n *Node) limit() int {
-	n.growMu.Lock()
-	defer n.growMu.Unlock()
-	return cap(n.sem) - n.reserved
-}
+func (n *Node) limit() int { return cap(n.sem) - int(n.reserved.Load()) }
 
-// inUse is the number of connections checked out.
-func (n *Node) inUse() int {
-	n.growMu.Lock()
-	defer n.growMu.Unlock()
-	return len(n.sem) - n.reserved
-}
+// inUse is the number of connections checked out (a moment's view while
+// setLimit runs).
+func (n *Node) inUse() int { return len(n.sem) - int(n.reserved.Load()) }
 
 // setLimit moves the reserve toward a limit of want: reserve tokens
 // are given back at once; taken back only as far as the channel has
@@ -73,14 +67,14 @@ func (n *Node) setLimit(want int) {
 	want = min(max(want, n.base, 1), cap(n.sem))
 	n.growMu.Lock()
 	defer n.growMu.Unlock()
-	for cap(n.sem)-n.reserved < want && n.reserved > 0 {
+	for n.limit() < want && n.reserved.Load() > 0 {
 		<-n.sem // never blocks: the reserve's tokens are in the channel
-		n.reserved--
+		n.reserved.Add(-1)
 	}
-	for cap(n.sem)-n.reserved > want {
+	for n.limit() > want {
 		select {
 		case n.sem <- struct{}{}:
-			n.reserved++
+			n.reserved.Add(1)
 		default:
 			return
 		}
@@ -246,7 +240,9 @@ func (q *quotas) count(user string) int {
 // success the caller holds the token and the quota (most > 0 when it
 // counts).
 func (n *Node) acquire(ctx context.Context, q Quota) (most int, err error) {
-	most = q.of(n.limit())
+	if q.User != "" {
+		most = q.of(n.limit())
+	}
 	var t *time.Timer
 	deadline := func() <-chan time.Time {
 		if t == nil {

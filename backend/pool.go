@@ -19,8 +19,8 @@ import (
 )
 
 // numVariants is the number of pool partitions: one per subset of
-// VariantCaps.
-const numVariants = 16
+// VariantCaps and VariantExtMetadata.
+const numVariants = 32
 
 func variantIndex(v uint32) int {
 	i := 0
@@ -35,6 +35,9 @@ func variantIndex(v uint32) int {
 	}
 	if v&mysql.ClientIgnoreSpace != 0 {
 		i |= 8
+	}
+	if v&VariantExtMetadata != 0 {
+		i |= 16
 	}
 	return i
 }
@@ -67,9 +70,9 @@ type Node struct {
 	sem chan struct{}
 	// base is max_conns_limit.
 	base int
-	// reserved counts the tokens the pool holds itself; guarded by
-	// growMu.
-	reserved int
+	// reserved counts the tokens the pool holds itself; growMu
+	// serialises its changes (setLimit).
+	reserved atomic.Int64
 	growMu   sync.Mutex
 	// serverMax is the server's max_connections as the last health check
 	// read it (0 before).
