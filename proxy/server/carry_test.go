@@ -217,6 +217,11 @@ func TestRoutineStateStaysWithSession(t *testing.T) {
 				if got := joinRows(queryStrings(t, px, "SELECT @leak IS NOT NULL")); got != "1" {
 					t.Errorf("after %s the session's own @leak is lost", c.stmt)
 				}
+				// Read back and carried: on the other node too (rows 1
+				// and 2 live on different nodes).
+				if got := joinRows(queryStrings(t, px, "SELECT @leak IS NOT NULL FROM t WHERE id IN (1, 2)")); got != "1|1" {
+					t.Errorf("after %s, @leak on both nodes: %s", c.stmt, got)
+				}
 			}
 			px.Close()
 			client.Close() // the client disconnects
