@@ -93,12 +93,20 @@ const erUnknownSystemVariable = 1193
 // parses function names followed by a space.
 const VariantCaps = mysql.ClientDeprecateEOF | mysql.ClientFoundRows | mysql.ClientCompress | mysql.ClientIgnoreSpace
 
+// VariantExtMetadata in a Variant asks for MariaDB's extended column
+// metadata (mysql.MariaDBClientExtendedMetadata, an extended capability):
+// column definitions then carry the data type and format names (point,
+// json) that MariaDB's own clients show. It is no capability bit on the
+// wire (bit 31 is the client-side CLIENT_REMEMBER_OPTIONS, which the proxy
+// never sends), only a pool partition.
+const VariantExtMetadata uint32 = 1 << 31
+
 // DialOptions configure a new backend connection.
 type DialOptions struct {
 	User, Password string
 	DB             string
 	Collation      byte   // handshake collation id
-	Variant        uint32 // subset of VariantCaps
+	Variant        uint32 // subset of VariantCaps, and VariantExtMetadata
 	DialTimeout    time.Duration
 	ReadTimeout    time.Duration // per network read, 0 = none
 	CommandTimeout time.Duration // bound of the proxy's own commands, 0 = none
@@ -124,6 +132,7 @@ type Conn struct {
 	ThreadID      uint32 // the backend's connection id, for KILL
 	ServerVersion string
 	Caps          uint32 // negotiated capabilities
+	ExtCaps       uint32 // negotiated MariaDB extended capabilities
 	Variant       uint32
 
 	// State the connection was left in; maintained by the session that owns
@@ -259,17 +268,23 @@ func (c *Conn) handshake(o DialOptions) error {
 	if h.Capabilities&mysql.ClientProtocol41 == 0 {
 		return mysql.NewError(mysql.ErHandshake, "backend %s does not speak protocol 4.1", c.Addr)
 	}
-	want := baseCaps | o.Variant
+	want := baseCaps | o.Variant&^VariantExtMetadata
 	if o.DB == "" {
 		want &^= mysql.ClientConnectWithDB
 	}
 	c.Caps = want & h.Capabilities
+	if o.Variant&VariantExtMetadata != 0 {
+		if h.Capabilities&mysql.ClientLongPassword != 0 || h.ExtCapabilities&mysql.MariaDBClientExtendedMetadata == 0 {
+			return mysql.NewError(mysql.ErHandshake, "backend %s lacks the extended metadata the client needs", c.Addr)
+		}
+		c.ExtCaps = mysql.MariaDBClientExtendedMetadata
+	}
 	if o.TLS != nil {
 		if h.Capabilities&mysql.ClientSSL == 0 {
 			return mysql.NewError(mysql.ErHandshake, "backend %s does not offer TLS, which its node's tls requires", c.Addr)
 		}
 		// SSLRequest, then the rest of the login inside TLS.
-		if err := c.WritePacket(mysql.AppendSSLRequest(nil, c.Caps, 45)); err != nil {
+		if err := c.WritePacket(mysql.AppendSSLRequest(nil, c.Caps, c.ExtCaps, 45)); err != nil {
 			return err
 		}
 		if err := c.Flush(); err != nil {
@@ -284,8 +299,8 @@ func (c *Conn) handshake(o DialOptions) error {
 		c.Caps |= mysql.ClientSSL
 	}
 
-	if o.Variant&h.Capabilities != o.Variant {
-		return mysql.NewError(mysql.ErHandshake, "backend %s lacks capabilities %#x the client needs", c.Addr, o.Variant&^h.Capabilities)
+	if v := o.Variant &^ VariantExtMetadata; v&h.Capabilities != v {
+		return mysql.NewError(mysql.ErHandshake, "backend %s lacks capabilities %#x the client needs", c.Addr, v&^h.Capabilities)
 	}
 	c.Variant = o.Variant
 	plugin := h.AuthPlugin
@@ -309,13 +324,14 @@ func (c *Conn) handshake(o DialOptions) error {
 		coll = 45
 	}
 	resp := mysql.AppendHandshakeResponse(nil, &mysql.HandshakeResponse{
-		Capabilities: c.Caps,
-		MaxPacket:    mysql.MaxPacketPayload,
-		Charset:      coll,
-		User:         o.User,
-		AuthResponse: auth,
-		Database:     o.DB,
-		AuthPlugin:   plugin,
+		Capabilities:    c.Caps,
+		ExtCapabilities: c.ExtCaps,
+		MaxPacket:       mysql.MaxPacketPayload,
+		Charset:         coll,
+		User:            o.User,
+		AuthResponse:    auth,
+		Database:        o.DB,
+		AuthPlugin:      plugin,
 	})
 	if err := c.WritePacket(resp); err != nil {
 		return err
@@ -757,7 +773,7 @@ func (c *Conn) ReadResult() (res *Result, more bool, err error) {
 			c.broken = true
 			return nil, false, err
 		}
-		col, err := mysql.ParseColumn(p)
+		col, err := mysql.ParseColumnExt(p, c.ExtMetadata())
 		if err != nil {
 			c.broken = true
 			return nil, false, err
@@ -848,3 +864,7 @@ func (c *Conn) ExecPair(q1, q2 string) (ok mysql.OK, first, second error) {
 	ok, second = c.readOK()
 	return ok, first, second
 }
+
+// ExtMetadata reports whether the connection's column definitions carry
+// MariaDB's extended metadata (VariantExtMetadata).
+func (c *Conn) ExtMetadata() bool { return c.ExtCaps&mysql.MariaDBClientExtendedMetadata != 0 }

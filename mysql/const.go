@@ -65,6 +65,24 @@ const (
 	ClientDeprecateEOF               uint32 = 1 << 24 // CLIENT_DEPRECATE_EOF
 )
 
+// MariaDB's extended capabilities (bits 32 and up of its capability flags,
+// shifted down by 32): a MariaDB server greets without CLIENT_MYSQL
+// (ClientLongPassword) and sends them in the last 4 of the greeting's 10
+// reserved bytes; a client that leaves CLIENT_MYSQL unset answers with its
+// own in the last 4 of the response's 23 reserved bytes.
+const (
+	// MariaDBClientExtendedMetadata (MARIADB_CLIENT_EXTENDED_METADATA):
+	// column definitions carry one more length-encoded field after
+	// org_name, the packed extended metadata (ColumnExtType ...).
+	MariaDBClientExtendedMetadata uint32 = 1 << 3
+)
+
+// Kinds of a column's extended metadata (MARIADB_FIELD_ATTR_*).
+const (
+	ColumnExtType   byte = 0 // MARIADB_FIELD_ATTR_DATA_TYPE_NAME: point, inet6, uuid ...
+	ColumnExtFormat byte = 1 // MARIADB_FIELD_ATTR_FORMAT_NAME: json
+)
+
 // Server status flags carried by OK and EOF packets.
 const (
 	StatusInTrans            uint16 = 0x0001 // SERVER_STATUS_IN_TRANS

@@ -11,9 +11,13 @@ type Handshake struct {
 	ConnectionID  uint32
 	Salt          []byte // 20 bytes of scramble
 	Capabilities  uint32
-	Charset       byte
-	Status        uint16
-	AuthPlugin    string
+	// ExtCapabilities are MariaDB's extended capabilities
+	// (MariaDBClientExtendedMetadata ...), sent and read only without
+	// ClientLongPassword (CLIENT_MYSQL) in Capabilities.
+	ExtCapabilities uint32
+	Charset         byte
+	Status          uint16
+	AuthPlugin      string
 }
 
 // AppendHandshake appends a HandshakeV10 payload.
@@ -29,7 +33,12 @@ func AppendHandshake(b []byte, h *Handshake) []byte {
 	b = binary.LittleEndian.AppendUint16(b, h.Status)
 	b = binary.LittleEndian.AppendUint16(b, uint16(h.Capabilities>>16))
 	b = append(b, byte(len(h.Salt)+1))
-	b = append(b, make([]byte, 10)...)
+	b = append(b, make([]byte, 6)...)
+	ext := h.ExtCapabilities
+	if h.Capabilities&ClientLongPassword != 0 {
+		ext = 0
+	}
+	b = binary.LittleEndian.AppendUint32(b, ext)
 	b = append(b, h.Salt[8:]...)
 	b = append(b, 0)
 	b = append(b, h.AuthPlugin...)
@@ -59,7 +68,10 @@ func ParseHandshake(p []byte) (*Handshake, error) {
 		h.Status = r.uint16()
 		h.Capabilities |= uint32(r.uint16()) << 16
 		authLen := int(r.byte1())
-		r.bytes(10)
+		r.bytes(6)
+		if ext := r.uint32(); h.Capabilities&ClientLongPassword == 0 {
+			h.ExtCapabilities = ext
+		}
 		if h.Capabilities&ClientSecureConnection != 0 {
 			// auth-plugin-data-part-2 is MAX(13, auth_plugin_data_len - 8)
 			// bytes, the last of which is a NUL terminator.
@@ -83,13 +95,16 @@ func ParseHandshake(p []byte) (*Handshake, error) {
 // (Protocol::HandshakeResponse41).
 type HandshakeResponse struct {
 	Capabilities uint32
-	MaxPacket    uint32
-	Charset      byte
-	User         string
-	AuthResponse []byte
-	Database     string
-	AuthPlugin   string
-	Attrs        map[string]string
+	// ExtCapabilities are MariaDB's extended capabilities, read and sent
+	// only without ClientLongPassword (CLIENT_MYSQL) in Capabilities.
+	ExtCapabilities uint32
+	MaxPacket       uint32
+	Charset         byte
+	User            string
+	AuthResponse    []byte
+	Database        string
+	AuthPlugin      string
+	Attrs           map[string]string
 }
 
 // ParseHandshakeResponse decodes a HandshakeResponse41 payload. An SSL
@@ -104,7 +119,10 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 	}
 	hr.MaxPacket = r.uint32()
 	hr.Charset = r.byte1()
-	r.bytes(23)
+	r.bytes(19)
+	if ext := r.uint32(); hr.Capabilities&ClientLongPassword == 0 {
+		hr.ExtCapabilities = ext
+	}
 	if !r.ok() {
 		return nil, ErrBadPacket
 	}
@@ -159,8 +177,7 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 func AppendHandshakeResponse(b []byte, hr *HandshakeResponse) []byte {
 	b = binary.LittleEndian.AppendUint32(b, hr.Capabilities)
 	b = binary.LittleEndian.AppendUint32(b, hr.MaxPacket)
-	b = append(b, hr.Charset)
-	b = append(b, make([]byte, 23)...)
+	b = appendReserved(b, hr.Charset, hr.Capabilities, hr.ExtCapabilities)
 	b = append(b, hr.User...)
 	b = append(b, 0)
 	if hr.Capabilities&ClientPluginAuthLenencClientData != 0 {
@@ -281,12 +298,24 @@ func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
 // TLS, then sends the response inside TLS.
 const SSLRequestLen = 32
 
-// AppendSSLRequest appends an SSLRequest payload.
-func AppendSSLRequest(b []byte, caps uint32, coll byte) []byte {
+// AppendSSLRequest appends an SSLRequest payload; ext are MariaDB's
+// extended capabilities (sent without ClientLongPassword in caps).
+func AppendSSLRequest(b []byte, caps, ext uint32, coll byte) []byte {
 	b = binary.LittleEndian.AppendUint32(b, caps|ClientSSL)
 	b = binary.LittleEndian.AppendUint32(b, MaxPacketPayload)
+	return appendReserved(b, coll, caps, ext)
+}
+
+// appendReserved appends a handshake response's collation and its 23
+// reserved bytes, the last 4 of which are MariaDB's extended capabilities
+// when caps lacks ClientLongPassword (CLIENT_MYSQL).
+func appendReserved(b []byte, coll byte, caps, ext uint32) []byte {
 	b = append(b, coll)
-	return append(b, make([]byte, 23)...)
+	b = append(b, make([]byte, 19)...)
+	if caps&ClientLongPassword != 0 {
+		ext = 0
+	}
+	return binary.LittleEndian.AppendUint32(b, ext)
 }
 
 // IsSSLRequest reports whether a client's first packet is an SSLRequest.

@@ -90,13 +90,14 @@ func TestParseHandshakeServers(t *testing.T) {
 				[]byte("mysql_native_password"),
 			),
 			want: &Handshake{
-				ServerVersion: "5.5.5-10.11.6-MariaDB",
-				ConnectionID:  42,
-				Salt:          []byte("ABCDEFGHIJKLMNOPQRST"),
-				Capabilities:  0x81fff7fe,
-				Charset:       45,
-				Status:        StatusAutocommit,
-				AuthPlugin:    AuthNativePassword,
+				ServerVersion:   "5.5.5-10.11.6-MariaDB",
+				ConnectionID:    42,
+				Salt:            []byte("ABCDEFGHIJKLMNOPQRST"),
+				Capabilities:    0x81fff7fe,
+				ExtCapabilities: 0x1d, // progress, bulk, extended metadata, metadata cache
+				Charset:         45,
+				Status:          StatusAutocommit,
+				AuthPlugin:      AuthNativePassword,
 			},
 		},
 		{

@@ -146,12 +146,17 @@ func ParseErr(p []byte) *SQLError {
 
 // Column is a column definition (Protocol::ColumnDefinition41).
 type Column struct {
-	Catalog      string
-	Schema       string
-	Table        string
-	OrgTable     string
-	Name         string
-	OrgName      string
+	Catalog  string
+	Schema   string
+	Table    string
+	OrgTable string
+	Name     string
+	OrgName  string
+	// Ext is MariaDB's packed extended metadata (ExtendedMetadata): in the
+	// packet, after OrgName, only on connections with
+	// MariaDBClientExtendedMetadata; nil when the packet has no such field,
+	// empty when the field is there and says nothing.
+	Ext          []byte
 	Charset      uint16
 	Length       uint32
 	Type         byte
@@ -160,7 +165,8 @@ type Column struct {
 	DefaultValue []byte // only in COM_FIELD_LIST replies
 }
 
-// AppendColumn appends a column definition payload.
+// AppendColumn appends a column definition payload, with the extended
+// metadata field when c.Ext is not nil.
 func AppendColumn(b []byte, c *Column) []byte {
 	cat := c.Catalog
 	if cat == "" {
@@ -172,6 +178,9 @@ func AppendColumn(b []byte, c *Column) []byte {
 	b = AppendLenEncString(b, c.OrgTable)
 	b = AppendLenEncString(b, c.Name)
 	b = AppendLenEncString(b, c.OrgName)
+	if c.Ext != nil {
+		b = AppendLenEncBytes(b, c.Ext)
+	}
 	b = append(b, 0x0c)
 	b = binary.LittleEndian.AppendUint16(b, c.Charset)
 	b = binary.LittleEndian.AppendUint32(b, c.Length)
@@ -184,8 +193,14 @@ func AppendColumn(b []byte, c *Column) []byte {
 	return b
 }
 
-// ParseColumn decodes a column definition payload.
-func ParseColumn(p []byte) (*Column, error) {
+// ParseColumn decodes a column definition payload of a connection without
+// MariaDBClientExtendedMetadata.
+func ParseColumn(p []byte) (*Column, error) { return ParseColumnExt(p, false) }
+
+// ParseColumnExt decodes a column definition payload; ext says the
+// connection has MariaDBClientExtendedMetadata (the packet then has the
+// extended metadata field, copied to Ext).
+func ParseColumnExt(p []byte, ext bool) (*Column, error) {
 	r := reader{b: p}
 	c := &Column{}
 	c.Catalog = string(r.lenEncBytes())
@@ -194,6 +209,9 @@ func ParseColumn(p []byte) (*Column, error) {
 	c.OrgTable = string(r.lenEncBytes())
 	c.Name = string(r.lenEncBytes())
 	c.OrgName = string(r.lenEncBytes())
+	if ext {
+		c.Ext = append([]byte{}, r.lenEncBytes()...)
+	}
 	if n := r.lenEncInt(); r.ok() && n < 0x0c {
 		return nil, ErrBadPacket
 	}
@@ -213,6 +231,41 @@ func ParseColumn(p []byte) (*Column, error) {
 		}
 	}
 	return c, nil
+}
+
+// ExtendedMetadata packs a column's extended metadata as MariaDB does: for
+// each kind with a value, its kind byte (ColumnExtType, ColumnExtFormat),
+// a length byte and the value. Values of 251 bytes or more are cut there
+// (the server's are type and format names). Never nil.
+func ExtendedMetadata(typeName, format string) []byte {
+	b := []byte{}
+	for _, kv := range [...]struct {
+		kind byte
+		v    string
+	}{{ColumnExtType, typeName}, {ColumnExtFormat, format}} {
+		if kv.v == "" {
+			continue
+		}
+		v := kv.v[:min(len(kv.v), 250)]
+		b = append(append(b, kv.kind, byte(len(v))), v...)
+	}
+	return b
+}
+
+// ExtValue returns the value of one kind of c's extended metadata, "" when
+// it has none.
+func (c *Column) ExtValue(kind byte) string {
+	for b := c.Ext; len(b) >= 2; {
+		n := int(b[1])
+		if len(b) < 2+n {
+			return ""
+		}
+		if b[0] == kind {
+			return string(b[2 : 2+n])
+		}
+		b = b[2+n:]
+	}
+	return ""
 }
 
 // AppendTextRow appends a text-protocol row; a nil element is SQL NULL.

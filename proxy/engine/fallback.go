@@ -383,7 +383,7 @@ func (g *gather) readColumns(src *backend.Conn) (copyColumns, error) {
 		if err != nil {
 			return cols, g.release(src, backend.ErrLost(src))
 		}
-		c, err := mysql.ParseColumn(cp)
+		c, err := mysql.ParseColumnExt(cp, src.ExtMetadata())
 		if err != nil {
 			return cols, g.release(src, err)
 		}

@@ -301,7 +301,7 @@ func (mg *merger) readHeader(s *stream) error {
 	if first {
 		defs := make([]*mysql.Column, len(raw))
 		for i, p := range raw {
-			if defs[i], err = mysql.ParseColumn(p); err != nil {
+			if defs[i], err = mysql.ParseColumnExt(p, s.bc.ExtMetadata()); err != nil {
 				return err
 			}
 		}

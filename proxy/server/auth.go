@@ -45,8 +45,12 @@ func (a auth) handshake(timeout time.Duration) error {
 	if _, ok := mysql.CollationByID(coll); !ok {
 		coll = srv.coll
 	}
+	variant := c.caps & backend.VariantCaps
+	if hr.ExtCapabilities&mysql.MariaDBClientExtendedMetadata != 0 {
+		variant |= backend.VariantExtMetadata
+	}
 	c.st = session.New(srv.nodes, srv.cfg().TransactionMode == config.TransactionSingle, coll,
-		c.caps&backend.VariantCaps, c.caps&mysql.ClientMultiStatements != 0)
+		variant, c.caps&mysql.ClientMultiStatements != 0)
 	c.st.SetContext(c.ctx)
 	c.st.SetKnobs(srv.knobs)
 	clientPlugin := hr.AuthPlugin
@@ -101,14 +105,16 @@ func (a auth) greet() (*mysql.HandshakeResponse, error) {
 	}
 	c.salt = salt
 	plugin := srv.cfg().DefaultAuthPlugin
+	caps, ext := srv.greetCaps()
 	greeting := mysql.AppendHandshake(c.buf[:0], &mysql.Handshake{
-		ServerVersion: srv.version(),
-		ConnectionID:  c.id,
-		Salt:          salt,
-		Capabilities:  srv.caps,
-		Charset:       srv.coll,
-		Status:        mysql.StatusAutocommit,
-		AuthPlugin:    plugin,
+		ServerVersion:   srv.version(),
+		ConnectionID:    c.id,
+		Salt:            salt,
+		Capabilities:    caps,
+		ExtCapabilities: ext,
+		Charset:         srv.coll,
+		Status:          mysql.StatusAutocommit,
+		AuthPlugin:      plugin,
 	})
 	if err := c.writeFlush(greeting); err != nil {
 		return nil, err
@@ -141,6 +147,7 @@ func (a auth) greet() (*mysql.HandshakeResponse, error) {
 		c.writeErr(mysql.NewError(mysql.ErHandshake, "Bad handshake"))
 		return nil, err
 	}
+	hr.ExtCapabilities &= ext
 	return hr, nil
 }
 

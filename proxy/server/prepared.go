@@ -192,7 +192,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if nparams >= 0 {
 		params = make([][]byte, nparams)
 		for i := range params {
-			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
+			params[i] = mysql.AppendColumn(nil, extColumn(&mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString}, c.extMetadata()))
 		}
 	}
 	ps, err := c.st.Stmts.Add(sql, len(params))

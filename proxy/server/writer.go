@@ -21,12 +21,13 @@ func (c *conn) Fields(cols []*mysql.Column, raw [][]byte) error {
 		return &mysql.DstError{Err: err}
 	}
 	c.binCols = c.binCols[:0]
+	ext := c.extMetadata()
 	for i := 0; i < n; i++ {
 		var p []byte
 		if raw != nil && raw[i] != nil {
 			p = raw[i]
 		} else {
-			c.buf = mysql.AppendColumn(c.buf[:0], cols[i])
+			c.buf = mysql.AppendColumn(c.buf[:0], extColumn(cols[i], ext))
 			p = c.buf
 		}
 		if c.binary {
@@ -35,7 +36,7 @@ func (c *conn) Fields(cols []*mysql.Column, raw [][]byte) error {
 				col = cols[i]
 			} else {
 				var err error
-				if col, err = mysql.ParseColumn(p); err != nil {
+				if col, err = mysql.ParseColumnExt(p, ext); err != nil {
 					return err
 				}
 			}
