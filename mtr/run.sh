@@ -104,8 +104,10 @@ mariadb-install-db --no-defaults --datadir="$VAR/template/var/mysqld.1/data" --a
 
 # launch DIR PORT: mariadbd with mtr's settings on the data directory DIR/var/mysqld.1/data, inside the mtr var
 # directory DIR/var (its secure-file-priv), as mtr lays them out: tests read ../../std_data from the data directory.
+# CERT is the certificate's name in std_data (server: mtr's own; serversan: the same CA, with 127.0.0.1 as a
+# subject alternative name, which the proxy's TLS to the server checks).
 launch() {
-	local dir=$1 port=$2
+	local dir=$1 port=$2 cert=${3:-server}
 	mkdir -p "$dir/var/tmp" "$dir/var/log"
 	cat >"$dir/my.cnf" <<EOF
 [mysqld]
@@ -135,8 +137,8 @@ use_stat_tables=preferably
 histogram_type=json_hb
 max-connections=500
 ssl-ca=$MTR_DIR/std_data/cacert.pem
-ssl-cert=$MTR_DIR/std_data/server-cert.pem
-ssl-key=$MTR_DIR/std_data/server-key.pem
+ssl-cert=$MTR_DIR/std_data/$cert-cert.pem
+ssl-key=$MTR_DIR/std_data/$cert-key.pem
 EOF
 	setsid "$MARIADBD" --defaults-file="$dir/my.cnf" "${ROOT_FLAG[@]}" >"$dir/console.log" 2>&1 &
 	pids+=($!)
@@ -190,14 +192,14 @@ EOF
 	pids=()
 }
 
-# start_server NAME PORT: a copy of the template in $VAR/NAME.
+# start_server NAME PORT [CERT]: a copy of the template in $VAR/NAME.
 start_server() {
 	local dir=$VAR/$1
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	mkdir -p "$dir/var/mysqld.1"
 	cp -a "$VAR/template/var/mysqld.1/data" "$dir/var/mysqld.1/data"
-	launch "$dir" "$2"
+	launch "$dir" "$2" "${3:-server}"
 }
 
 start_proxy() {
@@ -219,6 +221,9 @@ nodes:
     user: root
     password: ""
     max_conns_limit: 128
+    # TLS to the server, as a client of MariaDB directly would have it (tests read the session's Ssl_* status).
+    tls: true
+    tls_ca: $MTR_DIR/std_data/cacert.pem
 deny_statements: []
 # TLS for clients with mtr's own certificates, as its servers have (tests connect with --ssl and the std_data CA).
 tls_cert: $MTR_DIR/std_data/server-cert.pem
@@ -285,7 +290,7 @@ for protocol in "${protocols[@]}"; do
 	cleanup
 	pids=()
 	start_server direct "$BASE"
-	start_server proxied $((BASE + 1))
+	start_server proxied $((BASE + 1)) serversan
 	start_proxy
 	run_mtr direct "$BASE" "$VAR/direct/mysqld.sock" "$protocol" &
 	direct_pid=$!
