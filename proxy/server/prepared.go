@@ -192,7 +192,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if nparams >= 0 {
 		params = make([][]byte, nparams)
 		for i := range params {
-			params[i] = mysql.AppendColumn(nil, extColumn(&mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString}, c.extMetadata()))
+			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
 		}
 	}
 	ps, err := c.st.Stmts.Add(sql, len(params))
@@ -383,12 +383,14 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
 		}
 		ps.HasLong[i] = true
-		if ps.LongSize += len(p) - 7; ps.LongSize > c.srv.cfg().MaxAllowedPacket {
-			// The data is dropped; the execution gets the error, as the
+		if ps.LongSize < 0 || len(ps.Long[i])+len(p)-7 > c.srv.cfg().MaxAllowedPacket {
+			// max_allowed_packet bounds each parameter, as on MariaDB:
+			// the data is dropped; the execution gets the error, as the
 			// server reports it (no reply is due here).
-			ps.Long[i] = nil
+			ps.Long[i], ps.LongSize = nil, -1
 			return nil
 		}
+		ps.LongSize += len(p) - 7
 		ps.Long[i] = append(ps.Long[i], p[7:]...)
 		return nil
 	case mysql.ComStmtReset:

@@ -19,7 +19,7 @@ import (
 func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
 	e := &s.exec
-	if ps.LongSize > c.srv.cfg().MaxAllowedPacket {
+	if ps.LongSize < 0 {
 		c.srv.longDataTooLarge.Add(1)
 		ps.ClearLong()
 		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg().MaxAllowedPacket)
@@ -327,12 +327,24 @@ func sendLongData(bc *backend.Conn, st *backend.Stmt, ps *session.Stmt, order []
 		if !ps.HasLong[j] {
 			continue
 		}
-		if err := bc.SendLongData(st.ID, uint16(i), ps.Long[j]); err != nil {
-			return err
+		// In chunks, as clients send it: joined, a parameter of
+		// max_allowed_packet would be a packet past it.
+		for data := ps.Long[j]; ; {
+			k := min(len(data), longDataChunk)
+			if err := bc.SendLongData(st.ID, uint16(i), data[:k]); err != nil {
+				return err
+			}
+			if data = data[k:]; len(data) == 0 {
+				break
+			}
 		}
 	}
 	return nil
 }
+
+// longDataChunk is the size of the COM_STMT_SEND_LONG_DATA packets the
+// proxy sends a backend.
+const longDataChunk = 1 << 20
 
 // reorderParams returns e with its parameters in the order of the target's
 // SQL: parameter i is the client's order[i].

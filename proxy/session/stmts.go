@@ -42,7 +42,7 @@ type Stmt struct {
 	Types     []byte   // parameter types bound by the last execution
 	Long      [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
 	HasLong   []bool
-	LongSize  int // bytes of long data received since the last execution
+	LongSize  int // bytes of long data received since the last execution; -1 once a parameter's passed max_allowed_packet
 	// Order maps the placeholders of the targets' restored SQL to the
 	// client's (router.PlaceholderOrder), nil when they are in the
 	// client's order; Ordered says it has been computed.
