@@ -80,7 +80,7 @@ sql() { mariadb --no-defaults -h127.0.0.1 -P"$1" -ushardgate -pshardgate -e "$2"
 for port in $PORTS; do
 	sql "$port" "SET GLOBAL binlog_row_metadata = 'FULL';
 		DROP DATABASE IF EXISTS sbanchor; DROP DATABASE IF EXISTS sbtest; CREATE DATABASE sbtest;
-		DROP TABLE IF EXISTS shardgate_sidecar.move_workflows;"
+		DROP DATABASE IF EXISTS shardgate_sidecar;"
 	file=$(mariadb --no-defaults -h127.0.0.1 -P"$port" -ushardgate -pshardgate -N -e "FLUSH BINARY LOGS; SHOW MASTER STATUS" | cut -f1)
 	sql "$port" "PURGE BINARY LOGS TO '$file'"
 done

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/router"
@@ -54,16 +55,18 @@ type copier struct {
 	keyCol   int // index in def.cols of the new rule's shard key
 
 	rows atomic.Int64 // rows written
+	// noLocal: a target refused LOAD DATA LOCAL; batches are REPLACEs.
+	noLocal atomic.Bool
 	// checkpoint records that source key has been copied through pk (a
 	// JSON array of SQL literals), "done" at its end.
 	checkpoint func(key, pk string, rows int64) error
 }
 
-// job is one multi-row REPLACE for one target.
+// job is one batch of rows for one target. rows belong to the reader's
+// result, which stays alive until the job's wg is done.
 type job struct {
 	target int
-	sql    string
-	rows   int
+	rows   [][]gmysql.FieldValue
 	wg     *sync.WaitGroup
 	err    *errOnce
 }
@@ -160,6 +163,25 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 	}
 	sel := "SELECT " + c.def.selectList() + " FROM " + qualified(src.db, src.name)
 	order := " ORDER BY " + c.def.pkList() + " LIMIT " + fmt.Sprint(chunk)
+	// The next chunk is read while the writers still write the one before:
+	// the source's read and the targets' writes overlap. A chunk is
+	// checkpointed once all its rows are written, in order.
+	var prev *inFlight
+	finish := func(f *inFlight) error {
+		if f == nil {
+			return nil
+		}
+		f.wg.Wait()
+		if err := f.err.get(); err != nil {
+			return err
+		}
+		return c.checkpoint(src.key, f.pk, f.rows)
+	}
+	defer func() {
+		if prev != nil {
+			prev.wg.Wait() // its rows belong to a result this function owns
+		}
+	}()
 	for {
 		if err := c.wait(ctx, conn, src); err != nil {
 			return err
@@ -172,57 +194,13 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 		if err != nil {
 			return err
 		}
+		err, prev = finish(prev), nil
+		if err != nil {
+			return err
+		}
 		n := len(res.Values)
 		if n == 0 {
 			return c.checkpoint(src.key, "done", 0)
-		}
-		// Split the chunk by target, in key order, into batches.
-		per := make([][]int, len(c.targets))
-		for i := range res.Values {
-			t, err := c.place.Locate(fieldAny(&res.Values[i][c.keyCol]))
-			if err != nil {
-				return err
-			}
-			per[t] = append(per[t], i)
-		}
-		var wg sync.WaitGroup
-		jerr := &errOnce{}
-		for t, rows := range per {
-			for len(rows) > 0 {
-				k := min(len(rows), c.batch)
-				var b strings.Builder
-				b.WriteString("REPLACE INTO ")
-				b.WriteString(qualified(c.targets[t].db, c.targets[t].name))
-				b.WriteString(" (")
-				b.WriteString(c.def.colList())
-				b.WriteString(") VALUES ")
-				for j, ri := range rows[:k] {
-					if j > 0 {
-						b.WriteByte(',')
-					}
-					b.WriteByte('(')
-					for ci := range res.Values[ri] {
-						if ci > 0 {
-							b.WriteByte(',')
-						}
-						literal(&b, &res.Values[ri][ci])
-					}
-					b.WriteByte(')')
-				}
-				wg.Add(1)
-				select {
-				case queues[t%len(queues)] <- job{target: t, sql: b.String(), rows: k, wg: &wg, err: jerr}:
-				case <-ctx.Done():
-					wg.Done()
-					wg.Wait()
-					return ctx.Err()
-				}
-				rows = rows[k:]
-			}
-		}
-		wg.Wait()
-		if err := jerr.get(); err != nil {
-			return err
 		}
 		lastRow := res.Values[n-1]
 		last = last[:0]
@@ -232,13 +210,59 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 			last = append(last, b.String())
 		}
 		pk, _ := json.Marshal(last)
-		if err := c.checkpoint(src.key, string(pk), int64(n)); err != nil {
+		cur := &inFlight{err: &errOnce{}, pk: string(pk), rows: int64(n)}
+		if err := c.dispatch(ctx, res, cur, queues); err != nil {
+			cur.wg.Wait()
 			return err
 		}
+		prev = cur
 		if n < chunk {
+			err, prev = finish(cur), nil
+			if err != nil {
+				return err
+			}
 			return c.checkpoint(src.key, "done", 0)
 		}
 	}
+}
+
+// inFlight is a chunk whose rows the writers have: done when wg is.
+type inFlight struct {
+	wg   sync.WaitGroup
+	err  *errOnce
+	pk   string // the chunk's last key (JSON array of literals)
+	rows int64
+}
+
+// dispatch splits a chunk's rows by target, in key order, into batches
+// and queues them to the writers.
+func (c *copier) dispatch(ctx context.Context, res *gmysql.Result, f *inFlight, queues []chan job) error {
+	byTarget := make([][]int, len(c.targets))
+	for i := range res.Values {
+		t, err := c.place.Locate(fieldAny(&res.Values[i][c.keyCol]))
+		if err != nil {
+			return err
+		}
+		byTarget[t] = append(byTarget[t], i)
+	}
+	for t, rows := range byTarget {
+		for len(rows) > 0 {
+			k := min(len(rows), c.batch)
+			batch := make([][]gmysql.FieldValue, k)
+			for j, ri := range rows[:k] {
+				batch[j] = res.Values[ri]
+			}
+			f.wg.Add(1)
+			select {
+			case queues[t%len(queues)] <- job{target: t, rows: batch, wg: &f.wg, err: f.err}:
+			case <-ctx.Done():
+				f.wg.Done()
+				return ctx.Err()
+			}
+			rows = rows[k:]
+		}
+	}
+	return nil
 }
 
 // wait throttles the copy: while a probe on the source takes longer than
@@ -289,7 +313,7 @@ func (c *copier) writer(ctx context.Context, q <-chan job) {
 		if err != nil {
 			j.err.set(err)
 		} else {
-			c.rows.Add(int64(j.rows))
+			c.rows.Add(int64(len(j.rows)))
 		}
 		j.wg.Done()
 	}
@@ -304,18 +328,55 @@ func (c *copier) write(conns map[string]*client.Conn, j job) error {
 			if err != nil {
 				return err
 			}
-			if cn, err = dial(ep); err != nil {
+			if cn, err = dialLocalFiles(ep); err != nil {
 				return err
 			}
 			conns[t.node] = cn
 		}
-		_, err := cn.Execute(j.sql)
+		var err error
+		if !c.noLocal.Load() {
+			err = c.load(cn, t, j.rows)
+			if isNotAllowed(err) {
+				// The server refuses LOAD DATA LOCAL (local_infile=OFF):
+				// REPLACE statements from now on.
+				c.noLocal.Store(true)
+				err = c.replace(cn, t, j.rows)
+			}
+		} else {
+			err = c.replace(cn, t, j.rows)
+		}
 		if err == nil || attempt == 1 || isServerError(err) {
 			return err
 		}
-		// The connection failed: the REPLACE is idempotent, run it again
-		// on a new one.
+		// The connection failed: LOAD DATA ... REPLACE and REPLACE are
+		// idempotent, run it again on a new one.
 		cn.Close()
 		delete(conns, t.node)
 	}
+}
+
+// replace writes rows to t with one multi-row REPLACE (values as _binary
+// literals).
+func (c *copier) replace(cn *client.Conn, t copyTarget, rows [][]gmysql.FieldValue) error {
+	var b strings.Builder
+	b.WriteString("REPLACE INTO ")
+	b.WriteString(qualified(t.db, t.name))
+	b.WriteString(" (")
+	b.WriteString(c.def.colList())
+	b.WriteString(") VALUES ")
+	for j, row := range rows {
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		for ci := range row {
+			if ci > 0 {
+				b.WriteByte(',')
+			}
+			literal(&b, &row[ci])
+		}
+		b.WriteByte(')')
+	}
+	_, err := cn.Execute(b.String())
+	return err
 }

@@ -2,9 +2,12 @@ package move
 
 import (
 	"context"
-	"strings"
+	"fmt"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
+
+	"github.com/shardgate/shardgate/config"
 )
 
 // CompareTables checksums table a and table b with the verify's queries
@@ -42,7 +45,7 @@ func CompareTables(a, b Endpoint, dbA, tableA, dbB, tableB string, width int64) 
 }
 
 // CopyRows copies the rows of table a that match where ("" for all) into
-// table b (REPLACE), the way the copy and the repair read and write them.
+// table b the way the copy reads and writes them.
 func CopyRows(a, b Endpoint, dbA, tableA, dbB, tableB, where string) error {
 	ca, err := dial(a)
 	if err != nil {
@@ -65,19 +68,33 @@ func CopyRows(a, b Endpoint, dbA, tableA, dbB, tableB, where string) error {
 	if err != nil {
 		return err
 	}
-	for i := range r.Values {
-		var row strings.Builder
-		row.WriteByte('(')
-		for j := range r.Values[i] {
-			if j > 0 {
-				row.WriteByte(',')
-			}
-			literal(&row, &r.Values[i][j])
+	// The copy's own writer: LOAD DATA LOCAL (or REPLACE, with Replace).
+	cp := &copier{def: def, targets: []copyTarget{{node: "b", db: dbB, name: tableB}}, env: oneEndpoint{b}}
+	cp.noLocal.Store(Replace)
+	conns := map[string]*client.Conn{}
+	defer func() {
+		for _, cn := range conns {
+			cn.Close()
 		}
-		row.WriteByte(')')
-		if _, err := cb.Execute("REPLACE INTO " + qualified(dbB, tableB) + " (" + def.colList() + ") VALUES " + row.String()); err != nil {
-			return err
-		}
+	}()
+	if err := cp.write(conns, job{target: 0, rows: r.Values}); err != nil {
+		return err
+	}
+	if cp.noLocal.Load() != Replace {
+		return fmt.Errorf("the server refused LOAD DATA LOCAL")
 	}
 	return nil
+}
+
+// Replace makes CopyRows write with REPLACE statements, as the copy does
+// where the server refuses LOAD DATA LOCAL.
+var Replace bool
+
+// oneEndpoint is an Env whose every node is ep.
+type oneEndpoint struct{ ep Endpoint }
+
+func (o oneEndpoint) Endpoint(string) (Endpoint, error) { return o.ep, nil }
+func (oneEndpoint) Lag(string) time.Duration            { return 0 }
+func (oneEndpoint) Pause(context.Context, string, string) (func(*config.ShardRule) error, error) {
+	return nil, nil
 }

@@ -36,7 +36,7 @@ func (env) Pause(context.Context, string, string) (func(*config.ShardRule) error
 	return nil, fmt.Errorf("no pause in this test")
 }
 
-func open(t *testing.T, s *mariadbtest.Server, db string) *sql.DB {
+func open(t testing.TB, s *mariadbtest.Server, db string) *sql.DB {
 	t.Helper()
 	d, err := sql.Open("mysql", s.DSN(db))
 	if err != nil {
@@ -46,7 +46,7 @@ func open(t *testing.T, s *mariadbtest.Server, db string) *sql.DB {
 	return d
 }
 
-func exec(t *testing.T, d *sql.DB, qs ...string) {
+func exec(t testing.TB, d *sql.DB, qs ...string) {
 	t.Helper()
 	for _, q := range qs {
 		if _, err := d.Exec(q); err != nil {
@@ -178,7 +178,7 @@ func TestImportKeepsEveryValue(t *testing.T) {
 	}
 }
 
-func wait(t *testing.T, m *move.Manager, name, phase string) move.Status {
+func wait(t testing.TB, m *move.Manager, name, phase string) move.Status {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

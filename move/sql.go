@@ -27,11 +27,18 @@ type Endpoint struct {
 // columns store (character_set_results NULL), values go back as _binary
 // literals, TIMESTAMPs read and written in UTC, without strict mode (a
 // stored value is copied as it is).
-func dial(ep Endpoint) (*client.Conn, error) {
+func dial(ep Endpoint) (*client.Conn, error) { return dialWith(ep, nil) }
+
+// dialWith is dial with opt applied to the connection before its
+// handshake (nil: none).
+func dialWith(ep Endpoint, opt func(*client.Conn)) (*client.Conn, error) {
 	c, err := client.ConnectWithTimeout(ep.Addr, ep.User, ep.Password, "", 5*time.Second, func(c *client.Conn) error {
 		// A server that stopped answering fails the step (it is retried)
 		// instead of hanging it.
 		c.ReadTimeout, c.WriteTimeout = time.Minute, time.Minute
+		if opt != nil {
+			opt(c)
+		}
 		return nil
 	})
 	if err != nil {

@@ -200,6 +200,10 @@ func propRound(t *testing.T, r *rand.Rand, src, dst *mariadbtest.Server, sdb, dd
 	}
 	a := move.Endpoint{Addr: src.Addr, User: src.User, Password: src.Password}
 	b := move.Endpoint{Addr: dst.Addr, User: dst.User, Password: dst.Password}
+	// The copy's two ways of writing: LOAD DATA LOCAL, and REPLACE where
+	// the server refuses it.
+	move.Replace = r.IntN(4) == 0
+	defer func() { move.Replace = false }()
 	if err := move.CopyRows(a, b, "vp", "t", "vp", "t", ""); err != nil {
 		t.Fatal(err)
 	}
