@@ -61,6 +61,8 @@ func TestSessionCounts(t *testing.T) {
 		"SELECT * FROM t WHERE id < 0",
 		"INSERT INTO t VALUES (1, 'duplicate')",
 		"REPLACE INTO t VALUES (2, 'r'), (9, 'n')",
+		"SELECT SQL_CALC_FOUND_ROWS * FROM t WHERE id = 3 LIMIT 0",
+		"SELECT SQL_CALC_FOUND_ROWS note FROM t WHERE id IN (2) ORDER BY note LIMIT 1",
 	} {
 		probe := probes[i%len(probes)]
 		if strings.HasPrefix(q, "SELECT") {

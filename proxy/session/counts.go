@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shardgate/shardgate/backend"
@@ -243,4 +244,26 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 		return
 	}
 	ss.varsUnknown = false
+}
+
+// readFoundRows reads, after a SELECT SQL_CALC_FOUND_ROWS on one
+// connection, the server's count of the rows it would have returned
+// without LIMIT: the session's FOUND_ROWS() until the next result set.
+// (Over several shards the statement is refused by the router.)
+func (ss *stmtState) readFoundRows(plan *router.Plan) {
+	s := ss.s
+	if plan == nil || plan.Kind != router.Forward || len(plan.Targets) != 1 {
+		return
+	}
+	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
+	if bc == nil {
+		return
+	}
+	res, err := bc.Exec("SELECT FOUND_ROWS()")
+	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return
+	}
+	if n, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 64); err == nil {
+		ss.FoundRows = n
+	}
 }

@@ -86,6 +86,9 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 	if (st.CallsRoutine || st.Effects && st.Keyword == "SET") && o.Err == nil && !st.Multi {
 		s.readRoutineVars(plan)
 	}
+	if st.CalcFoundRows && o.Err == nil && !st.Multi {
+		s.readFoundRows(plan)
+	}
 	if plan == nil {
 		return nil
 	}
