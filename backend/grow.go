@@ -16,10 +16,11 @@ import (
 // With backend.pool_growth its capacity is serverConnsCap, MariaDB's
 // largest max_connections, and the tokens beyond the pool's limit are
 // held by the pool itself (n.reserved): the limit is the capacity less
-// the reserve. Growing gives reserve tokens back to the channel (a waiting
-// Get takes one at once); shrinking takes them again as connections come
-// back. Callers that take and give tokens (Get, Put, ForgetOn) never see
-// the reserve: tokens are alike.
+// the reserve. Growing takes reserve tokens out of the channel (a waiting
+// Get's send goes through at once); shrinking puts them back as room
+// appears, that is as connections come back. Callers that take and give
+// tokens (Get, Put, ForgetOn) never see the reserve: tokens are alike.
+// Filling the reserve at NewNode costs about a millisecond.
 //
 // The limit starts at max_conns_limit. Each health check reads the
 // server's max_connections and sets it to that less server_headroom
