@@ -47,7 +47,7 @@ type handler struct {
 
 func newHandler(c *conn) *handler {
 	h := &handler{c: c, x: c.srv.engine.NewExecutor(c, c)}
-	h.ps = &stmtHandler{h: h}
+	h.ps = &stmtHandler{h: h, stmtBudget: stmtBudget{h: h}}
 	h.ls = &localStmts{h: h}
 	h.multi = &multiRunner{h: h}
 	h.cmds = &userCmds{h: h}
@@ -181,6 +181,8 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 		err = h.passthrough(p)
 	case mysql.ComStmtPrepare:
 		err = h.ps.prepare(p)
+	case mysql.ComStmtBulkExecute:
+		err = bulkRunner{h.ps}.run(p)
 	case mysql.ComStmtExecute, mysql.ComStmtFetch, mysql.ComStmtReset, mysql.ComStmtClose, mysql.ComStmtSendLongData:
 		if ps := h.ps.lookup(p); ps != nil {
 			err = h.ps.command(ps, p)

@@ -51,11 +51,9 @@ type stmtHandler struct {
 	// execTables are the logical tables whose subtables the execution
 	// reads: its column definitions name them (engine.RelayResultLogical).
 	execTables []string
-	// held is the session's count of prepared statements as the
-	// server's count (stmtsOpen) has it; uses are the backend statements
-	// each client statement was prepared as (prepared_budget.go).
-	held int
-	uses map[uint32][]stmtUse
+	// stmtBudget accounts for the session's statements and closes their
+	// backend statements (prepared_budget.go).
+	stmtBudget
 }
 
 // prepare answers COM_STMT_PREPARE.
@@ -192,7 +190,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if nparams >= 0 {
 		params = make([][]byte, nparams)
 		for i := range params {
-			params[i] = mysql.AppendColumn(nil, &mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString})
+			params[i] = mysql.AppendColumn(nil, extColumn(&mysql.Column{Catalog: "def", Name: "?", Charset: 63, Type: mysql.TypeVarString}, c.extMetadata()))
 		}
 	}
 	ps, err := c.st.Stmts.Add(sql, len(params))
@@ -417,7 +415,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		}
 		c.act.set("Execute", ps.SQL)
 		if k, ok := router.ParseKill(ps.SQL); ok {
-			return c.srv.kill(c, k)
+			return h.ls.kill(k)
 		}
 		stmt := router.Classify(ps.SQL, c.st.Mode())
 		if handled, err := h.ls.txnStatement(ps.SQL, &stmt); handled {

