@@ -1,9 +1,6 @@
 package server
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
 )
@@ -26,7 +23,7 @@ func (s *Server) offersExtMetadata() bool {
 		if v == "" {
 			continue
 		}
-		if !mariaDBAtLeast(v, 10, 5) {
+		if !backend.MariaDBAtLeast(v, 10, 5) {
 			return false
 		}
 		seen = true
@@ -34,25 +31,13 @@ func (s *Server) offersExtMetadata() bool {
 	return seen
 }
 
-// mariaDBAtLeast reports whether the server version string v (a MariaDB
-// before 11 announces itself as 5.5.5-10.x) is MariaDB major.minor or later.
-func mariaDBAtLeast(v string, major, minor int) bool {
-	if !strings.Contains(v, "MariaDB") {
-		return false
-	}
-	var a, b int
-	if _, err := fmt.Sscanf(strings.TrimPrefix(v, "5.5.5-"), "%d.%d", &a, &b); err != nil {
-		return false
-	}
-	return a > major || a == major && b >= minor
-}
-
 // greetCaps are the capabilities and MariaDB extended capabilities of the
 // greeting: without CLIENT_MYSQL (ClientLongPassword), as MariaDB greets,
-// when the extended metadata is offered.
+// when the extended metadata is offered, and then with
+// COM_STMT_BULK_EXECUTE (prepared_bulk.go).
 func (s *Server) greetCaps() (caps, ext uint32) {
 	if s.offersExtMetadata() {
-		return s.caps &^ mysql.ClientLongPassword, mysql.MariaDBClientExtendedMetadata
+		return s.caps &^ mysql.ClientLongPassword, mysql.MariaDBClientExtendedMetadata | mysql.MariaDBClientStmtBulkOperations
 	}
 	return s.caps, 0
 }
