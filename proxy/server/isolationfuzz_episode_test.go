@@ -186,7 +186,9 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 	if ifzBusy(perr) {
 		// A's session keeps a connection B's statement needs: the twin
 		// does not run it, and what it did on the other nodes (a write
-		// across shards applies where it got a connection) is copied.
+		// across shards applies where it got a connection) is copied
+		// once B's sessions, and their row locks, are gone.
+		r.recycleB()
 		r.e.resyncB()
 		return
 	}

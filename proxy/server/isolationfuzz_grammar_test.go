@@ -95,6 +95,18 @@ var ifzA = []ifzProd{
 			"EXECUTE ps1 USING "+ifzLock(r),
 			"DEALLOCATE PREPARE ps"+ifzPick(r, "0", "1"))
 	}},
+	{"prepare-from-var", func(r *rand.Rand) string {
+		return ifzPick(r, fmt.Sprintf("SET @a3 = 'SELECT %d INTO @a0'", r.IntN(9)), "SET @a3 = 'DO GET_LOCK(''ifz_{side}_1'', 0)'",
+			"PREPARE ps0 FROM @a3", "EXECUTE ps0")
+	}},
+	// Binary-protocol prepared statements (COM_STMT_PREPARE, EXECUTE,
+	// CLOSE): a template with "?" runs with one argument, after the
+	// separator "|" (rendered for the side like the text).
+	{"binary", func(r *rand.Rand) string {
+		return ifzPick(r, fmt.Sprintf("SELECT ? INTO %s|%d", ifzVar(r), r.IntN(9)), "SELECT f_setvar(?)|4", "SELECT GET_LOCK(?, 0)|ifz_{side}_0",
+			"SELECT f_lock(?)|ifz_{side}_1", "SELECT RELEASE_LOCK(?)|ifz_{side}_0", fmt.Sprintf("SELECT c FROM t WHERE id = ?|%d", ifzKey(r)),
+			"UPDATE u SET n = (@a1 := ?) WHERE id = 4|3", "SELECT NEXTVAL(s1) + ?|1", "SELECT LAST_INSERT_ID(?)|5")
+	}},
 	{"execute-immediate", func(r *rand.Rand) string {
 		return ifzPick(r,
 			fmt.Sprintf("EXECUTE IMMEDIATE 'SELECT %d INTO %s'", r.IntN(9), ifzVar(r)),

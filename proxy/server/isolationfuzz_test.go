@@ -310,6 +310,7 @@ type ifzEnv struct {
 	dsnDirect []string  // direct DSNs per server, database ifz
 	refDSN    string    // the twins' database, on node1's server
 	baseline  []map[string]string
+	clients   map[*ifzClient]bool // open clients
 }
 
 const (
@@ -366,7 +367,7 @@ func newIfzEnv(t *testing.T) *ifzEnv {
 	cfg.Backend.HealthInterval = time.Minute
 	cfg.Schemas[0].Shard = []config.ShardRule{{DB: ifzDB, Table: "t", Key: "id", Type: "hash",
 		Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}
-	e := &ifzEnv{t: t, cfg: cfg, refDSN: directDSN(servers[0], ifzRef, ifzParams)}
+	e := &ifzEnv{t: t, cfg: cfg, refDSN: directDSN(servers[0], ifzRef, ifzParams), clients: map[*ifzClient]bool{}}
 
 	px := e.start()
 	setup := openDB(t, userDSN(appUser, appPassword, px.addr, "", ""))
@@ -457,9 +458,10 @@ func (e *ifzEnv) control(px *ifzProxy) {
 // ifzProxy is one proxy server of the fuzzer: a new one after every
 // finding, since its pool may hold what leaked.
 type ifzProxy struct {
-	srv  *server.Server
-	addr string
-	done chan struct{}
+	srv     *server.Server
+	addr    string
+	done    chan struct{}
+	stopped bool
 }
 
 func (e *ifzEnv) start() *ifzProxy {
@@ -478,10 +480,22 @@ func (e *ifzEnv) start() *ifzProxy {
 		defer close(px.done)
 		srv.Serve(l)
 	}()
+	// A test that fails mid-episode leaves its proxy and clients: they
+	// end before the databases are dropped (cleanups run last first).
+	e.t.Cleanup(func() {
+		for c := range e.clients {
+			c.close()
+		}
+		px.stop(e.t)
+	})
 	return px
 }
 
 func (px *ifzProxy) stop(t *testing.T) {
+	if px.stopped {
+		return
+	}
+	px.stopped = true
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := px.srv.Shutdown(ctx); err != nil {
@@ -519,10 +533,12 @@ func (px *ifzProxy) waitInUse(want []int) bool {
 type ifzClient struct {
 	pdb, ddb *sql.DB
 	p, d     *sql.Conn
+	open     map[*ifzClient]bool // the env's open clients, c among them until it closes
 }
 
 func (e *ifzEnv) client(px *ifzProxy) (*ifzClient, error) {
-	c := &ifzClient{}
+	c := &ifzClient{open: e.clients}
+	e.clients[c] = true
 	var err error
 	if c.pdb, err = sql.Open("mysql", px.dsn()); err != nil {
 		return nil, err
@@ -545,6 +561,10 @@ func (e *ifzEnv) client(px *ifzProxy) (*ifzClient, error) {
 
 // close ends both sessions (COM_QUIT).
 func (c *ifzClient) close() {
+	if !c.open[c] {
+		return
+	}
+	delete(c.open, c)
 	for _, x := range []*sql.Conn{c.p, c.d} {
 		if x != nil {
 			x.Close()
@@ -597,9 +617,15 @@ func ifzQuery(c *sql.Conn, q string) ([][]string, error) {
 	return scanStrings(rows)
 }
 
+// ifzExec runs q; "text|arg" runs text as a prepared statement (binary
+// protocol) with the one argument arg.
 func ifzExec(c *sql.Conn, q string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	if text, arg, ok := strings.Cut(q, "|"); ok {
+		_, err := c.ExecContext(ctx, text, arg)
+		return err
+	}
 	_, err := c.ExecContext(ctx, q)
 	return err
 }
