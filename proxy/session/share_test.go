@@ -44,7 +44,7 @@ func TestShareTransitions(t *testing.T) {
 			name: "a temporary table keeps the connection, refuses other nodes, and is reset for the next client",
 			steps: []step{
 				on("CREATE TEMPORARY TABLE tmp (a INT)", "n1"), holding("n1"), sessionIs("holds-state"),
-				on("SELECT @a", "n2").fails(mysql.ErNotSupported, "node n2", "node n1"),
+				on("SELECT CONNECTION_ID()", "n2").fails(mysql.ErNotSupported, "node n2", "node n1"),
 				on("SELECT * FROM tmp", "n1"),
 				leave(), on("SELECT 2", "n1"),
 			},
@@ -74,10 +74,10 @@ func TestShareTransitions(t *testing.T) {
 			script: []answer{{node: "n1", prefix: "SELECT f()", reply: fakebackend.Reply{State: fakebackend.StateChange()}}},
 			steps: []step{
 				on("SELECT f()", "n1"), sessionIs("holds-state"),
-				on("SELECT @a", "n2").fails(mysql.ErNotSupported, "stored routine"),
+				on("SELECT CONNECTION_ID()", "n2").fails(mysql.ErNotSupported, "stored routine"),
 				releaseAll(),
 			},
-			conns: []string{"n1.1 pooled: SELECT f(); CHANGE_USER; MULTI_STATEMENTS ON"},
+			conns: []string{"n1.1 pooled: SELECT f(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES; CHANGE_USER; MULTI_STATEMENTS ON"},
 			facts: "holds-state", // until the session ends or is reset
 		},
 		{
@@ -90,7 +90,7 @@ func TestShareTransitions(t *testing.T) {
 			name:   "SET TRANSACTION reported by the server keeps the connection for the next transaction",
 			script: []answer{{node: "n1", prefix: "CALL", reply: fakebackend.Reply{State: fakebackend.TxnCharacteristics("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;")}}},
 			steps:  []step{on("CALL p()", "n1"), holding("n1"), sessionIs("holds-state")},
-			conns:  []string{"n1.1 held: CALL p()"},
+			conns:  []string{"n1.1 held: CALL p(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES"},
 			facts:  "holds-state",
 		},
 		{
@@ -99,13 +99,13 @@ func TestShareTransitions(t *testing.T) {
 			steps: []step{
 				on("SELECT 0", "n2"), on("CALL p()", "n1"),
 				check("the session's database", func(h *harness) error { return want(h.s.DB, "other") }),
-				on("SELECT @a", "n2").fails(mysql.ErNotSupported),
+				on("SELECT CONNECTION_ID()", "n2").fails(mysql.ErNotSupported),
 				// Once the session lets go of n1, a connection of another
 				// node is brought to the new database.
 				releaseAll(), on("SELECT 1", "n2"),
 			},
 			conns: []string{
-				"n1.1 pooled: CALL p(); CHANGE_USER; MULTI_STATEMENTS ON",
+				"n1.1 pooled: CALL p(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES; CHANGE_USER; MULTI_STATEMENTS ON",
 				"n2.1 held: SELECT 0; INIT_DB other; SELECT 1",
 			},
 			facts: "holds-state",
@@ -123,7 +123,7 @@ func TestShareTransitions(t *testing.T) {
 					return want(h.s.WaitTimeout.String(), "30s")
 				}),
 			},
-			conns: []string{"n1.1 held: CALL p()"},
+			conns: []string{"n1.1 held: CALL p(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES"},
 			facts: "holds-state",
 		},
 		{
