@@ -28,6 +28,8 @@ const (
 	ErNetPacketsOutOfOrder uint16 = 1156 // ER_NET_PACKETS_OUT_OF_ORDER
 	ErUnknownThread        uint16 = 1094 // ER_NO_SUCH_THREAD
 	ErKillDenied           uint16 = 1095 // ER_KILL_DENIED_ERROR
+	ErUnknownQuery         uint16 = 1957 // ER_NO_SUCH_QUERY: "Unknown query id: %lld"
+	ErKillQueryDenied      uint16 = 1979 // ER_KILL_QUERY_DENIED_ERROR: "You are not owner of query %lu"
 	ErQueryInterrupted     uint16 = 1317 // ER_QUERY_INTERRUPTED
 	ErServerShutdown       uint16 = 1053 // ER_SERVER_SHUTDOWN
 	ErHostNotPrivileged    uint16 = 1130 // ER_HOST_NOT_PRIVILEGED

@@ -41,6 +41,8 @@ var errorCodes = []struct {
 	{"ErNetPacketsOutOfOrder", 1156, ErNetPacketsOutOfOrder, "08S01"},
 	{"ErUnknownThread", 1094, ErUnknownThread, "HY000"},
 	{"ErKillDenied", 1095, ErKillDenied, "HY000"},
+	{"ErUnknownQuery", 1957, ErUnknownQuery, "HY000"},
+	{"ErKillQueryDenied", 1979, ErKillQueryDenied, "HY000"},
 	{"ErOperandColumns", 1241, ErOperandColumns, "21000"},
 	{"ErConnectionKilled", 1927, ErConnectionKilled, "70100"},
 	{"ErTooManyUserConnections", 1203, ErTooManyUserConnections, "42000"},

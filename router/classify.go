@@ -75,22 +75,30 @@ func upperASCII(w string) string {
 type Kill struct {
 	ID    uint64
 	Query bool // KILL QUERY: stop the statement, keep the connection
-	Self  bool // KILL CONNECTION_ID(): the session's own connection
-	// User is the account of KILL ... USER account, as written; the
-	// statement's text is then in SQL.
-	User, SQL string
+	// QueryID is KILL QUERY ID: ID (or Expr) names a server's query id
+	// (information_schema.PROCESSLIST.QUERY_ID), not a connection.
+	QueryID bool
+	Self    bool // KILL CONNECTION_ID(): the session's own connection
+	// Expr is the id as written when it is not a number: an expression
+	// the server evaluates (KILL @id, KILL 1+1, KILL (SELECT ...)).
+	Expr string
+	// User is the account of KILL ... USER account, as written.
+	User string
+	// SQL is the statement's text.
+	SQL string
 }
 
-// ParseKill parses `KILL [HARD | SOFT] [CONNECTION | QUERY] id` and
-// `KILL [HARD | SOFT] [CONNECTION | QUERY] USER account`. ok is false for
-// other forms, such as `KILL QUERY ID n` or an expression, which the
-// session refuses.
+// ParseKill parses MariaDB's KILL [HARD | SOFT] [CONNECTION | QUERY [ID]]
+// expr and KILL [HARD | SOFT] [CONNECTION | QUERY] USER account. ok is
+// false when no id or account follows, or for a text that is no KILL.
+// After QUERY ID an expression always follows: USER there is a column's
+// name, as the server reads it.
 func ParseKill(sql string) (Kill, bool) {
 	kw, rest := firstKeyword(sql)
 	if kw != "KILL" {
 		return Kill{}, false
 	}
-	var k Kill
+	k := Kill{SQL: sql}
 	for {
 		w, r := firstKeyword(rest)
 		switch w {
@@ -100,27 +108,32 @@ func ParseKill(sql string) (Kill, bool) {
 		case "QUERY":
 			k.Query = true
 			rest = r
+			if w, r := firstKeyword(rest); w == "ID" {
+				k.QueryID, rest = true, r
+			}
 			continue
 		}
 		break
 	}
 	t := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), ";"))
-	if w, r := firstKeyword(t); w == "USER" {
+	if t == "" {
+		return Kill{}, false
+	}
+	if w, r := firstKeyword(t); w == "USER" && !k.QueryID && t[0] != '(' {
 		if k.User = strings.TrimSpace(r); k.User == "" {
 			return Kill{}, false
 		}
-		k.SQL = sql
 		return k, true
 	}
-	if u := strings.ToUpper(strings.ReplaceAll(t, " ", "")); u == "CONNECTION_ID()" {
+	if u := strings.ToUpper(strings.ReplaceAll(t, " ", "")); u == "CONNECTION_ID()" && !k.QueryID {
 		k.Self = true // the session's own connection
 		return k, true
 	}
-	id, err := strconv.ParseUint(t, 10, 32)
-	if err != nil {
-		return Kill{}, false
+	if id, err := strconv.ParseUint(t, 10, 64); err == nil {
+		k.ID = id
+		return k, true
 	}
-	k.ID = id
+	k.Expr = t
 	return k, true
 }
 

@@ -14,15 +14,28 @@ func TestParseKill(t *testing.T) {
 		{"KILL HARD QUERY 3", true, Kill{ID: 3, Query: true}},
 		{"KILL CONNECTION_ID()", true, Kill{Self: true}},
 		{"kill query connection_id( )", true, Kill{Query: true, Self: true}},
-		{"KILL QUERY ID 3", false, Kill{}},
+		{"KILL QUERY ID 3", true, Kill{ID: 3, Query: true, QueryID: true}},
+		{"kill soft query id @id", true, Kill{Query: true, QueryID: true, Expr: "@id"}},
+		{"KILL QUERY ID user 'foo'", true, Kill{Query: true, QueryID: true, Expr: "user 'foo'"}},
+		{"KILL QUERY ID CONNECTION_ID()", true, Kill{Query: true, QueryID: true, Expr: "CONNECTION_ID()"}},
+		{"KILL 1+1", true, Kill{Expr: "1+1"}},
+		{"KILL (SELECT 1) ;", true, Kill{Expr: "(SELECT 1)"}},
+		{"KILL CONNECTION @x", true, Kill{Expr: "@x"}},
+		{"KILL (user)", true, Kill{Expr: "(user)"}},
+		{"KILL", false, Kill{}},
+		{"KILL QUERY ID", false, Kill{}},
 		{"KILL USER bob", true, Kill{User: "bob", SQL: "KILL USER bob"}},
 		{"KILL HARD QUERY USER 'bob'@'%'", true, Kill{Query: true, User: "'bob'@'%'", SQL: "KILL HARD QUERY USER 'bob'@'%'"}},
 		{"KILL USER", false, Kill{}},
-		{"KILL 99999999999", false, Kill{}},
+		{"KILL 99999999999", true, Kill{ID: 99999999999}},
+		{"KILL 99999999999999999999", true, Kill{Expr: "99999999999999999999"}},
 		{"SELECT 1", false, Kill{}},
 	}
 	for _, tt := range tests {
 		k, ok := ParseKill(tt.sql)
+		if ok && tt.k.SQL == "" {
+			tt.k.SQL = tt.sql
+		}
 		if ok != tt.ok || k != tt.k {
 			t.Errorf("ParseKill(%q) = %+v, %v; want %+v, %v", tt.sql, k, ok, tt.k, tt.ok)
 		}

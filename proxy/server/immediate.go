@@ -32,9 +32,9 @@ func (l *localStmts) executeImmediate(sql string) error {
 		stmt := router.Classify(text, h.c.st.Mode())
 		if stmt.Kind == router.KindKill {
 			if k, ok := router.ParseKill(text); ok && using == "" {
-				return c.srv.kill(c, k)
+				return h.ls.kill(k)
 			}
-			return mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
+			return mysql.NewError(mysql.ErNotSupported, "KILL with parameters (EXECUTE IMMEDIATE ... USING) is not supported by shardgate; write the id in the statement")
 		}
 		if err := h.allowed(text, &stmt); err != nil {
 			return err

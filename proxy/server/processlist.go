@@ -145,6 +145,12 @@ func (r *registry) kill(c *conn, k router.Kill) error {
 	if target.act.owner() != c.act.owner() {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
 	}
+	return r.killSession(c, target, k)
+}
+
+// killSession stops target's statement (k.Query) or ends target, a
+// session of c's account (c itself too).
+func (r *registry) killSession(c *conn, target *conn, k router.Kill) error {
 	if target == c {
 		if k.Query {
 			return c.okStatus()

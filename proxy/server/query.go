@@ -104,9 +104,10 @@ func (h *handler) answerFirst(sql string, stmt *router.Stmt) (handled bool, err 
 		// what it makes of it (OK, 1065 or 1064), as it would directly.
 	case router.KindKill:
 		if k, ok := router.ParseKill(sql); ok {
-			return true, c.srv.kill(c, k)
+			return true, h.ls.kill(k)
 		}
-		return true, mysql.NewError(mysql.ErNotSupported, "this form of KILL is not supported by shardgate; use KILL [CONNECTION | QUERY] <id> with an id from the proxy's SHOW PROCESSLIST")
+		// No id: the server's syntax error.
+		return true, mysql.NewError(mysql.ErSyntax, "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '' at line 1")
 	case router.KindRead:
 		if stmt.Keyword != "SHOW" {
 			break

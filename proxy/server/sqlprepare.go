@@ -80,6 +80,11 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 	for i, u := range sp.Using {
 		lits[i] = c.st.UserVar(u)
 	}
+	if n == 0 {
+		// Nothing to put in place (a KILL of an expression, which the
+		// router's parser does not read, among others).
+		return true, h.query(append([]byte{mysql.ComQuery}, text...))
+	}
 	inlined, err := router.Inline(text, lits, c.st.Mode())
 	if err != nil {
 		return true, err
