@@ -25,3 +25,47 @@ func TestBindCounts(t *testing.T) {
 		t.Errorf("an executable comment must not be bound")
 	}
 }
+
+// TestStatementEffects: what a statement can do to its connection, read
+// from its tokens (Classify), in several spellings each.
+func TestStatementEffects(t *testing.T) {
+	type facts struct{ calls, assigns, counts, held, effects, carried bool }
+	for _, c := range []struct {
+		sql  string
+		want facts
+	}{
+		{"SELECT c FROM t WHERE id = 1", facts{}},
+		{"INSERT INTO t (id, c) VALUES (1, CONCAT('a', 'b'))", facts{}},
+		{"INSERT IGNORE INTO db.t (id) VALUES (1) ON DUPLICATE KEY UPDATE c = VALUES(c)", facts{}},
+		{"WITH cte (a) AS (SELECT 1) SELECT * FROM cte JOIN t USING (a)", facts{}},
+		{"SELECT CAST(c AS CHAR(10)), COUNT(*) FROM t WHERE a IN (SELECT 1) GROUP BY c", facts{}},
+		{"SELECT f(1)", facts{calls: true, effects: true}},
+		{"SELECT `my func` (1) FROM t", facts{calls: true, effects: true}},
+		{"DO db.f()", facts{calls: true, effects: true}},
+		{"UPDATE t SET c = f(c) WHERE id = 1", facts{calls: true, effects: true}},
+		{"CALL p()", facts{calls: true, effects: true}},
+		{"SELECT 'f(1)', `t`.c FROM t /* f(1) */", facts{}},
+		{"SELECT 1 INTO @a", facts{assigns: true, carried: true}},
+		{"SELECT c INTO /* x */ @`a` FROM t WHERE id = 1", facts{assigns: true, carried: true}},
+		{"SELECT @a := 1", facts{assigns: true, carried: true}},
+		{"LOAD DATA LOCAL INFILE 'x' INTO TABLE t (c, @v) SET d = @v", facts{assigns: true, carried: true}},
+		{"SELECT ROW_COUNT()", facts{counts: true, carried: true}},
+		{"select found_rows() AS n, 1 INTO @n", facts{counts: true, assigns: true, carried: true}},
+		{"SELECT GET_LOCK('x', 0)", facts{effects: true}},
+		{"SELECT RELEASE_LOCK('x')", facts{effects: true, held: true}},
+		{"SELECT IS_USED_LOCK('x'), CONNECTION_ID()", facts{held: true}},
+		{"SELECT NEXT VALUE FOR s", facts{effects: true}},
+		{"SELECT PREVIOUS VALUE FOR s", facts{held: true}},
+		{"SELECT LASTVAL(s)", facts{held: true}},
+		{"CREATE FUNCTION f() RETURNS INT RETURN GET_LOCK('x', 0)", facts{}},
+	} {
+		st := Classify(c.sql, 0)
+		got := facts{st.CallsRoutine, st.AssignsVars, st.ReadsCounts, st.ReadsHeld, st.Effects, st.Carried}
+		if got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.sql, got, c.want)
+		}
+		if (got.calls || got.effects || got.held || got.assigns || got.counts) != st.Sticky && !st.Program {
+			t.Errorf("%s: Sticky %v with facts %+v", c.sql, st.Sticky, got)
+		}
+	}
+}
