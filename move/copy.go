@@ -62,14 +62,19 @@ type copier struct {
 	checkpoint func(key, pk string, rows int64) error
 }
 
-// job is one batch of rows for one target. rows belong to the reader's
-// result, which stays alive until the job's wg is done.
+// job is one batch of rows for one target, encoded by the reader: the
+// lines of a LOAD DATA (tab-separated), or where the targets refuse it
+// (copier.noLocal) the tuples of a REPLACE's VALUES.
 type job struct {
 	target int
-	rows   [][]gmysql.FieldValue
+	data   *[]byte // from jobBufs; the writer puts it back
+	rows   int
 	wg     *sync.WaitGroup
 	err    *errOnce
 }
+
+// jobBufs recycles the jobs' encoded rows.
+var jobBufs = sync.Pool{New: func() any { b := make([]byte, 4, 64<<10); return &b }}
 
 type errOnce struct {
 	mu  sync.Mutex
@@ -92,6 +97,9 @@ func (e *errOnce) get() error {
 
 // run copies every source from its checkpoint (resume: key -> pk, "done").
 func (c *copier) run(ctx context.Context, sources []copySource, resume map[string]string) error {
+	if err := c.checkLocal(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	queues := make([]chan job, c.workers)
@@ -163,14 +171,12 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 	}
 	sel := "SELECT " + c.def.selectList() + " FROM " + qualified(src.db, src.name)
 	order := " ORDER BY " + c.def.pkList() + " LIMIT " + fmt.Sprint(chunk)
-	// The next chunk is read while the writers still write the one before:
-	// the source's read and the targets' writes overlap. A chunk is
+	// Rows are encoded as they arrive (streamed, not kept) and go to the
+	// writers in batches while the read goes on; the next chunk is read
+	// while the writers still write the one before. A chunk is
 	// checkpointed once all its rows are written, in order.
 	var prev *inFlight
 	finish := func(f *inFlight) error {
-		if f == nil {
-			return nil
-		}
 		f.wg.Wait()
 		if err := f.err.get(); err != nil {
 			return err
@@ -179,7 +185,7 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 	}
 	defer func() {
 		if prev != nil {
-			prev.wg.Wait() // its rows belong to a result this function owns
+			prev.wg.Wait() // its writes end before the copy returns
 		}
 	}()
 	for {
@@ -190,35 +196,27 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 		if last != nil {
 			q += " WHERE (" + c.def.pkList() + ") > (" + strings.Join(last, ", ") + ")"
 		}
-		res, err := conn.Execute(q + order)
-		if err != nil {
-			return err
-		}
-		err, prev = finish(prev), nil
-		if err != nil {
-			return err
-		}
-		n := len(res.Values)
-		if n == 0 {
-			return c.checkpoint(src.key, "done", 0)
-		}
-		lastRow := res.Values[n-1]
-		last = last[:0]
-		for _, j := range c.def.pk {
-			var b strings.Builder
-			literal(&b, &lastRow[j])
-			last = append(last, b.String())
-		}
-		pk, _ := json.Marshal(last)
-		cur := &inFlight{err: &errOnce{}, pk: string(pk), rows: int64(n)}
-		if err := c.dispatch(ctx, res, cur, queues); err != nil {
+		cur := &inFlight{err: &errOnce{}}
+		if err := c.read(ctx, conn, q+order, cur, queues); err != nil {
 			cur.wg.Wait()
 			return err
 		}
-		prev = cur
-		if n < chunk {
-			err, prev = finish(cur), nil
+		if prev != nil {
+			err := finish(prev)
+			prev = nil
 			if err != nil {
+				cur.wg.Wait()
+				return err
+			}
+		}
+		if cur.rows == 0 {
+			return c.checkpoint(src.key, "done", 0)
+		}
+		last = cur.last
+		prev = cur
+		if cur.rows < int64(chunk) {
+			prev = nil
+			if err := finish(cur); err != nil {
 				return err
 			}
 			return c.checkpoint(src.key, "done", 0)
@@ -226,43 +224,78 @@ func (c *copier) copyOne(ctx context.Context, src copySource, after string, queu
 	}
 }
 
-// inFlight is a chunk whose rows the writers have: done when wg is.
+// inFlight is a chunk being read and written: written when wg is done.
 type inFlight struct {
 	wg   sync.WaitGroup
 	err  *errOnce
-	pk   string // the chunk's last key (JSON array of literals)
 	rows int64
+	last []string // its last key, as SQL literals
+	pk   string   // the same as a JSON array (the checkpoint)
 }
 
-// dispatch splits a chunk's rows by target, in key order, into batches
-// and queues them to the writers.
-func (c *copier) dispatch(ctx context.Context, res *gmysql.Result, f *inFlight, queues []chan job) error {
-	byTarget := make([][]int, len(c.targets))
-	for i := range res.Values {
-		t, err := c.place.Locate(fieldAny(&res.Values[i][c.keyCol]))
+// read streams the rows of q (one chunk), encodes each for the target the
+// placement gives it and queues a job whenever a target has a batch;
+// the rest goes at the end of the result.
+func (c *copier) read(ctx context.Context, conn *client.Conn, q string, f *inFlight, queues []chan job) error {
+	bufs := make([]*[]byte, len(c.targets))
+	counts := make([]int, len(c.targets))
+	send := func(t int) error {
+		j := job{target: t, data: bufs[t], rows: counts[t], wg: &f.wg, err: f.err}
+		bufs[t], counts[t] = nil, 0
+		f.wg.Add(1)
+		select {
+		case queues[t%len(queues)] <- j:
+			return nil
+		case <-ctx.Done():
+			f.wg.Done()
+			return ctx.Err()
+		}
+	}
+	local := !c.noLocal.Load()
+	// The last row's key, as SQL literals: a row's values point into a
+	// buffer the next packet reuses, so each row's key is written out.
+	last := make([][]byte, len(c.def.pk))
+	var res gmysql.Result
+	err := conn.ExecuteSelectStreaming(q, &res, func(row []gmysql.FieldValue) error {
+		t, err := c.place.Locate(fieldAny(&row[c.keyCol]))
 		if err != nil {
 			return err
 		}
-		byTarget[t] = append(byTarget[t], i)
+		if bufs[t] == nil {
+			bufs[t] = jobBufs.Get().(*[]byte)
+			*bufs[t] = (*bufs[t])[:4] // room for LOAD DATA's packet header
+		}
+		if local {
+			*bufs[t] = appendTSV(*bufs[t], row)
+		} else {
+			*bufs[t] = appendTuple(*bufs[t], row, counts[t] == 0)
+		}
+		counts[t]++
+		f.rows++
+		for i, j := range c.def.pk {
+			last[i] = appendLiteral(last[i][:0], &row[j])
+		}
+		if counts[t] >= c.batch {
+			return send(t)
+		}
+		return nil
+	}, func(*gmysql.Result) error { return nil })
+	if err == nil && f.rows > 0 {
+		for _, l := range last {
+			f.last = append(f.last, string(l))
+		}
+		pk, _ := json.Marshal(f.last)
+		f.pk = string(pk)
 	}
-	for t, rows := range byTarget {
-		for len(rows) > 0 {
-			k := min(len(rows), c.batch)
-			batch := make([][]gmysql.FieldValue, k)
-			for j, ri := range rows[:k] {
-				batch[j] = res.Values[ri]
-			}
-			f.wg.Add(1)
-			select {
-			case queues[t%len(queues)] <- job{target: t, rows: batch, wg: &f.wg, err: f.err}:
-			case <-ctx.Done():
-				f.wg.Done()
-				return ctx.Err()
-			}
-			rows = rows[k:]
+	for t := range bufs {
+		if bufs[t] != nil && err == nil {
+			err = send(t)
+		}
+		if bufs[t] != nil {
+			jobBufs.Put(bufs[t])
 		}
 	}
-	return nil
+	return err
 }
 
 // wait throttles the copy: while a probe on the source takes longer than
@@ -313,8 +346,9 @@ func (c *copier) writer(ctx context.Context, q <-chan job) {
 		if err != nil {
 			j.err.set(err)
 		} else {
-			c.rows.Add(int64(len(j.rows)))
+			c.rows.Add(int64(j.rows))
 		}
+		jobBufs.Put(j.data)
 		j.wg.Done()
 	}
 }
@@ -334,16 +368,10 @@ func (c *copier) write(conns map[string]*client.Conn, j job) error {
 			conns[t.node] = cn
 		}
 		var err error
-		if !c.noLocal.Load() {
-			err = c.load(cn, t, j.rows)
-			if isNotAllowed(err) {
-				// The server refuses LOAD DATA LOCAL (local_infile=OFF):
-				// REPLACE statements from now on.
-				c.noLocal.Store(true)
-				err = c.replace(cn, t, j.rows)
-			}
+		if c.noLocal.Load() {
+			err = c.replace(cn, t, (*j.data)[4:])
 		} else {
-			err = c.replace(cn, t, j.rows)
+			err = c.load(cn, t, *j.data)
 		}
 		if err == nil || attempt == 1 || isServerError(err) {
 			return err
@@ -355,28 +383,37 @@ func (c *copier) write(conns map[string]*client.Conn, j job) error {
 	}
 }
 
-// replace writes rows to t with one multi-row REPLACE (values as _binary
-// literals).
-func (c *copier) replace(cn *client.Conn, t copyTarget, rows [][]gmysql.FieldValue) error {
-	var b strings.Builder
-	b.WriteString("REPLACE INTO ")
-	b.WriteString(qualified(t.db, t.name))
-	b.WriteString(" (")
-	b.WriteString(c.def.colList())
-	b.WriteString(") VALUES ")
-	for j, row := range rows {
-		if j > 0 {
-			b.WriteByte(',')
+// checkLocal sets noLocal when a target node refuses LOAD DATA LOCAL
+// (local_infile OFF): the copy then writes REPLACE statements.
+func (c *copier) checkLocal() error {
+	seen := map[string]bool{}
+	for _, t := range c.targets {
+		if seen[t.node] || c.noLocal.Load() {
+			continue
 		}
-		b.WriteByte('(')
-		for ci := range row {
-			if ci > 0 {
-				b.WriteByte(',')
-			}
-			literal(&b, &row[ci])
+		seen[t.node] = true
+		ep, err := c.env.Endpoint(t.node)
+		if err != nil {
+			return err
 		}
-		b.WriteByte(')')
+		cn, err := dial(ep)
+		if err != nil {
+			return err
+		}
+		r, err := cn.Execute("SELECT @@GLOBAL.local_infile")
+		cn.Close()
+		if err != nil {
+			return err
+		}
+		if on, _ := r.GetInt(0, 0); on == 0 {
+			c.noLocal.Store(true)
+		}
 	}
-	_, err := cn.Execute(b.String())
+	return nil
+}
+
+// replace writes tuples (appendTuple's) to t with one multi-row REPLACE.
+func (c *copier) replace(cn *client.Conn, t copyTarget, tuples []byte) error {
+	_, err := cn.Execute("REPLACE INTO " + qualified(t.db, t.name) + " (" + c.def.colList() + ") VALUES " + string(tuples))
 	return err
 }

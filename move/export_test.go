@@ -2,7 +2,6 @@ package move
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -77,11 +76,17 @@ func CopyRows(a, b Endpoint, dbA, tableA, dbB, tableB, where string) error {
 			cn.Close()
 		}
 	}()
-	if err := cp.write(conns, job{target: 0, rows: r.Values}); err != nil {
-		return err
+	data := jobBufs.Get().(*[]byte)
+	*data = (*data)[:4]
+	for i, row := range r.Values {
+		if Replace {
+			*data = appendTuple(*data, row, i == 0)
+		} else {
+			*data = appendTSV(*data, row)
+		}
 	}
-	if cp.noLocal.Load() != Replace {
-		return fmt.Errorf("the server refused LOAD DATA LOCAL")
+	if err := cp.write(conns, job{target: 0, data: data, rows: len(r.Values)}); err != nil {
+		return err
 	}
 	return nil
 }

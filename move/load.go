@@ -1,11 +1,11 @@
 package move
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -19,7 +19,7 @@ import (
 // write idempotent; CHARACTER SET binary stores every byte as it was read
 // (character_set_results NULL), as the _binary literals of REPLACE do. A
 // server with local_infile=OFF refuses it, and the copy falls back to
-// REPLACE statements.
+// REPLACE statements (copier.checkLocal).
 //
 // go-mysql's client does not answer the server's request for the file,
 // so load speaks that part of the protocol itself: COM_QUERY, the
@@ -32,18 +32,12 @@ func dialLocalFiles(ep Endpoint) (*client.Conn, error) {
 	return dialWith(ep, func(c *client.Conn) { c.SetCapability(gmysql.CLIENT_LOCAL_FILES) })
 }
 
-// loadBufs recycles the batches' encoded bytes.
-var loadBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-// load writes rows to t with LOAD DATA LOCAL INFILE ... REPLACE.
-func (c *copier) load(cn *client.Conn, t copyTarget, rows [][]gmysql.FieldValue) error {
+// load writes data (appendTSV's lines after 4 bytes of room for the
+// packet header, which WritePacket writes in place) to t with LOAD DATA
+// LOCAL INFILE ... REPLACE.
+func (c *copier) load(cn *client.Conn, t copyTarget, data []byte) error {
 	q := "LOAD DATA LOCAL INFILE 'shardgate-copy' REPLACE INTO TABLE " + qualified(t.db, t.name) +
 		" CHARACTER SET binary FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' (" + c.def.colList() + ")"
-	bp := loadBufs.Get().(*[]byte)
-	defer loadBufs.Put(bp)
-	// 4 bytes for the packet header WritePacket writes in place.
-	buf := appendTSV(append((*bp)[:0], 0, 0, 0, 0), rows)
-	*bp = buf
 	cn.ResetSequence()
 	cmd := make([]byte, 5, 5+len(q))
 	cmd[4] = gmysql.COM_QUERY
@@ -56,12 +50,15 @@ func (c *copier) load(cn *client.Conn, t copyTarget, rows [][]gmysql.FieldValue)
 	}
 	switch {
 	case len(p) > 0 && p[0] == gmysql.ERR_HEADER:
+		if err := errPacket(p); isNotAllowed(err) {
+			return fmt.Errorf("%s refuses LOAD DATA LOCAL though local_infile is on: %w", t.node, err)
+		}
 		return errPacket(p)
 	case len(p) == 0 || p[0] != gmysql.LocalInFile_HEADER:
 		return fmt.Errorf("LOAD DATA LOCAL: unexpected answer 0x%x", p)
 	}
-	if len(buf) > 4 {
-		if err := cn.WritePacket(buf); err != nil {
+	if len(data) > 4 {
+		if err := cn.WritePacket(data); err != nil {
 			return err
 		}
 	}
@@ -99,41 +96,60 @@ func isNotAllowed(err error) bool {
 	return errors.As(err, &me) && me.Code == 1148
 }
 
-// appendTSV appends rows as LOAD DATA reads them with the defaults above:
-// fields separated by tabs, rows ended by newlines, NULL as \N, and a
+// appendTSV appends row as LOAD DATA reads it with the options of load:
+// fields separated by tabs, a newline at the end, NULL as \N, and a
 // backslash, tab or newline in a value escaped with a backslash.
-func appendTSV(dst []byte, rows [][]gmysql.FieldValue) []byte {
-	for _, row := range rows {
-		for i := range row {
-			if i > 0 {
-				dst = append(dst, '\t')
-			}
-			v := &row[i]
-			switch v.Type {
-			case gmysql.FieldValueTypeNull:
-				dst = append(dst, '\\', 'N')
-			case gmysql.FieldValueTypeSigned:
-				dst = strconv.AppendInt(dst, v.AsInt64(), 10)
-			case gmysql.FieldValueTypeUnsigned:
-				dst = strconv.AppendUint(dst, v.AsUint64(), 10)
-			case gmysql.FieldValueTypeFloat:
-				dst = strconv.AppendFloat(dst, v.AsFloat64(), 'g', -1, 64)
-			default:
-				for _, b := range v.AsString() {
-					switch b {
-					case '\\':
-						dst = append(dst, '\\', '\\')
-					case '\t':
-						dst = append(dst, '\\', 't')
-					case '\n':
-						dst = append(dst, '\\', 'n')
-					default:
-						dst = append(dst, b)
-					}
+func appendTSV(dst []byte, row []gmysql.FieldValue) []byte {
+	for i := range row {
+		if i > 0 {
+			dst = append(dst, '\t')
+		}
+		v := &row[i]
+		switch v.Type {
+		case gmysql.FieldValueTypeNull:
+			dst = append(dst, '\\', 'N')
+		case gmysql.FieldValueTypeSigned:
+			dst = strconv.AppendInt(dst, v.AsInt64(), 10)
+		case gmysql.FieldValueTypeUnsigned:
+			dst = strconv.AppendUint(dst, v.AsUint64(), 10)
+		case gmysql.FieldValueTypeFloat:
+			dst = strconv.AppendFloat(dst, v.AsFloat64(), 'g', -1, 64)
+		default:
+			s := v.AsString()
+			for len(s) > 0 {
+				k := bytes.IndexAny(s, "\\\t\n")
+				if k < 0 {
+					dst = append(dst, s...)
+					break
 				}
+				dst = append(dst, s[:k]...)
+				switch s[k] {
+				case '\\':
+					dst = append(dst, '\\', '\\')
+				case '\t':
+					dst = append(dst, '\\', 't')
+				case '\n':
+					dst = append(dst, '\\', 'n')
+				}
+				s = s[k+1:]
 			}
 		}
-		dst = append(dst, '\n')
 	}
-	return dst
+	return append(dst, '\n')
+}
+
+// appendTuple appends row as a tuple of a REPLACE's VALUES, after a comma
+// unless first (values as literal writes them).
+func appendTuple(dst []byte, row []gmysql.FieldValue, first bool) []byte {
+	if !first {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '(')
+	for i := range row {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendLiteral(dst, &row[i])
+	}
+	return append(dst, ')')
 }

@@ -73,7 +73,7 @@ func row(id int) string {
 		id, id%128-64, uint64(18446744073709551615)-uint64(id), 99999999999999999+id, id, id, id, id%256, id%1000000)
 }
 
-func insert(t *testing.T, d *sql.DB, ids ...int) {
+func insert(t testing.TB, d *sql.DB, ids ...int) {
 	t.Helper()
 	var rows []string
 	for _, id := range ids {
@@ -83,7 +83,7 @@ func insert(t *testing.T, d *sql.DB, ids ...int) {
 }
 
 // dump is every stored column of every row of the tables, as hex.
-func dump(t *testing.T, d *sql.DB, tables ...string) map[string]string {
+func dump(t testing.TB, d *sql.DB, tables ...string) map[string]string {
 	t.Helper()
 	cols := "id, HEX(i8), HEX(u64), dec1, HEX(f), HEX(d), HEX(s), HEX(l1), HEX(b), HEX(bl), HEX(tx), dt, UNIX_TIMESTAMP(ts), dd, tm, y, HEX(j), e, st, HEX(bt), ISNULL(ts), g"
 	out := map[string]string{}

@@ -80,18 +80,27 @@ func cell(v *gmysql.FieldValue) []byte {
 
 // literal writes a value read from a result (text protocol) as SQL.
 func literal(b *strings.Builder, v *gmysql.FieldValue) {
+	b.Write(appendLiteral(nil, v))
+}
+
+// appendLiteral appends a value read from a result (text protocol) as
+// SQL: numbers as they are, strings as _binary literals, NULL.
+func appendLiteral(dst []byte, v *gmysql.FieldValue) []byte {
 	switch v.Type {
 	case gmysql.FieldValueTypeNull:
-		b.WriteString("NULL")
+		return append(dst, "NULL"...)
 	case gmysql.FieldValueTypeSigned:
-		b.WriteString(strconv.FormatInt(v.AsInt64(), 10))
+		return strconv.AppendInt(dst, v.AsInt64(), 10)
 	case gmysql.FieldValueTypeUnsigned:
-		b.WriteString(strconv.FormatUint(v.AsUint64(), 10))
+		return strconv.AppendUint(dst, v.AsUint64(), 10)
 	case gmysql.FieldValueTypeFloat:
-		writeFloat(b, v.AsFloat64(), 64)
-	default:
-		quoteString(b, string(v.AsString()))
+		f := v.AsFloat64()
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return append(dst, "NULL"...)
+		}
+		return strconv.AppendFloat(dst, f, 'g', -1, 64)
 	}
+	return mysql.AppendQuoted(dst, string(v.AsString()), "binary")
 }
 
 func writeFloat(b *strings.Builder, f float64, bits int) {

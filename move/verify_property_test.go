@@ -349,3 +349,45 @@ func TestVerifyColumnNamedB(t *testing.T) {
 		t.Fatalf("verify: %d rows, differences %+v", st.State.VerifyRows, st.State.Diffs)
 	}
 }
+
+// TestImportWithoutLocalInfile: a target server that refuses LOAD DATA
+// LOCAL (local_infile OFF) gets the copy as REPLACE statements, every
+// value intact.
+func TestImportWithoutLocalInfile(t *testing.T) {
+	if cluster == nil {
+		t.Skip("integration test: needs MariaDB (skipped under -short)")
+	}
+	src, dst := cluster.Servers[0], cluster.Servers[1]
+	sdb, ddb := open(t, src, ""), open(t, dst, "")
+	exec(t, sdb, "DROP DATABASE IF EXISTS nl_src", "CREATE DATABASE nl_src")
+	exec(t, ddb, "DROP DATABASE IF EXISTS nl_dst", "DROP DATABASE IF EXISTS nl_sidecar", "CREATE DATABASE nl_dst", "SET GLOBAL local_infile = 0")
+	t.Cleanup(func() { ddb.Exec("SET GLOBAL local_infile = 1") })
+	s := open(t, src, "nl_src")
+	exec(t, s, "SET time_zone = '+00:00'", typed)
+	for i := 0; i < 10; i++ {
+		insert(t, s, i*3, i*3+1, i*3+2)
+	}
+	store := move.NewStore(move.Endpoint{Addr: dst.Addr, User: dst.User, Password: dst.Password}, "nl_sidecar")
+	m := move.NewManager(store, env{dst}, zaptest.NewLogger(t), "test")
+	defer m.Close()
+	rule := config.ShardRule{DB: "nl_dst", Table: "t", Key: "id", Type: "hash", Nodes: []string{"n1"}, Locations: []int{2}}
+	if _, err := m.Start(move.Spec{Name: "nl", Kind: move.KindImport, DB: "nl_dst", Table: "t", From: rule, To: rule,
+		Source: &move.Endpoint{Addr: src.Addr, User: src.User, Password: src.Password}, SourceDB: "nl_src", SourceTable: "t",
+		Options: config.MoveOptions{BatchRows: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	st := wait(t, m, "nl", move.PhaseReady)
+	if len(st.State.Diffs) > 0 || st.State.RowsCopied != 30 {
+		t.Fatalf("copied %d rows, differences %+v", st.State.RowsCopied, st.State.Diffs)
+	}
+	want := dump(t, s, "t")
+	got := dump(t, open(t, dst, "nl_dst"), "t_0000", "t_0001")
+	if len(got) != len(want) {
+		t.Fatalf("%d rows imported, the source has %d", len(got), len(want))
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("row %s:\n got %s\nwant %s", id, got[id], w)
+		}
+	}
+}

@@ -171,6 +171,23 @@ func (b *bench) anchorSpread(kind string) (rate, mbs, dbUS spread, runs []anchor
 	return
 }
 
+// pairedRatio is, per round, the copy rate of setting w x bt over the
+// rate of that round's anchor of kind.
+func (b *bench) pairedRatio(w, bt int, kind string) spread {
+	var out spread
+	for _, c := range b.res.Copy {
+		if c.Workers != w || c.Batch != bt {
+			continue
+		}
+		for _, a := range b.res.Anchors {
+			if a.Kind == kind && a.Round == c.Round && a.RowsPerSec > 0 {
+				out.vals = append(out.vals, c.RowsPerSec/a.RowsPerSec)
+			}
+		}
+	}
+	return out
+}
+
 // verdict judges a median ratio against a goal (at least goal), saying
 // when the rounds' range crosses it.
 func verdict(med, lo, hi, goal float64) string {
@@ -295,6 +312,17 @@ func (b *bench) markdown() string {
 	if best != nil && len(dumpRuns) > 0 {
 		lo, hi := slices.Min(best.rate.vals)/slices.Max(dumpR.vals), slices.Max(best.rate.vals)/slices.Min(dumpR.vals)
 		p("| copy best / dump anchor | %.2f | %.2f–%.2f | goal ≥ 1: %s |\n", best.rate.median()/dumpR.median(), lo, hi, verdict(best.rate.median()/dumpR.median(), lo, hi, 1))
+	}
+	// The machine's load moves between rounds: a round's copy against the
+	// same round's dump, then the median of those ratios, is steadier.
+	for _, c := range []*copyCell{best, def} {
+		if c == nil || len(dumpRuns) == 0 || (c == def && def == best) {
+			continue
+		}
+		if r := b.pairedRatio(c.w, c.b, "dump"); len(r.vals) > 0 {
+			p("| copy %d x %d / dump, paired by round | %.2f | ±%.0f%% (%s) | goal ≥ 1: %s |\n", c.w, c.b, r.median(), r.pm(), r.list(2),
+				verdict(r.median(), slices.Min(r.vals), slices.Max(r.vals), 1))
+		}
 	}
 	if best != nil && len(ofRuns) > 0 {
 		lo, hi := slices.Min(best.rate.vals)/slices.Max(ofR.vals), slices.Max(best.rate.vals)/slices.Min(ofR.vals)
