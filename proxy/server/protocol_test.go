@@ -81,10 +81,16 @@ func TestGreeting(t *testing.T) {
 	if got := fixed[20]; got != 21 {
 		t.Errorf("auth data length %d, want 21", got)
 	}
-	for i, b := range fixed[21:31] {
+	for i, b := range fixed[21:27] {
 		if b != 0 {
 			t.Errorf("reserved byte %d is %#x", i, b)
 		}
+	}
+	// The last 4 are MariaDB's extended capabilities, as a MariaDB server
+	// sends them (without CLIENT_MYSQL): the extended metadata among them.
+	if ext := binary.LittleEndian.Uint32(fixed[27:31]); hs.Capabilities&mysql.ClientLongPassword != 0 ||
+		ext != hs.ExtCapabilities || ext&mysql.MariaDBClientExtendedMetadata == 0 {
+		t.Errorf("capabilities %#x, extended capabilities %#x: want MariaDB's (no CLIENT_MYSQL, extended metadata)", hs.Capabilities, ext)
 	}
 
 	r.login(rawCaps)
