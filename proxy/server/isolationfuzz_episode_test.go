@@ -99,7 +99,13 @@ func (r *ifzRun) stepA(ev ifzEvent) {
 		return
 	}
 	derr := ifzExec(r.a.d, render(ev.sql, "d"))
+	r.bug('A', ev, perr)
 	if !r.aDiverged && r.compareErrs('A', ev, perr, derr) {
+		r.aDiverged = true
+	}
+	if strings.HasPrefix(ev.sql, "/*node") {
+		// The twin read the hint as a comment: its state is no longer
+		// where A's is (a temporary table on node2 only, ...).
 		r.aDiverged = true
 	}
 	r.aPins = r.px.inUse()
@@ -202,6 +208,7 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 			break
 		}
 	}
+	r.bug('B', ev, perr)
 	if r.compareErrs('B', ev, perr, derr) {
 		r.recycleB()
 		r.e.resyncB()
@@ -215,6 +222,18 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 		return
 	}
 	r.note('B', ev, r.px.inUse(), r.aPins)
+}
+
+// bug files a proxy error that is no MariaDB error (1105, or a client
+// connection the proxy closed), whatever the twin did.
+func (r *ifzRun) bug(who byte, ev ifzEvent, perr error) {
+	if perr == nil || ifzBusy(perr) {
+		return
+	}
+	if c := ifzCode(perr); c == "1105" || !strings.HasPrefix(perr.Error(), "Error ") {
+		r.find("fails", fmt.Sprintf("%c: %s through the proxy (a proxy bug)", who, ifzErrClass(perr)), ev.prod,
+			fmt.Sprintf("%q: %v through the proxy", render(ev.sql, "p"), perr))
+	}
 }
 
 // compareErrs files a statement that succeeds on one side only; it
@@ -424,7 +443,7 @@ func (r *ifzRun) probeFresh(full bool) {
 				r.find("leak", "a new client after A left has other session variables", r.lastA,
 					fmt.Sprintf("node%d: %s", n+1, strings.Join(d, ", ")))
 			}
-			if !r.px.waitInUse(before) {
+			if !r.px.waitInUseAtMost(before) {
 				r.find("leak", "a connection stays checked out after its client left", r.lastA,
 					fmt.Sprintf("a new client read its session variables on node%d and left: in use %v, before it %v", n+1, r.px.inUse(), before))
 				return
@@ -449,7 +468,7 @@ func (r *ifzRun) probeFresh(full bool) {
 			c.Close()
 		}
 		db.Close()
-		if !r.px.waitInUse(before) {
+		if !r.px.waitInUseAtMost(before) {
 			r.find("leak", "a connection stays checked out after its client left", r.lastA,
 				fmt.Sprintf("a new client read LASTVAL on node%d and left: in use %v, before it %v", n+1, r.px.inUse(), before))
 			return

@@ -529,6 +529,26 @@ func (px *ifzProxy) waitInUse(want []int) bool {
 	return true
 }
 
+// waitInUseAtMost waits until no node has more connections checked out
+// than limit says (one a session kept only for SHOW WARNINGS may be back
+// in the pool by then).
+func (px *ifzProxy) waitInUseAtMost(limit []int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		over := false
+		for n, k := range px.inUse() {
+			over = over || k > limit[n]
+		}
+		if !over {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // ifzClient is a client session through the proxy and its direct twin.
 type ifzClient struct {
 	pdb, ddb *sql.DB
