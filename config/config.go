@@ -47,6 +47,7 @@ func Default() *Config {
 		MaxPreparedStmtsTotal:    65536,
 		ClientWriteTimeout:       60 * time.Second,
 		IdleInTransactionTimeout: 5 * time.Minute,
+		DeadlockDetectAfter:      100 * time.Millisecond,
 		PlanCacheSize:            4096,
 		DigestSize:               4096,
 		FallbackMaxRows:          1_000_000,
@@ -210,6 +211,13 @@ type Config struct {
 	// command gets error 1927 and its connection closes. Default 5m; 0
 	// turns it off.
 	IdleInTransactionTimeout time.Duration `yaml:"idle_in_transaction_timeout"`
+	// DeadlockDetectAfter is how long a statement of a transaction runs
+	// before the proxy looks for a deadlock across nodes that it may be
+	// part of (no server sees those; see docs/transactions.md): the
+	// nodes' lock waits are read, and a cycle is broken by rolling back
+	// the transaction that did the least work, whose client gets 1213.
+	// Default 100ms; 0 turns the detector off. Read at start-up.
+	DeadlockDetectAfter time.Duration `yaml:"deadlock_detect_after"`
 	// PlanCacheSize bounds the statement shapes (text with its literals
 	// stripped) whose single-shard plans each schema keeps, so that
 	// statements seen before are routed without parsing. 0 disables the

@@ -500,6 +500,9 @@ func (c *Config) validateExtensions(v *validator) {
 	if c.ClientWriteTimeout < 0 {
 		v.add("client_write_timeout", "%v is negative; use 0 to turn it off", c.ClientWriteTimeout)
 	}
+	if c.DeadlockDetectAfter < 0 {
+		v.add("deadlock_detect_after", "%v is negative; use 0 to turn it off", c.DeadlockDetectAfter)
+	}
 	if c.IdleInTransactionTimeout < 0 {
 		v.add("idle_in_transaction_timeout", "%v is negative; use 0 to turn it off", c.IdleInTransactionTimeout)
 	}

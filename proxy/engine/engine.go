@@ -117,6 +117,10 @@ type Executor struct {
 	// instead. The caller commits there the transaction the statement ran
 	// in (transaction_mode xa).
 	BeforeOK func() error
+	// Victim, when set, returns the error a statement interrupted by the
+	// deadlock detector ends with (nil when it was not chosen): a relayed
+	// interruption (1317) goes to the client as that error instead.
+	Victim func() *mysql.SQLError
 }
 
 // NewExecutor returns an executor that takes connections from conns and

@@ -175,6 +175,11 @@ func (rl *relayer) result(bc *backend.Conn, cursor bool, tables []string) (backe
 		if err != nil {
 			return r, err
 		}
+		if first == mysql.ErrHeader {
+			if done, err := rl.victim(bc, &r); done || err != nil {
+				return r, err
+			}
+		}
 		if first == mysql.OKHeader && length > 0 && length < mysql.MaxPacketPayload {
 			if err := rl.end(bc, &r); err != nil {
 				return r, err
@@ -242,6 +247,11 @@ func (rl *relayer) rows(bc *backend.Conn, r *backend.Outcome) error {
 		first, length, err := bc.PeekPacket()
 		if err != nil {
 			return err
+		}
+		if first == mysql.ErrHeader && !continued {
+			if done, err := rl.victim(bc, r); done || err != nil {
+				return err
+			}
 		}
 		if !continued && first == mysql.EOFHeader && length < mysql.MaxPacketPayload {
 			return rl.end(bc, r)
@@ -406,4 +416,31 @@ func forwardDefinitions(client *mysql.Conn, bc *backend.Conn, params, cols int) 
 		}
 	}
 	return nil
+}
+
+// victim answers the ERR packet bc is about to send with the deadlock
+// error when it is the interruption (1317) of a statement the deadlock
+// detector chose as a victim (Executor.Victim); done reports that it did.
+func (rl *relayer) victim(bc *backend.Conn, r *backend.Outcome) (done bool, err error) {
+	if rl.x.Victim == nil {
+		return false, nil
+	}
+	code, isErr, err := bc.PeekErrCode()
+	if err != nil || !isErr || code != mysql.ErQueryInterrupted {
+		return false, err
+	}
+	v := rl.x.Victim()
+	if v == nil {
+		return false, nil
+	}
+	if _, err := bc.ReadPacket(); err != nil {
+		return false, err
+	}
+	r.Sent, r.OK, r.ErrCode = true, false, v.Code
+	rl.x.ErrCode = v.Code
+	rl.ebuf = mysql.AppendErr(rl.ebuf[:0], v)
+	if err := rl.x.w.Client().WritePacket(rl.ebuf); err != nil {
+		return true, &mysql.DstError{Err: err}
+	}
+	return true, nil
 }

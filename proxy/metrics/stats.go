@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/deadlock"
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/xa"
 )
@@ -112,6 +113,9 @@ type Collector struct {
 	// Workflows returns the data-movement workflows running; nil without
 	// the sidecar database's node.
 	Workflows func() []move.Status
+	// Deadlock returns the deadlock detector's counts; false when it is
+	// off (deadlock_detect_after: 0).
+	Deadlock func() (deadlock.Stats, bool)
 }
 
 // Describe describes nothing: the collector is unchecked.
@@ -129,6 +133,11 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.XA != nil {
 		if x, ok := c.XA(); ok {
 			e.xa(x)
+		}
+	}
+	if c.Deadlock != nil {
+		if d, ok := c.Deadlock(); ok {
+			e.deadlock(d)
 		}
 	}
 	if c.Workflows != nil {
@@ -229,6 +238,16 @@ func (e emitter) xa(x xa.Stats) {
 	e.one("shardgate_xa_recovered_branches_total", "Prepared branches recovery finished, by action.", k, float64(x.RecoveredAbort), "action", "rollback")
 	e.one("shardgate_xa_in_flight", "Two-phase commits under way.", g, float64(x.InFlight))
 	e.one("shardgate_xa_left_to_recovery", "Transactions whose session left prepared branches to recovery (a node failed mid-commit).", g, float64(x.Owed))
+}
+
+// deadlock sends the deadlock detector's counts.
+func (e emitter) deadlock(d deadlock.Stats) {
+	k := counter
+	e.one("shardgate_deadlock_waits_total", "Statements of transactions that waited past deadlock_detect_after.", k, float64(d.WaitsSeen))
+	e.one("shardgate_deadlock_graphs_total", "Waits-for graphs the deadlock detector built (each reads the lock waits of the nodes involved).", k, float64(d.Graphs))
+	e.one("shardgate_deadlocks_broken_total", "Deadlocks across nodes broken (a victim rolled back, its client answered 1213).", k, float64(d.Broken))
+	e.one("shardgate_deadlock_detection_seconds_sum", "Time from each deadlock's forming to its break, summed.", k, d.LatencySum.Seconds())
+	e.one("shardgate_deadlock_detection_seconds_max", "The longest time from a deadlock's forming to its break.", gauge, d.LatencyMax.Seconds())
 }
 
 // workflow sends one data-movement workflow's progress and phase series.

@@ -47,6 +47,7 @@ func collector(s *Server) metrics.Collector {
 			}
 			return s.xa.Stats(), true
 		},
+		Deadlock: s.DeadlockStats,
 		Workflows: func() []move.Status {
 			if s.flows == nil {
 				return nil

@@ -93,6 +93,7 @@ type conn struct {
 	interrupted atomic.Bool
 	idle        atomic.Bool // waiting for the next command
 	inTxn       atomic.Bool // ... inside a transaction (a shutdown lets it finish)
+	dl          dlState     // the deadlock detector's view (deadlock.go)
 }
 
 // preAuthPacket bounds a packet from a client that has not logged in
@@ -273,6 +274,7 @@ func (c *conn) command(p []byte) bool {
 	c.watched = c.startWatch(p)
 	start := time.Now()
 	quit, err := c.h.dispatch(p)
+	err = c.deadlockErr(err) // deadlock.go
 	c.h.endDeadlocked(err)
 	c.observe(start, err != nil && !errors.Is(err, engine.ErrAnswered))
 	c.noteHeld()

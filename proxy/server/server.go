@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/deadlock"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/proxy/engine"
@@ -68,6 +69,9 @@ type Server struct {
 	// xa coordinates two-phase commit when a schema uses transaction_mode
 	// xa (nil otherwise).
 	xa *xa.Coordinator
+	// deadlock finds deadlocks across nodes (nil when
+	// deadlock_detect_after is 0).
+	deadlock *deadlock.Detector
 	// metrics: Prometheus, the digest and the status page's series;
 	// console: admin HTTP and admin SQL.
 	metrics stmtMetrics
@@ -177,6 +181,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	wg.Wait()
 	s.tables = newTables(s)
+	s.deadlock = startDetector(cfg, s.log) // deadlock.go
 	if cfg.UsesXA() {
 		s.startXA(cfg)
 	}
@@ -356,6 +361,7 @@ wait:
 		if s.xa != nil {
 			s.xa.Close()
 		}
+		s.deadlock.Close() // nil-safe
 		s.metrics.Close()
 		s.tables.close()
 		for _, n := range s.order {

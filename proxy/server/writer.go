@@ -123,13 +123,17 @@ func (c *conn) Release(bc *backend.Conn, sticky bool, o backend.Outcome) { c.st.
 
 func (c *conn) Shared(node string) bool { return c.st.Shared(node) }
 
-func (c *conn) Running(bc *backend.Conn) { c.running.Store(bc) }
+func (c *conn) Running(bc *backend.Conn) {
+	c.running.Store(bc)
+	c.noteRunning(bc, nil) // deadlock.go
+}
 
 // Interrupted reports a KILL QUERY that arrived between two backend
 // statements of the running client statement.
 func (c *conn) Interrupted() bool { return c.interrupted.Load() }
 
 func (c *conn) RunningAll(conns []*backend.Conn) {
+	c.noteRunning(nil, conns) // deadlock.go
 	if conns == nil {
 		c.runningMany.Store(nil)
 		return
