@@ -59,6 +59,7 @@ type stmtHandler struct {
 // prepare answers COM_STMT_PREPARE.
 func (s *stmtHandler) prepare(p []byte) error {
 	h := s.h
+	s.lastID = 0
 	sql := string(p[1:])
 	stmt := router.Classify(sql, h.c.st.Mode())
 	if err := h.allowed(sql, &stmt); err != nil {
@@ -114,6 +115,7 @@ func (s *stmtHandler) prepareKept(p []byte, sql string) error {
 		return h.settle(err)
 	}
 	ps.Conn, ps.BackendID = bc, backendID
+	s.lastID = ps.ID
 	return nil
 }
 
@@ -161,7 +163,7 @@ func (s *stmtHandler) lookup(p []byte) *session.Stmt {
 	if !ok {
 		return nil
 	}
-	return s.h.c.st.Stmts.Get(id)
+	return s.h.c.st.Stmts.Get(s.stmtID(id))
 }
 
 // prepareRouted answers COM_STMT_PREPARE for a statement the proxy owns.
@@ -201,6 +203,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if bc != nil {
 		s.record(ps.ID, bc, q)
 	}
+	s.lastID = ps.ID
 	ps.UsesIDs = cls.UsesLastInsertID
 	ps.Once = !cacheable(cls)
 	cols := st.Cols
@@ -339,6 +342,7 @@ func (s *stmtHandler) prepareLocal(sql string) error {
 	}
 	ps.Local = true
 	s.sync()
+	s.lastID = ps.ID
 	ok := make([]byte, 0, 12)
 	ok = append(ok, mysql.OKHeader)
 	ok = binary.LittleEndian.AppendUint32(ok, ps.ID)

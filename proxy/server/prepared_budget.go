@@ -22,7 +22,8 @@ import (
 // do.
 
 // stmtBudget is the stmtHandler's account of its session's prepared
-// statements (embedded in it); owned by the conn's goroutine.
+// statements (embedded in it): their count, backend statements and the
+// last one prepared; owned by the conn's goroutine.
 type stmtBudget struct {
 	h *handler
 	// held is the session's count of prepared statements as the
@@ -30,6 +31,24 @@ type stmtBudget struct {
 	// each client statement was prepared as.
 	held int
 	uses map[uint32][]stmtUse
+	// lastID is the statement the last successful COM_STMT_PREPARE made
+	// (0 after a failed one): id 0xffffffff names it (MariaDB's
+	// LAST_STMT_ID, which Connector/J sends with a COM_STMT_EXECUTE or
+	// COM_STMT_BULK_EXECUTE pipelined after its prepare).
+	lastID uint32
+}
+
+// lastStmtID is MariaDB's LAST_STMT_ID: the statement the last
+// COM_STMT_PREPARE made.
+const lastStmtID = 0xffffffff
+
+// stmtID is the session's id a command names: id itself, or the last
+// prepared statement's for lastStmtID.
+func (s *stmtBudget) stmtID(id uint32) uint32 {
+	if id == lastStmtID {
+		return s.lastID
+	}
+	return id
 }
 
 // stmtUse is a backend statement one of the session's client statements

@@ -42,7 +42,7 @@ func (b bulkRunner) run(p []byte) error {
 	s := b.s
 	c := s.h.c
 	id, _ := mysql.StmtBulkExecuteID(p)
-	ps := c.st.Stmts.Get(id)
+	ps := c.st.Stmts.Get(s.stmtID(id))
 	if ps == nil {
 		return mysql.NewError(mysql.ErUnknownStmtHandler, "Unknown prepared statement handler (%d) given to mysqld_stmt_bulk_execute", id)
 	}
