@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -112,4 +113,54 @@ func lockWaits(t *testing.T) int {
 		n += v
 	}
 	return n
+}
+
+// TestPreparedContextCancel: go-sql-driver (1.10) ends a prepared
+// statement whose context ends by closing its connection (it sends no
+// KILL QUERY). The call returns at once with the context's error, as
+// directly; the statement waiting on a backend for a row lock is stopped
+// there too (the session ends with its client), so the row lock holder's
+// transaction is not kept waiting on a statement nobody reads, the
+// backend connection goes back to the pool, and the client's next
+// connection works.
+func TestPreparedContextCancel(t *testing.T) {
+	p, db := txnProxy(t, config.TransactionMulti)
+	for _, txn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("txn=%v", txn), func(t *testing.T) {
+			holder := conn(t, db)
+			mustExec(t, holder, "BEGIN", "UPDATE acct SET balance = balance WHERE id = 2")
+			victim := conn(t, db)
+			if txn {
+				mustExec(t, victim, "BEGIN")
+			}
+			st, err := victim.PrepareContext(context.Background(), "SELECT balance FROM acct WHERE id = ? FOR UPDATE")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				var v int
+				done <- st.QueryRowContext(ctx, 2).Scan(&v)
+			}()
+			eventually(t, 10*time.Second, "the statement to wait for the lock", func() bool { return lockWaits(t) > 0 })
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("cancelled statement: %v, want context.Canceled", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the cancelled statement has not returned after 5 s")
+			}
+			eventually(t, 10*time.Second, "the backend statement to stop waiting", func() bool { return lockWaits(t) == 0 })
+			t.Logf("the backend statement stopped %v after the cancel", time.Since(start).Round(time.Millisecond))
+			mustExec(t, holder, "ROLLBACK")
+			p.waitPoolIdle(t, 10*time.Second)
+			if got := queryValue(t, db, "SELECT balance FROM acct WHERE id = 2"); got != "100" {
+				t.Errorf("a new statement: %s", got)
+			}
+		})
+	}
 }
