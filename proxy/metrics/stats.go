@@ -29,6 +29,13 @@ type Stats struct {
 	Queries                 uint64 `json:"queries_total"`
 	ErrorsSent              uint64 `json:"errors_total"`
 	Goroutines              int    `json:"goroutines"`
+
+	// PacketMemoryInUse is the memory client packets being received hold
+	// (packet_memory_total bounds it); PacketMemoryRefused counts the
+	// packets it refused (1041).
+	PacketMemoryInUse   int64  `json:"packet_memory_in_use"`
+	PacketMemoryRefused uint64 `json:"packet_memory_refused"`
+
 	// Plan cache of the sharded schemas: statements routed from a cached
 	// template, statements planned, shapes held.
 	PlanCacheHits   uint64      `json:"plan_cache_hits_total"`
@@ -181,6 +188,7 @@ func (e emitter) server(st Stats) {
 	e.one("shardgate_plan_cache_misses_total", "Statements on sharded schemas the planner parsed and planned.", k, float64(st.PlanCacheMisses))
 	e.one("shardgate_plan_cache_shapes", "Statement shapes the plan caches hold.", g, float64(st.PlanCacheShapes))
 	e.one("shardgate_goroutines", "Goroutines of the proxy.", g, float64(st.Goroutines))
+	e.one("shardgate_packet_memory_bytes", "Memory the client packets being received hold (packet_memory_total bounds it).", g, float64(st.PacketMemoryInUse))
 }
 
 // limits sends shardgate_limits_tripped_total, one series per limit.
@@ -191,6 +199,7 @@ func (e emitter) limits(st Stats) {
 	}{
 		{"max_allowed_packet", st.PacketsTooLarge},
 		{"long_data", st.LongDataTooLarge},
+		{"packet_memory_total", st.PacketMemoryRefused},
 		{"client_write_timeout", st.WriteTimeouts},
 		{"max_unauthenticated_connections", st.UnauthenticatedRejected},
 		{"max_unauthenticated_connections_evicted", st.UnauthenticatedEvicted},

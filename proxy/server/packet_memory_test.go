@@ -153,12 +153,12 @@ func TestPacketMemoryBudget(t *testing.T) {
 	// At most 64 MiB / 8 MiB clients can hold their packet; the others
 	// are refused.
 	eventually(t, 60*time.Second, "the packets that do not fit to be refused", func() bool {
-		_, _, refused := p.srv.PacketMemory()
-		return refused >= uint64(len(clients)-8)
+		return p.srv.Stats().PacketMemoryRefused >= uint64(len(clients)-8)
 	})
 	grew := int64(heapInUse()) - int64(before)
 	peak := int64(heapSys()) - int64(sysBefore)
-	inUse, _, refused := p.srv.PacketMemory()
+	st := p.srv.Stats()
+	inUse, refused := st.PacketMemoryInUse, st.PacketMemoryRefused
 	t.Logf("%d hostile clients: heap in use +%d MiB, heap reserved +%d MiB, packet buffers %d MiB, %d refused", len(clients), grew>>20, peak>>20, inUse>>20, refused)
 	if inUse > cfg.PacketMemoryTotal {
 		t.Errorf("packet buffers hold %d MiB, over packet_memory_total", inUse>>20)
@@ -202,8 +202,7 @@ func TestPacketMemoryBudget(t *testing.T) {
 		t.Errorf("%d refused with 1041, want at least %d", outOfMemory, 3*perShape-8)
 	}
 	eventually(t, 10*time.Second, "the packet buffers to be given back", func() bool {
-		inUse, _, _ := p.srv.PacketMemory()
-		return inUse == 0
+		return p.srv.Stats().PacketMemoryInUse == 0
 	})
 	// With the budget free again, a large command works, compressed too.
 	for _, db := range []querier{plain, zipped} {

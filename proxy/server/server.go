@@ -408,6 +408,7 @@ func (s *Server) Stats() Stats {
 	st := s.counters.stats(s.count())
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.rt().CacheStats()
 	st.HeldStatements = s.heldStatements.Load()
+	st.PacketMemoryInUse, st.PacketMemoryRefused = s.packets.InUse(), s.packets.Refused()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	st.Nodes = metrics.Nodes(s.order)
 	return st
