@@ -14,6 +14,8 @@
 #   make bench-compare  before/after in one interleaved run: oltp_point_select, text protocol, 16 threads, 5 rounds;
 #                    direct, relay, the working tree's proxy and BASELINE's (default 70f9b6b), paired ratios (~9 min)
 #   make bench-conns 5,000 idle clients and 100,000 connect-query-quit cycles against the proxy (bench/conns.sh)
+#   make bench-hostile  the proxy's RSS under hostile clients: stalled compressed floods, compressed clients reading
+#                    large results, 1,000 silent sockets, prepared-statement floods (bench/hostile.sh; own MariaDB; ~2 min)
 #   make bench-xa    transaction_mode xa against multi: two-node and one-node write transactions, tps ratio and CPU
 #                    (bench/xa.sh; about 6.5 minutes)
 #   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
@@ -26,7 +28,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-stream bench-move bench-xa clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean
 
 all: build
 
@@ -100,6 +102,9 @@ bench-compare:
 
 bench-conns:
 	bench/conns.sh
+
+bench-hostile:
+	bench/hostile.sh
 
 bench-stream:
 	bench/stream.sh
