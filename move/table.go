@@ -156,15 +156,16 @@ func (d *tableDef) col(name string) int {
 }
 
 // canonical is the SQL expression of column i's value in a canonical
-// binary form: its length, a colon and its bytes, or N for NULL (so NULL,
-// ” and the string 'N' all differ, and no value's bytes can be read as
-// the start of the next column's). The bytes are the stored ones
-// (CAST AS BINARY: no collation, character set or PAD SPACE rule can make
-// two different values equal), in the text MariaDB prints for numbers
-// and dates (TIMESTAMPs in the session's UTC), except a FLOAT, printed
-// as the DOUBLE it is (its own text has 6 digits, which two FLOATs can
-// share), and an ENUM or SET, as its index or bit mask (an ENUM's
-// empty error value and an empty member print alike).
+// binary form, N for NULL. A number, date or time is its text and a comma
+// (no such text holds a comma or is N); any other value (strings, binary
+// strings, BIT, JSON, geometries, INET6, UUID) is its byte length, a colon
+// and its stored bytes (CAST AS BINARY: no collation, character set or PAD
+// SPACE rule can make two different values equal). So NULL, ” and 'N'
+// all differ, and no value can be read as the start of the next column's.
+// A FLOAT is written as the DOUBLE it is (its own text has 6 digits, which
+// two FLOATs can share), an ENUM or SET as its index or bit mask (an
+// ENUM's empty error value and an empty member print alike), TIMESTAMPs
+// in the session's UTC.
 func (d *tableDef) canonical(i int) string {
 	c := mysql.QuoteIdent(d.cols[i])
 	switch d.types[i] {
@@ -172,19 +173,21 @@ func (d *tableDef) canonical(i int) string {
 		c = "CAST(" + c + " AS DOUBLE)"
 	case "enum", "set":
 		c = "(" + c + " + 0)"
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "double", "real",
+		"year", "date", "time", "datetime", "timestamp":
+	default:
+		return "IFNULL(CONCAT(LENGTH(" + c + "), ':', CAST(" + c + " AS BINARY)), 'N')"
 	}
-	v := "CAST(" + c + " AS BINARY)"
-	return "IFNULL(CONCAT(LENGTH(" + v + "), ':', " + v + "), 'N')"
+	return "IFNULL(CONCAT(" + c + ", ','), 'N')"
 }
 
-// rowHash is the expression hashing one row: the MD5 of every stored
-// column in its canonical form, as 32 hex digits.
-func (d *tableDef) rowHash() string {
+// rowImage is the expression of a whole row in canonical form.
+func (d *tableDef) rowImage() string {
 	parts := make([]string, len(d.cols))
 	for i := range d.cols {
 		parts[i] = d.canonical(i)
 	}
-	return "MD5(CONCAT(" + strings.Join(parts, ", ") + "))"
+	return "CONCAT(" + strings.Join(parts, ", ") + ")"
 }
 
 // keyHash is the expression hashing a row's primary key (canonical form),
