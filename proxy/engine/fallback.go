@@ -70,6 +70,9 @@ func (g *gather) run(plan *router.Plan) error {
 			e := mysql.ParseErr(p)
 			return backend.Outcome{}, &mysql.SQLError{Code: e.Code, State: e.State, Message: strings.ReplaceAll(e.Message, router.FallbackSuffix, "")}
 		}
+		if first == mysql.OKHeader {
+			return g.ok(bc) // SELECT ... INTO @variables over the copy
+		}
 		res, err := concatenate{x}.one(bc, true)
 		if err != nil {
 			bc.MarkBroken()
@@ -80,6 +83,25 @@ func (g *gather) run(plan *router.Plan) error {
 		}
 		return res, x.w.End(res.Warnings)
 	})
+}
+
+// ok answers the OK that ended a fallback's statement (one that assigns
+// variables rather than returning rows).
+func (g *gather) ok(bc *backend.Conn) (backend.Outcome, error) {
+	p, err := bc.ReadPacket()
+	if err != nil {
+		bc.MarkBroken()
+		return backend.Outcome{}, backend.ErrLost(bc)
+	}
+	ok, _, err := bc.ParseOK(p)
+	if err != nil {
+		bc.MarkBroken()
+		return backend.Outcome{}, backend.ErrLost(bc)
+	}
+	var res backend.Outcome
+	res.SetInfo(p)
+	ok.LastInsertID = 0
+	return res, g.x.w.OK(ok)
 }
 
 // binary runs a fallback's statement for a binary-protocol client as a

@@ -137,6 +137,9 @@ func TestAssignedVariablesCarried(t *testing.T) {
 		"SELECT 1.5 INTO @v",
 		"SELECT 2e0, -7 INTO @v, @a",
 		"SELECT note FROM t WHERE id = 1 FOR UPDATE INTO @v",
+		// Rows of several shards: one server computes the row over a copy.
+		"SELECT COUNT(*) FROM t WHERE id < 1000 INTO -- a comment\n@v",
+		"SELECT SUM(id), MAX(note) INTO @a, @v FROM t",
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			probe := "SELECT @v, @a, CHARSET(@v)"
@@ -170,6 +173,19 @@ func TestAssignedVariablesCarried(t *testing.T) {
 			}
 			next.Close()
 		})
+	}
+}
+
+// TestIntoVariablesErrors: SELECT ... INTO variables of more than one row
+// fails as on MariaDB (1172), over one shard and over several.
+func TestIntoVariablesErrors(t *testing.T) {
+	e, direct := carryEnv(t, "carry_into_err")
+	for _, q := range []string{"SELECT note FROM t INTO @v", "SELECT note INTO @v FROM t WHERE id IN (1, 2)", "SELECT note FROM t WHERE id IN (2, 4) INTO @v"} {
+		_, derr := direct.ExecContext(t.Context(), q)
+		_, perr := e.app.ExecContext(t.Context(), q)
+		if fmt.Sprint(derr) != fmt.Sprint(perr) {
+			t.Errorf("%s: through the proxy %v, directly %v", q, perr, derr)
+		}
 	}
 }
 

@@ -103,7 +103,7 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 	held := ss.held
 	ss.readBack, ss.held = false, nil
 	var bc *backend.Conn
-	if plan != nil && plan.Kind == router.Forward && len(plan.Targets) == 1 {
+	if plan != nil && (plan.Kind == router.Forward || plan.Kind == router.Fallback) && len(plan.Targets) == 1 {
 		bc = s.pinnedOn(s.nodes[plan.Targets[0].Node])
 	}
 	if bc == nil {
