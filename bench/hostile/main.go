@@ -76,6 +76,7 @@ func check(err error) {
 // proc is the proxy process and how to reach it.
 type proc struct {
 	cmd      *exec.Cmd
+	log      string // its output
 	addr     string
 	web      string // admin listener, for /stats
 	user, pw string
@@ -114,6 +115,7 @@ schema_list:
 	check(os.WriteFile(path, []byte(cfg), 0o600))
 	log, err := os.Create(filepath.Join(dir, "proxy.log"))
 	check(err)
+	p.log = log.Name()
 	p.cmd = exec.Command(bin, "-config", path)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	check(p.cmd.Start())
@@ -195,6 +197,11 @@ func (b *bench) phase(name string, f func() string) {
 	note := f()
 	time.Sleep(b.settle)
 	held, peak := b.p.status()
+	if held == 0 {
+		out, _ := os.ReadFile(b.p.log)
+		fmt.Fprintf(os.Stderr, "hostile: the proxy exited during %q; its log ends with:\n%s\n", name, out[max(0, len(out)-4000):])
+		note = "the proxy exited: " + note
+	}
 	for _, c := range b.held {
 		c.Close()
 	}
