@@ -172,6 +172,9 @@ type Conn struct {
 	// connection asked to close (Node.ForgetOn), closed when it next
 	// comes back to its pool or out of it; guarded by node.mu.
 	closeLater []string
+	// closeAllLater replaces closeLater when it would grow past
+	// maxCachedStmts: every statement cached then is closed.
+	closeAllLater bool
 
 	// Kept from the handshake for ChangeUser.
 	user, password string

@@ -658,7 +658,7 @@ func (n *Node) Put(c *Conn) {
 	}
 	c.lastUsed = time.Now()
 	n.mu.Lock()
-	for len(c.closeLater) > 0 && !c.broken {
+	for (len(c.closeLater) > 0 || c.closeAllLater) && !c.broken {
 		// Statements sessions asked to close (ForgetOn) while c was
 		// checked out; c stays busy meanwhile, so none is left behind.
 		n.mu.Unlock()

@@ -254,6 +254,10 @@ func (n *Node) ForgetOn(c *Conn, query string) {
 	n.mu.Lock()
 	if len(c.closeLater) < maxCachedStmts {
 		c.closeLater = append(c.closeLater, query)
+	} else {
+		// Sessions closing many statements at once (leaving): the
+		// connection gives back all it keeps.
+		c.closeAllLater = true
 	}
 	_, busy := n.busy[c]
 	n.mu.Unlock()
@@ -285,9 +289,13 @@ func (n *Node) ForgetOn(c *Conn, query string) {
 // caller holds it.
 func (n *Node) closeStmtsLater(c *Conn) {
 	n.mu.Lock()
-	qs := c.closeLater
-	c.closeLater = nil
+	qs, all := c.closeLater, c.closeAllLater
+	c.closeLater, c.closeAllLater = nil, false
 	n.mu.Unlock()
+	if all {
+		c.evictCached(len(c.stmtOrder))
+		return
+	}
 	for _, q := range qs {
 		if c.broken {
 			return

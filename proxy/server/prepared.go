@@ -283,12 +283,16 @@ func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (s
 			err = bc.Forget(q)
 		}
 	}
+	cached := err == nil && bc.Cached(q) // read while bc is the session's
 	c.st.Release(bc, false, o)
 	if err != nil {
 		if bc.Broken() {
 			return nil, nil, h.backendLost(bc)
 		}
 		return nil, nil, err
+	}
+	if !cached {
+		bc = nil
 	}
 	return st, bc, nil
 }

@@ -97,9 +97,9 @@ func (s *stmtBudget) room() error {
 }
 
 // record notes that client statement id was prepared as q on bc, which
-// keeps it cached.
+// keeps it cached (the caller held bc when it looked).
 func (s *stmtBudget) record(id uint32, bc *backend.Conn, q string) {
-	if bc.Node() == nil || !bc.Cached(q) {
+	if bc.Node() == nil {
 		return
 	}
 	us := s.uses[id]
