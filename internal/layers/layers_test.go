@@ -42,6 +42,7 @@ var allowed = map[string]struct {
 	"internal/doccheck":    {nil, nil},
 	"clients":              {nil, nil},
 	"bench/conns":          {[]string{"backend", "mysql"}, nil},
+	"bench/hostile":        {[]string{"backend", "internal/mariadbtest", "mysql"}, []string{"github.com/go-sql-driver/mysql"}},
 	"bench/relay":          {nil, nil},
 	"bench/report":         {nil, nil},
 	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},
