@@ -23,24 +23,39 @@ type lexTok struct {
 	kind       byte // 'w' word, 'q' quoted name, 's' string, 'v' variable, 'p' punctuation
 }
 
-// lexTokens splits sql into tokens, skipping whitespace and comments. ok
-// is false for a text holding an executable comment or an unterminated
-// comment, whose tokens the server reads otherwise.
+// lexTokens splits sql into tokens, skipping whitespace and comments, and
+// reading into executable comments as the server does (their markers are
+// no tokens). ok is false for a text with an unterminated comment.
 func lexTokens(sql string, mode Mode) (toks []lexTok, ok bool) {
 	sc := stmtScanner{s: sql, mode: mode}
 	s := sql
+	inExecutable := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case isSpace(c):
 			i++
+		case c == '/' && i+2 < len(s) && s[i+1] == '*' && (s[i+2] == '!' || (s[i+2] == 'M' || s[i+2] == 'm') && i+3 < len(s) && s[i+3] == '!'):
+			// An executable comment: its content is read as the server
+			// reads it (the markers are no tokens).
+			i += 3
+			if s[i-1] != '!' {
+				i++
+			}
+			for i < len(s) && isDigit(s[i]) {
+				i++
+			}
+			inExecutable++
+		case c == '*' && inExecutable > 0 && i+1 < len(s) && s[i+1] == '/':
+			inExecutable--
+			i += 2
 		case c == '#' || c == '-' && lineComment(s, i):
 			for i < len(s) && s[i] != '\n' {
 				i++
 			}
 		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			_, end, plain := plainComment(s, i)
-			if end < 0 || !plain && i+2 < len(s) && (s[i+2] == '!' || s[i+2] == 'M' || s[i+2] == 'm') {
+			_, end, _ := plainComment(s, i)
+			if end < 0 {
 				return nil, false
 			}
 			i = end
@@ -167,8 +182,12 @@ func BindCounts(sql string, mode Mode, rowCount int64, foundRows uint64) (string
 		last = toks[k+2].end
 		k += 2
 	}
-	if inList {
-		endItem(len(strings.TrimRight(sql, " \t\r\n;")))
+	if inList && len(toks) > 0 {
+		end := len(toks) - 1
+		if sql[toks[end].start:toks[end].end] == ";" && end > 0 {
+			end--
+		}
+		endItem(toks[end].end)
 	}
 	b.WriteString(sql[last:])
 	return b.String(), true

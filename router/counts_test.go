@@ -21,8 +21,18 @@ func TestBindCounts(t *testing.T) {
 			t.Errorf("BindCounts(%q) = %q, %v; want %q", c.in, got, ok, c.want)
 		}
 	}
-	if _, ok := BindCounts("SELECT /*!ROW_COUNT()*/", 0, 1, 1); ok {
-		t.Errorf("an executable comment must not be bound")
+	if got, _ := BindCounts("SELECT /*!ROW_COUNT()*/", 0, 1, 1); got != "SELECT /*!1 AS `ROW_COUNT()`*/" {
+		t.Errorf("in an executable comment: %q", got)
+	}
+	for _, c := range []struct{ in, rest, into string }{
+		{"SELECT COUNT(*) FROM t WHERE id < 1000 INTO/*!*/@a3", "SELECT COUNT(*) FROM t WHERE id < 1000 ", "INTO/*!*/@a3"},
+		{"SELECT a INTO /*!50000 @x, */ @y FROM t", "SELECT a  FROM t", "INTO /*!50000 @x, */ @y"},
+		{"SELECT a FROM t INTO @`x y`, @'z'", "SELECT a FROM t ", "INTO @`x y`, @'z'"},
+	} {
+		rest, into, ok := splitIntoVars(c.in, 0)
+		if !ok || rest != c.rest || into != c.into {
+			t.Errorf("splitIntoVars(%q) = %q, %q, %v; want %q, %q", c.in, rest, into, ok, c.rest, c.into)
+		}
 	}
 }
 

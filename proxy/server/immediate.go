@@ -74,7 +74,9 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 	if err != nil {
 		return "", "", err
 	}
-	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(a), CHARSET(a) FROM (SELECT ? AS a) t LIMIT 1' USING " + expr)
+	// CONCAT(a, ''): a number as its text (HEX of a number is the
+	// number's hexadecimal), a string unchanged.
+	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(CONCAT(a, '''')), CHARSET(CONCAT(a, '''')) FROM (SELECT ? AS a) t LIMIT 1' USING " + expr)
 	if err != nil {
 		c.st.Release(bc, false, backend.Outcome{})
 		var se *mysql.SQLError

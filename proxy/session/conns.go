@@ -126,7 +126,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		bc.LastInsertID = o.InsertID
 	}
 	if o.OK {
-		s.Status = o.Status & mysql.StatusSession
+		s.Status = s.statusAfter(bc, o.Status)
 	}
 	if o.StateChanged {
 		s.absorb(bc, o.State, sticky)
@@ -149,6 +149,20 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	}
 	s.unpin(bc)
 	bc.Node().Put(bc)
+}
+
+// statusAfter is the session's status after a statement whose last
+// answer bc gave with status: the server's, except that a connection
+// outside the session's XA transaction (a tracked SET on a pooled
+// connection, DDL or LOCK TABLES: AcquireOutsideTxn, SetOutsideTxn) knows
+// nothing of it, so the transaction flags stay the session's.
+func (s *State) statusAfter(bc *backend.Conn, status uint16) uint16 {
+	status &= mysql.StatusSession
+	if s.xa != nil && !slices.Contains(s.joined, bc) {
+		const txn = mysql.StatusInTrans | mysql.StatusInTransReadonly
+		status = status&^txn | s.Status&txn
+	}
+	return status
 }
 
 // absorb takes in what the server reported a client's statement changed
@@ -220,7 +234,7 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 		case mysql.TrackTransactionCharacteristics:
 			if bytes.Contains(bytes.ToUpper(c.Data), []byte("SET TRANSACTION")) {
 				keep()
-				s.opaque = true // the next transaction's characteristics, on this node only
+				s.opaque = s.opaque || !s.replayedSet // the next transaction's characteristics, on this node only
 			}
 		case mysql.TrackSchema:
 			if name, ok := c.Schema(); ok {
@@ -229,7 +243,7 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 			keep()
 		case mysql.TrackSystemVariables:
 			keep()
-			s.opaque = true // a system variable other nodes lack
+			s.opaque = s.opaque || !s.replayedSet // a system variable other nodes lack, unless the SET is repeated
 		default:
 			keep()
 			s.varsUnknown = true // user variables, temporary tables, SQL prepared statements

@@ -42,6 +42,10 @@ type stmtState struct {
 	// server reported): statements that read user variables run only
 	// where the session's state is.
 	varsUnknown bool
+	// replayedSet: the statement under way is a SET the session repeats
+	// on every connection it takes (NoteState): what the server reports
+	// it changed travels with it.
+	replayedSet bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -61,6 +65,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		ss.readBack = st.AssignsVars
 	}
 	ss.portable = !st.Multi && !st.ReadsHeld && (!st.UserVars || !ss.varsUnknown)
+	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky
 }
 
@@ -192,6 +197,7 @@ func (ss *stmtState) NoteState(st router.Stmt, sql string, multi bool) {
 		s.unreplayable = "a SET that takes a lock, a sequence value or calls a stored function"
 	case st.Keyword == "SET":
 		s.unreplayable = fmt.Sprintf("more than %d SET statements", maxReplay)
+		s.opaque = true
 	case st.CallsRoutine:
 		s.unreplayable = "a stored routine's call (" + st.Keyword + ")"
 	default:

@@ -125,5 +125,5 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
-	s.readBack, s.held, s.portable, s.stateless, s.lending = false, nil, false, false, false
+	s.readBack, s.held, s.portable, s.stateless, s.lending, s.replayedSet = false, nil, false, false, false, false
 }
