@@ -22,21 +22,18 @@ import (
 type Detector struct {
 	after time.Duration
 	log   *zap.Logger
-	// confirmAfter is how long a round waits before reading the servers a
-	// second time: InnoDB renews its INNODB_TRX cache only when nobody has
-	// read it for 100 ms.
-	confirmAfter time.Duration
-
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 
 	mu    sync.Mutex
 	slots map[*Slot]struct{}
 
-	// conns are the detector's own connections, per server address;
-	// touched by its goroutine only.
-	conns map[string]*backend.Conn
+	// conns are the detector's own connections, per server address, and
+	// lastRead when each server was last read; touched by its goroutine
+	// only.
+	conns    map[string]*backend.Conn
+	lastRead map[string]time.Time
 
 	waits, graphs, broken atomic.Uint64
 	latMu                 sync.Mutex
@@ -45,6 +42,10 @@ type Detector struct {
 }
 
 const maxLatencies = 4096
+
+// cacheRenewal is how long after the last read InnoDB renews the cache
+// INNODB_TRX and INNODB_LOCK_WAITS are read from (100 ms), with a margin.
+const cacheRenewal = 105 * time.Millisecond
 
 // Options configure a Detector.
 type Options struct {
@@ -57,9 +58,9 @@ type Options struct {
 // New starts a detector.
 func New(o Options) *Detector {
 	d := &Detector{
-		after: o.After, log: o.Log, confirmAfter: 110 * time.Millisecond,
+		after: o.After, log: o.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		slots: map[*Slot]struct{}{}, conns: map[string]*backend.Conn{},
+		slots: map[*Slot]struct{}{}, conns: map[string]*backend.Conn{}, lastRead: map[string]time.Time{},
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
@@ -122,6 +123,7 @@ func (d *Detector) run() {
 		case <-d.stop:
 			return
 		case <-d.wake:
+			backoff = 0 // a new wait: look again soon if it is not a cycle yet
 		case <-retry.C:
 		}
 		if d.round() {
@@ -190,15 +192,16 @@ func (d *Detector) round() bool {
 	if first.waiting == 0 {
 		return false
 	}
-	g1 := d.graph(first)
-	if len(g1.cycles()) == 0 {
+	d.awaitFresh(first)
+	if first = d.snapshot(); first.waiting == 0 {
+		return false
+	}
+	if len(d.graph(first).cycles()) == 0 {
 		return true
 	}
-	select {
-	case <-d.stop:
-		return false
-	case <-time.After(d.confirmAfter):
-	}
+	// Confirmed by a second read of renewed caches, every member blocked
+	// in the same statement since the first.
+	d.awaitFresh(first)
 	second := d.snapshot()
 	g2 := d.graph(second)
 	for _, c := range g2.cycles() {
@@ -220,6 +223,26 @@ func (d *Detector) round() bool {
 	return true
 }
 
+// awaitFresh waits until the servers of sn can be read afresh: InnoDB
+// fills INNODB_TRX and INNODB_LOCK_WAITS from a cache it renews only when
+// nobody has read it for 100 ms, so a read sooner after the detector's
+// previous one could miss the wait that closed a cycle, or show one that
+// has ended.
+func (d *Detector) awaitFresh(sn snapshot) {
+	var wait time.Duration
+	for a := range sn.nodes {
+		if t, ok := d.lastRead[a]; ok {
+			wait = max(wait, cacheRenewal-time.Since(t))
+		}
+	}
+	if wait > 0 {
+		select {
+		case <-d.stop:
+		case <-time.After(wait):
+		}
+	}
+}
+
 // graph reads the servers of sn's transactions and builds the graph.
 func (d *Detector) graph(sn snapshot) *graph {
 	trx := map[string][]Trx{}
@@ -229,6 +252,7 @@ func (d *Detector) graph(sn snapshot) *graph {
 	}
 	slices.Sort(addrs)
 	for _, a := range addrs {
+		d.lastRead[a] = time.Now()
 		rows, err := d.read(a, sn.nodes[a])
 		if err != nil {
 			d.log.Warn("deadlock detector: cannot read the lock waits of a node", zap.String("node", sn.nodes[a].Name), zap.String("addr", a), zap.Error(err))
@@ -302,7 +326,7 @@ func (d *Detector) drop(addr string) {
 // its waiting statement is killed on each server it runs on.
 func (d *Detector) breakCycle(sn snapshot, c Cycle, formed time.Time) {
 	m := sn.members[c.Victim]
-	err := mysql.NewError(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction (shardgate: across nodes %s)", strings.Join(c.Nodes, ", "))
+	err := mysqlDeadlock(strings.Join(c.Nodes, ", "))
 	running, ok := sn.slots[c.Victim].mark(m.Seq, err)
 	if !ok {
 		return // its statement ended meanwhile
@@ -333,4 +357,10 @@ func (d *Detector) breakCycle(sn snapshot, c Cycle, formed time.Time) {
 // String describes a cycle for logs and tests.
 func (c Cycle) String() string {
 	return fmt.Sprintf("members %v victim %d nodes %v", c.Members, c.Victim, c.Nodes)
+}
+
+// mysqlDeadlock is the error a victim's client gets: MariaDB's own for a
+// deadlock, with the nodes the cycle went through.
+func mysqlDeadlock(nodes string) *mysql.SQLError {
+	return mysql.NewError(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction (shardgate: across nodes %s)", nodes)
 }

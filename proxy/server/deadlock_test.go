@@ -276,9 +276,9 @@ func TestDeadlockAcrossNodes(t *testing.T) {
 			done <- err
 		}()
 		// The detector looks several times while b waits.
-		eventually(t, 10*time.Second, "the detector to look three times", func() bool {
+		eventually(t, 20*time.Second, "the detector to look five times", func() bool {
 			st, _ := p.srv.DeadlockStats()
-			return st.Graphs >= before.Graphs+3
+			return st.Graphs >= before.Graphs+5
 		})
 		mustExec(t, a, "COMMIT")
 		if err := <-done; err != nil {
