@@ -48,6 +48,25 @@ type Change struct {
 	// set when Options.Encode asks for it: each node's reader encodes its
 	// own changes, in parallel with the others.
 	JSON []byte `json:"-"`
+
+	// typesJSON is Types encoded, once per table map (tableCols).
+	typesJSON json.RawMessage
+}
+
+// changeJSON is Change without its methods, for marshal.
+type changeJSON Change
+
+// marshal encodes ch as JSON, with its types as encoded once per table
+// map instead of once per change (encoding/json sorts a map's keys each
+// time).
+func (ch *Change) marshal() ([]byte, error) {
+	if ch.typesJSON == nil {
+		return json.Marshal((*changeJSON)(ch))
+	}
+	return json.Marshal(struct {
+		*changeJSON
+		Types json.RawMessage `json:"types,omitempty"`
+	}{(*changeJSON)(ch), ch.typesJSON})
 }
 
 // Source is one node's master, where its binary log is read.
@@ -299,7 +318,7 @@ func (r *reader) run(ctx context.Context, from string) error {
 				if r.numbers {
 					enc.Before, enc.After = numeric(ch.Before), numeric(ch.After)
 				}
-				b, err := json.Marshal(enc)
+				b, err := enc.marshal()
 				if err != nil {
 					return fmt.Errorf("node %s: encoding a change of %s: %w", r.src.Node, ch.Table, err)
 				}
@@ -389,7 +408,7 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		}
 		return m
 	}
-	base.Table, base.Subtable, base.Types = logical, db+"."+table, tc.types
+	base.Table, base.Subtable, base.Types, base.typesJSON = logical, db+"."+table, tc.types, tc.typesJSON
 	add := func(op string, before, after map[string]any) {
 		ch := base
 		ch.Op, ch.Before, ch.After, ch.Seq = op, before, after, *seq

@@ -98,9 +98,10 @@ type column struct {
 
 // tableCols is a table map's columns, decoded once per table map event.
 type tableCols struct {
-	tm    *replication.TableMapEvent
-	cols  []column
-	types map[string]string // Change.Types, shared by the table's changes
+	tm        *replication.TableMapEvent
+	cols      []column
+	types     map[string]string // Change.Types, shared by the table's changes
+	typesJSON json.RawMessage   // types encoded
 }
 
 // columns describes the columns of tm, or says why the binary log cannot
@@ -167,6 +168,10 @@ func (r *reader) columns(tm *replication.TableMapEvent) (*tableCols, error) {
 		if c.name != "" {
 			tc.types[c.name] = typ
 		}
+	}
+	var err error
+	if tc.typesJSON, err = json.Marshal(tc.types); err != nil {
+		return nil, err
 	}
 	if r.tables == nil {
 		r.tables = map[uint64]*tableCols{}
