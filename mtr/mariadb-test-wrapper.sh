@@ -2,12 +2,18 @@
 # mtr/mariadb-test-wrapper.sh: what mtr/run.sh gives mtr as its mariadb-test (MYSQL_TEST): runs the real one, then
 # puts the server back as the run began, so that a test that fails half way (or forgets to clean up) does not make
 # the tests after it fail too. mtr restarts its own servers after a failure for the same reason; with --extern it
-# cannot. MTR_CLEAN_PORT is where the cleanup connects (the proxy, for the run through it: its pools then follow).
+# cannot. MTR_CLEAN_PORT is where the cleanup connects (the proxy, for the run through it: its pools then follow),
+# MTR_SERVER_PORT the server itself (for prepared XA transactions, which are rolled back).
 # Globals are set back to the values mtr/run.sh saved in mtr.sg_globals, databases and accounts the test left are
 # dropped, and the test database is emptied.
 "${MTR_REAL_TEST:-mariadb-test}" "$@"
 status=$?
 sql=(mariadb --no-defaults --protocol=tcp -h127.0.0.1 -P"$MTR_CLEAN_PORT" -uroot --force -N -B)
+# XA transactions a test left prepared hold their locks for good (every later test that drops t1 waits): rolled
+# back on the server itself (MTR_SERVER_PORT), where they outlive the session that prepared them.
+server=(mariadb --no-defaults --protocol=tcp -h127.0.0.1 -P"${MTR_SERVER_PORT:-$MTR_CLEAN_PORT}" -uroot --force -N -B)
+"${server[@]}" -e "XA RECOVER FORMAT='SQL'" 2>/dev/null | awk -F'\t' 'NF >= 4 { print "XA ROLLBACK " $4 ";" }' |
+	"${server[@]}" >/dev/null 2>&1
 {
 	"${sql[@]}" -e "
 SELECT CONCAT('SET GLOBAL ', g.name, ' = ', IF(g.value IS NULL, 'NULL',

@@ -253,15 +253,15 @@ run_mtr() {
 	local name=$1 port=$2 socket=$3 protocol=$4 dir=$VAR/$1 log=$VAR/$4-$1.log args=()
 	[[ $protocol == ps ]] && args+=(--ps-protocol)
 	# Ports mtr reserves for itself: one block per run, apart from other runs' (SG_MTR_PORT).
-	local thread=$((200 + BASE % 100))
-	[[ $name == direct ]] || thread=$((thread + 100))
+	local thread=$((200 + BASE % 100)) server=$port
+	[[ $name == direct ]] || thread=$((thread + 100)) server=$((BASE + 1))
 	if ((full)); then
 		args+=(--suite=main)
 	else
 		args+=("${tests[@]}")
 	fi
 	(cd "$MTR_DIR" && MYSQL_TEST=$ROOT/mtr/mariadb-test-wrapper.sh MTR_REAL_TEST=$(command -v mariadb-test) \
-		MTR_CLEAN_PORT=$port MTR_BROKEN=$VAR/$protocol-$name.broken MTR_BUILD_THREAD=$thread ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
+		MTR_CLEAN_PORT=$port MTR_SERVER_PORT=$server MTR_BROKEN=$VAR/$protocol-$name.broken MTR_BUILD_THREAD=$thread ./mtr --skip-test-list="$VAR/skip.txt" --extern host=127.0.0.1 --extern port="$port" --extern user=root --extern socket="$socket" \
 		--vardir="$dir/var" --force --max-test-fail=0 --testcase-timeout="$TIMEOUT" --retry=0 \
 		"${args[@]}") >"$log" 2>&1 || true
 	awk '$2 == "[" && $4 == "]" { print $1, $3 }' "$log" | sort -u >"$VAR/$protocol-$name.results"
