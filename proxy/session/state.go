@@ -218,5 +218,10 @@ func (s *State) Unlock() error {
 		}
 	}
 	s.locked = nil
+	if first == nil && s.xa == nil && s.InTxn() {
+		// UNLOCK TABLES that releases the locks of LOCK TABLES commits
+		// the open transaction, as MariaDB's does: on every node.
+		first = s.End(true)
+	}
 	return first
 }

@@ -84,6 +84,9 @@ func (ts *txnState) Begin(t router.Txn) error {
 	}
 	s.newTxn(t)
 	s.Status |= mysql.StatusInTrans
+	if t.ReadOnly {
+		s.Status |= mysql.StatusInTransReadonly // as MariaDB's START TRANSACTION READ ONLY
+	}
 	return nil
 }
 
@@ -195,7 +198,7 @@ func (ts *txnState) End(commit bool) error {
 		}
 	}
 	s.newTxn(router.Txn{})
-	s.Status &^= mysql.StatusInTrans
+	s.Status &^= mysql.StatusInTrans | mysql.StatusInTransReadonly
 	var done, failed, rolledBack []string
 	var firstErr error
 	var warned []*backend.Conn

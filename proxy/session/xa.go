@@ -64,7 +64,7 @@ func (ts *txnState) endXA(commit bool) error {
 	}
 	s.branches = branches
 	s.newTxn(router.Txn{})
-	s.Status &^= mysql.StatusInTrans
+	s.Status &^= mysql.StatusInTrans | mysql.StatusInTransReadonly
 	s.EndWarnings = 0
 	var err error
 	var warned []*backend.Conn
