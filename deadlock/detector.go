@@ -25,6 +25,9 @@ type Detector struct {
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+	// closing makes Close's close(stop) happen once (Shutdown may be
+	// called again).
+	closing sync.Once
 
 	mu    sync.Mutex
 	slots map[*Slot]struct{}
@@ -70,12 +73,12 @@ func New(o Options) *Detector {
 }
 
 // Close stops the detector's goroutine and closes its connections (none
-// for a nil Detector: the detector is off).
+// for a nil Detector: the detector is off). It may be called again.
 func (d *Detector) Close() {
 	if d == nil {
 		return
 	}
-	close(d.stop)
+	d.closing.Do(func() { close(d.stop) })
 	<-d.done
 }
 

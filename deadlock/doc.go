@@ -9,8 +9,8 @@
 // transaction, so the proxy has to look for such cycles.
 //
 // Why a package of its own: the detector is a shared concern with its own
-// lifecycle (one goroutine per server, dedicated backend connections,
-// metrics) that neither the session (which must stay a data structure
+// lifecycle (a goroutine of its own, a dedicated backend connection per
+// server, metrics) that neither the session (which must stay a data structure
 // with explicit transitions) nor the engine (which knows nothing of
 // sessions) should carry; the graph search is pure and tested without
 // a server. It imports backend and mysql only; proxy/server wires it in,
@@ -36,10 +36,14 @@
 // waits-for graph (proxy transactions as vertices; threads of other
 // clients as vertices of their server, so that a path through them is
 // followed) and looks for cycles whose edges lie on two servers or more
-// (a cycle on one server is that server's to break). InnoDB caches those
-// tables for 100 ms, so a cycle is confirmed by a second read after the
-// cache has renewed, with every member still blocked in the same
-// statement, before anything is killed. The victim is the member whose
+// (a cycle on one server is that server's to break). InnoDB fills those
+// tables from a cache it renews only when nobody has read it for 100 ms,
+// so every read of a server comes 105 ms or more after the detector's
+// previous one, and a cycle is confirmed by a second read, with every
+// member still blocked in the same statement, before anything is killed.
+// While statements wait past the threshold without a cycle, the detector
+// looks again after twice the threshold, then less and less often (at
+// most every 2 s), and at once when another statement starts waiting. The victim is the member whose
 // transactions weigh least (trx_weight summed over its servers), as
 // InnoDB chooses; its waiting statement is stopped with KILL QUERY on the
 // detector's connection, and the session turns the interruption into the

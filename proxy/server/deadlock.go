@@ -39,7 +39,7 @@ type dlState struct {
 	pinned []*backend.Conn
 }
 
-// running is called with the connection (or, for a merge, connections)
+// noteRunning is called with the connection (or, for a merge, connections)
 // a statement starts on, and with none when it ends.
 func (c *conn) noteRunning(bc *backend.Conn, many []*backend.Conn) {
 	d := c.srv.deadlock
