@@ -66,7 +66,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	}
 	ss.portable = !st.Multi && !st.ReadsHeld && (!st.UserVars || !ss.varsUnknown)
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
-	ss.stateless = !st.Sticky
+	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
@@ -185,11 +185,12 @@ func (ss *stmtState) NoteState(st router.Stmt, sql string, multi bool) {
 		s.replay = append(s.replay, sql)
 		return
 	}
-	// A stored routine's changes of system variables are reported (and
-	// make the session opaque, keep); what it leaves unreported (user
-	// variables, locks, temporary tables, sequences) a statement that
-	// names no user variable does not read.
-	s.opaque = s.opaque || multi || st.Kind == router.KindOther && !st.CallsRoutine && st.Keyword != "SET"
+	// Changes of system variables are reported, whatever statement made
+	// them (and make the session opaque: absorb); what a statement leaves
+	// unreported (user variables, locks, temporary tables, sequences,
+	// prepared statements) a statement that names no user variable does
+	// not read. A multi-statement text is taken for opaque as a whole.
+	s.opaque = s.opaque || multi
 	switch {
 	case multi:
 		s.unreplayable = "a multi-statement text"
