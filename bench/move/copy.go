@@ -50,6 +50,9 @@ type anchorRun struct {
 	RowsPerSec float64 `json:"rows_per_s"`
 	MBPerSec   float64 `json:"mb_per_s"`
 	DBCPU      float64 `json:"db_cpu_s"`
+	// ClientCPU is the dump anchor's mariadb-dump and mariadb processes
+	// (user + system), the work the copy's proxy does in its place.
+	ClientCPU float64 `json:"client_cpu_s,omitempty"`
 }
 
 // copySweep runs every copy setting and both anchors once per round.
@@ -158,7 +161,14 @@ func (b *bench) anchor(round int, kind string) (anchorRun, error) {
 	switch kind {
 	case "dump":
 		t0 := time.Now()
-		err = b.eachNode(func(nd *node) error { return dumpPipe(nd) })
+		var mu sync.Mutex
+		err = b.eachNode(func(nd *node) error {
+			cpu, err := dumpPipe(nd)
+			mu.Lock()
+			a.ClientCPU += cpu
+			mu.Unlock()
+			return err
+		})
 		a.Seconds = time.Since(t0).Seconds()
 	case "outfile":
 		files := map[string]string{}
@@ -237,8 +247,9 @@ func dumpTool() string {
 }
 
 // dumpPipe runs mariadb-dump --no-create-info of nd's source subtable into
-// mariadb, database sbanchor, on the same server.
-func dumpPipe(nd *node) error {
+// mariadb, database sbanchor, on the same server, and returns the CPU
+// seconds both processes used.
+func dumpPipe(nd *node) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	conn := []string{"--no-defaults", "--protocol=tcp", "-h127.0.0.1", "-P" + nd.Port, "-u" + *user, "-p" + *password}
@@ -248,20 +259,29 @@ func dumpPipe(nd *node) error {
 	dump.Stderr, load.Stderr = &derr, &lerr
 	pipe, err := dump.StdoutPipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	load.Stdin = pipe
 	if err := load.Start(); err != nil {
-		return err
+		return 0, err
+	}
+	cpu := func() float64 {
+		var s float64
+		for _, c := range []*exec.Cmd{dump, load} {
+			if c.ProcessState != nil {
+				s += (c.ProcessState.UserTime() + c.ProcessState.SystemTime()).Seconds()
+			}
+		}
+		return s
 	}
 	if err := dump.Run(); err != nil {
 		load.Wait()
-		return fmt.Errorf("%s: %v %s", dump.Path, err, derr.String())
+		return cpu(), fmt.Errorf("%s: %v %s", dump.Path, err, derr.String())
 	}
 	if err := load.Wait(); err != nil {
-		return fmt.Errorf("mariadb: %v %s", err, lerr.String())
+		return cpu(), fmt.Errorf("mariadb: %v %s", err, lerr.String())
 	}
-	return nil
+	return cpu(), nil
 }
 
 // dbCPU is the CPU time of the MariaDB servers (-db-pids), in seconds.

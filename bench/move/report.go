@@ -315,14 +315,29 @@ func (b *bench) markdown() string {
 	}
 	// The machine's load moves between rounds: a round's copy against the
 	// same round's dump, then the median of those ratios, is steadier.
-	for _, c := range []*copyCell{best, def} {
-		if c == nil || len(dumpRuns) == 0 || (c == def && def == best) {
+	for i, c := range []*copyCell{best, def} {
+		if c == nil || len(dumpRuns) == 0 || (i == 1 && def == best) {
 			continue
 		}
 		if r := b.pairedRatio(c.w, c.b, "dump"); len(r.vals) > 0 {
 			p("| copy %d x %d / dump, paired by round | %.2f | ±%.0f%% (%s) | goal ≥ 1: %s |\n", c.w, c.b, r.median(), r.pm(), r.list(2),
 				verdict(r.median(), slices.Min(r.vals), slices.Max(r.vals), 1))
 		}
+	}
+	// CPU per row does not depend on how much of the machine a run got:
+	// the copy's proxy and servers against the dump's servers and its two
+	// client processes.
+	if def != nil && len(dumpRuns) > 0 {
+		var dumpAll spread
+		for _, a := range dumpRuns {
+			dumpAll.vals = append(dumpAll.vals, (a.DBCPU+a.ClientCPU)*1e6/float64(a.Rows))
+		}
+		var copyAll spread
+		for i := range def.dbUS.vals {
+			copyAll.vals = append(copyAll.vals, def.dbUS.vals[i]+def.proxyUS.vals[i])
+		}
+		p("| CPU per row: copy (4 x 1000: proxy + MariaDB) / dump (MariaDB + mariadb-dump + mariadb) | %.1f / %.1f µs = %.2f | copy %s; dump %s | lower is cheaper |\n",
+			copyAll.median(), dumpAll.median(), copyAll.median()/dumpAll.median(), copyAll.list(1), dumpAll.list(1))
 	}
 	if best != nil && len(ofRuns) > 0 {
 		lo, hi := slices.Min(best.rate.vals)/slices.Max(ofR.vals), slices.Max(best.rate.vals)/slices.Min(ofR.vals)
@@ -392,7 +407,7 @@ func (b *bench) markdown() string {
 
 	if len(cells) > 0 {
 		p("## 1. Copy throughput by copy workers and batch rows\n\n")
-		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying` (the copy figures are read there), then followed to `ready` (a catch-up with nothing written beside it, and a verify) and cancelled. Cancelling from `ready` gives a verify figure with nothing written beside it (section 4); before fc7516a a cancel during `catching-up` did not end a workflow (it went on to verify and saved `ready` over `cancelled`). rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), and writes multi-row REPLACEs of BatchRows rows through `workers` writers, checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
+		p("Each cell: a new workflow (options CopyWorkers, BatchRows, ApplyWorkers 4, ThrottleLatency 0 = no throttle), polled every 100 ms until its phase leaves `copying` (the copy figures are read there), then followed to `ready` (a catch-up with nothing written beside it, and a verify) and cancelled. Cancelling from `ready` gives a verify figure with nothing written beside it (section 4); before fc7516a a cancel during `catching-up` did not end a workflow (it went on to verify and saved `ready` over `cancelled`). rows/s = rows_copied / copy_seconds (the workflow's own copy time: from its first read to its last write and checkpoint; creating the 8 subtables, reading the start positions and counting rows come before it and are in `wall s`). The copy reads the 2 source subtables in key order in chunks of BatchRows x 8 rows (1 000 to 50 000), at most `workers` at a time (so never more than 2 readers here), streams each chunk, and writes batches of BatchRows rows per new subtable with `LOAD DATA LOCAL INFILE ... REPLACE` through `workers` writers while the read goes on (the next chunk is read while the writers finish the one before), checkpointing every chunk in the sidecar. CPU µs/row: utime+stime from /proc over POST to end of copy, / rows.\n\n")
 		p("| workers | batch rows | rows/s (median ±) | MB/s | rounds rows/s | wall s | proxy CPU µs/row | MariaDB CPU µs/row |\n|---:|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, c := range cells {
 			p("| %d | %d | %s | %.1f | %s | %.2f | %.2f | %.2f |\n", c.w, c.b, c.rate.fmt(0), c.mbs.median(), c.rate.list(0), c.wall.median(), c.proxyUS.median(), c.dbUS.median())
@@ -506,7 +521,7 @@ func (b *bench) markdown() string {
 	}
 	if v := b.verifies(); len(v) > 0 {
 		p("## 4. Verify\n\n")
-		p("verify_rows / verify_seconds of every workflow that reached `ready`: per primary-key range of 1 000 ids, COUNT and CRC32 sums of the source rows (in a consistent snapshot per node) against the new subtables with the apply held at the snapshot's position; ranges that differ are compared once more. Rows = source rows compared.\n\n")
+		p("verify_rows / verify_seconds of every workflow that reached `ready`: per primary-key range of 1 000 ids, COUNT, the sum of CRC32s and the XOR of CRC32Cs of each row's canonical image (docs/data-movement.md) of the source rows (in a consistent snapshot per node) against the new subtables with the apply held at the snapshot's position; ranges that differ are compared once more. Rows = source rows compared.\n\n")
 		p("| workflow | context | rows | seconds | rows/s |\n|---|---|---:|---:|---:|\n")
 		for _, x := range v {
 			p("| %s | %s | %d | %.3f | %.0f |\n", x.Workflow, x.Context, x.Rows, x.Seconds, x.RowsSec)
@@ -559,9 +574,9 @@ func (b *bench) writeCSV() error {
 		w("copy.csv", "%d,%s,%d,%d,%d,%.3f,%.0f,%.2f,%.3f,%.2f,%.2f,%.3f,%d,%.3f,%.3f\n", c.Round, c.Workflow, c.Workers, c.Batch, c.Rows, c.Seconds, c.RowsPerSec, c.MBPerSec, c.WallSeconds, c.ProxyCPU, c.DBCPU,
 			c.ReadySeconds, c.VerifyRows, c.VerifySeconds, c.CancelSeconds)
 	}
-	w("anchors.csv", "round,kind,rows,seconds,export_seconds,load_seconds,rows_per_s,mb_per_s,db_cpu_s\n")
+	w("anchors.csv", "round,kind,rows,seconds,export_seconds,load_seconds,rows_per_s,mb_per_s,db_cpu_s,client_cpu_s\n")
 	for _, a := range r.Anchors {
-		w("anchors.csv", "%d,%s,%d,%.3f,%.3f,%.3f,%.0f,%.2f,%.2f\n", a.Round, a.Kind, a.Rows, a.Seconds, a.Export, a.Load, a.RowsPerSec, a.MBPerSec, a.DBCPU)
+		w("anchors.csv", "%d,%s,%d,%.3f,%.3f,%.3f,%.0f,%.2f,%.2f,%.2f\n", a.Round, a.Kind, a.Rows, a.Seconds, a.Export, a.Load, a.RowsPerSec, a.MBPerSec, a.DBCPU, a.ClientCPU)
 	}
 	w("catchup.csv", "round,workflow,apply_workers,copy_rows_per_s,copy_end_s,ready_s,verify_seconds,catchup_end_s,catchup_applied,applied_per_s,copy_end_to_ready_applied_per_s,backlog_estimate,write_rate,ratio,sysbench_writes,sysbench_start_s,sysbench_end_s,live_seconds,live_applied_per_s,live_write_rate,max_lag_s,max_lag_live_s,drain_s,drain_applied_per_s,total_applied,binlog_changes,replace_rows,replace_statements,sysbench_ignored_errors\n")
 	w("catchup-timeline.csv", "workflow,apply_workers,t_s,phase,rows_copied,changes_applied,lag_s\n")
