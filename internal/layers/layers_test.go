@@ -25,7 +25,7 @@ var allowed = map[string]struct {
 	"schema":        {[]string{"mysql"}, nil},
 	"sidecar":       {[]string{"backend", "mysql"}, nil},
 	"sequence":      {[]string{"backend", "mysql", "sidecar"}, nil},
-	"changestream":  {[]string{"config"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal"}},
+	"changestream":  {[]string{"config", "mysql"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/shopspring/decimal", "golang.org/x/text/"}},
 	"move":          {[]string{"changestream", "config", "mysql", "router", "schema", "sidecar"}, []string{"github.com/go-mysql-org/go-mysql/", "go.uber.org/zap"}},
 	"proxy/session": {[]string{"backend", "config", "mysql", "router", "xa"}, nil},
 	"proxy/engine":  {[]string{"backend", "mysql", "router"}, []string{"golang.org/x/text/"}},
