@@ -166,8 +166,8 @@ type Config struct {
 	MergeMemoryTotal int64 `yaml:"merge_memory_total"`
 	// MaxAllowedPacket bounds, in bytes, one command a logged-in client
 	// sends (one logical packet, compressed or not) and the long data
-	// (COM_STMT_SEND_LONG_DATA) of one prepared statement's execution;
-	// past it the client gets error 1153 (or 1105 at the execution). Until
+	// (COM_STMT_SEND_LONG_DATA) of one parameter of a prepared statement's
+	// execution, as on MariaDB; past it the client gets error 1153 (or 1105 at the execution). Until
 	// a client has logged in, the bound is 64 KiB. Default 16 MiB (as on
 	// MariaDB), at most 1 GiB (MySQL's largest).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
