@@ -3,12 +3,15 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // ifzProbeCols are what B reads of its session after each of A's
@@ -99,7 +102,10 @@ func (r *ifzRun) stepA(ev ifzEvent) {
 		return
 	}
 	derr := ifzExec(r.a.d, render(ev.sql, "d"))
-	r.bug('A', ev, perr)
+	if r.bug('A', ev, perr) {
+		r.over = true // A's client connection is gone
+		return
+	}
 	if !r.aDiverged && r.compareErrs('A', ev, perr, derr) {
 		r.aDiverged = true
 	}
@@ -208,8 +214,7 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 			break
 		}
 	}
-	r.bug('B', ev, perr)
-	if r.compareErrs('B', ev, perr, derr) {
+	if r.bug('B', ev, perr) || r.compareErrs('B', ev, perr, derr) {
 		r.recycleB()
 		r.e.resyncB()
 		return
@@ -225,15 +230,23 @@ func (r *ifzRun) stepB(ev ifzEvent) {
 }
 
 // bug files a proxy error that is no MariaDB error (1105, or a client
-// connection the proxy closed), whatever the twin did.
-func (r *ifzRun) bug(who byte, ev ifzEvent, perr error) {
+// connection the proxy closed), whatever the twin did; it reports
+// whether the client connection is gone.
+func (r *ifzRun) bug(who byte, ev ifzEvent, perr error) bool {
 	if perr == nil || ifzBusy(perr) {
-		return
+		return false
 	}
-	if c := ifzCode(perr); c == "1105" || !strings.HasPrefix(perr.Error(), "Error ") {
+	var me *gomysql.MySQLError
+	if !errors.As(perr, &me) {
+		r.find("fails", fmt.Sprintf("%c: the proxy closed the client connection", who), ev.prod,
+			fmt.Sprintf("%q: %v through the proxy", render(ev.sql, "p"), perr))
+		return true
+	}
+	if me.Number == 1105 {
 		r.find("fails", fmt.Sprintf("%c: %s through the proxy (a proxy bug)", who, ifzErrClass(perr)), ev.prod,
 			fmt.Sprintf("%q: %v through the proxy", render(ev.sql, "p"), perr))
 	}
+	return false
 }
 
 // compareErrs files a statement that succeeds on one side only; it

@@ -258,7 +258,7 @@ func (s *ifzReplay) next(r *ifzRun) (ifzEvent, bool) {
 
 // minimize replays f's episode without each statement in turn, on a new
 // proxy each time, and keeps the removals after which f's class is still
-// found; it stops after a minute.
+// found; it stops after 30 s.
 func (e *ifzEnv) minimize(f ifzFinding) ifzFinding {
 	events := slices.Clone(f.events)
 	found := func(evs []ifzEvent) (ifzFinding, bool) {
@@ -277,7 +277,7 @@ func (e *ifzEnv) minimize(f ifzFinding) ifzFinding {
 		f.detail += " (did not reproduce on replay: the reproduction is the whole episode)"
 		return f
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(30 * time.Second)
 	// B's statements first, all at once.
 	var onlyA []ifzEvent
 	for _, ev := range events {
