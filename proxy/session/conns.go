@@ -213,6 +213,8 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 				s.setWaitTimeout(value)
 			case "completion_type":
 				s.setCompletionType(value)
+			case "profiling":
+				s.noteProfiling(bc, value)
 			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":
 				if name == "character_set_client" {
 					s.ClientCharset = value
@@ -264,7 +266,12 @@ func (s *State) ReleaseAll() {
 		s.End(false) // XA branches end with XA ROLLBACK, not a new login
 	}
 	for _, bc := range s.pinned {
-		if dirty && !bc.Private() { // a private one is closed by Put
+		if slices.Contains(s.profiled, bc) {
+			// A new login keeps profiling on, and the profiles: the
+			// next client would see this one's statements.
+			bc.MarkBroken()
+		}
+		if dirty && !bc.Private() && !bc.Broken() { // a private one is closed by Put
 			// A new login on the same connection drops everything the
 			// session left there, the database included (statements such
 			// as USE inside a multi-statement text change it unseen).
@@ -276,6 +283,7 @@ func (s *State) ReleaseAll() {
 	}
 	s.pinned = s.pinned[:0]
 	s.locked = nil
+	s.profiled = nil
 }
 
 // Shared reports whether every statement on node must use the one
@@ -453,7 +461,7 @@ func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
 		}
 	}
 	if usesLastID && bc.LastInsertID != s.LastInsertID {
-		if _, err := bc.Exec("DO LAST_INSERT_ID(" + strconv.FormatUint(s.LastInsertID, 10) + ")"); err != nil {
+		if _, err := s.ownExec(bc, "DO LAST_INSERT_ID("+strconv.FormatUint(s.LastInsertID, 10)+")"); err != nil {
 			return err
 		}
 		bc.LastInsertID = s.LastInsertID

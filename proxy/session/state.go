@@ -19,6 +19,9 @@ type State struct {
 	// locked names the nodes where the session holds table locks (LOCK
 	// TABLES), on the connection it keeps there.
 	locked []string
+	// profiled are the connections the client turned profiling on
+	// (profiling.go).
+	profiled []*backend.Conn
 
 	Variant uint32 // the client capabilities that select a backend pool partition
 	DB      string
@@ -159,6 +162,7 @@ func (s *State) Reset() {
 	s.vars = nil
 	s.sticky = false
 	s.locked = nil
+	s.profiled = nil
 	s.replay = nil
 	s.unreplayable, s.opaque, s.varsUnknown = "", false, false
 	s.Coll = s.HandshakeColl

@@ -71,7 +71,7 @@ func (vs *varState) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 		}
 	}
 	// LIMIT 1: the session's sql_select_limit (0, say) must not hide the row.
-	res, err := bc.Exec("SELECT " + strings.Join(cols, ", ") + " LIMIT 1")
+	res, err := s.ownExec(bc, "SELECT "+strings.Join(cols, ", ")+" LIMIT 1")
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (vs *varState) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
 	if len(assign) == 0 {
 		return nil
 	}
-	_, err := bc.Exec("SET " + strings.Join(assign, ", "))
+	_, err := s.ownExec(bc, "SET "+strings.Join(assign, ", "))
 	return err
 }
 
@@ -234,7 +234,7 @@ func (vs *varState) syncVars(bc *backend.Conn) error {
 	if len(assign) == 0 {
 		return nil
 	}
-	if _, err := bc.Exec("SET " + strings.Join(assign, ", ")); err != nil {
+	if _, err := s.ownExec(bc, "SET "+strings.Join(assign, ", ")); err != nil {
 		return fmt.Errorf("bringing session variables to node %s: %w", bc.Node().Name, err)
 	}
 	bc.Vars = make(map[string]string, len(s.vars))
