@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/internal/mariadbtest"
 )
 
 // dlStmt is one statement of a deadlock scenario: in the text protocol,
@@ -22,6 +23,7 @@ type dlStmt struct {
 // one node), second waits for another's (on another node). amount is
 // what its updates add to the balances of ids.
 type dlSession struct {
+	pre           []dlStmt // run before first, on other nodes
 	first, second dlStmt
 	ids           []int
 	amount        int
@@ -55,8 +57,10 @@ func runDeadlock(t *testing.T, p *proxy, db *sql.DB, sessions []dlSession) int {
 	for i, s := range sessions {
 		conns[i] = conn(t, db)
 		mustExec(t, conns[i], "BEGIN")
-		if err := s.first.exec(ctx, conns[i]); err != nil {
-			t.Fatalf("session %d: %s: %v", i, s.first.q, err)
+		for _, st := range append(s.pre, s.first) {
+			if err := st.exec(ctx, conns[i]); err != nil {
+				t.Fatalf("session %d: %s: %v", i, st.q, err)
+			}
 		}
 	}
 	type result struct {
@@ -127,7 +131,7 @@ func runDeadlock(t *testing.T, p *proxy, db *sql.DB, sessions []dlSession) int {
 	// The victim's session goes on: its transaction again, alone now.
 	s, c := sessions[victim], conns[victim]
 	mustExec(t, c, "BEGIN")
-	for _, st := range []dlStmt{s.first, s.second} {
+	for _, st := range append(s.pre, s.first, s.second) {
 		if err := st.exec(ctx, c); err != nil {
 			t.Fatalf("victim's next transaction: %s: %v", st.q, err)
 		}
@@ -318,4 +322,47 @@ func TestDeadlockAcrossNodesXA(t *testing.T) {
 	if got := prepared(t, direct); got != "" {
 		t.Errorf("branches left prepared: %s", got)
 	}
+}
+
+// TestDeadlockThreeNodesMulti: in transaction_mode multi over three nodes
+// of the test's own (dl_t.acct with one subtable per node: ids 3, 6 on
+// node1; 1, 4 on node2; 2, 5 on node3), a cycle of three transactions
+// over the three nodes, and one of two transactions over two of them
+// while a third node holds the rest of their transactions, are broken.
+func TestDeadlockThreeNodesMulti(t *testing.T) {
+	backends(t) // skips under -short
+	c, err := mariadbtest.Start("", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	cfg := newConfig(t, c.Servers...)
+	cfg.Schemas[0].Shard = []config.ShardRule{{DB: "dl_t", Table: "acct", Key: "id", Type: "hash",
+		Nodes: []string{"node1", "node2", "node3"}, Locations: []int{1, 1, 1}}}
+	for _, s := range c.Servers {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "CREATE DATABASE dl_t")
+	}
+	p := startProxy(t, cfg)
+	db := openDB(t, p.dsn("dl_t", ""))
+	mustExec(t, db, "CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL)",
+		"INSERT INTO acct VALUES (1,100),(2,100),(3,100),(4,100),(5,100),(6,100)")
+	t.Run("three sessions on three nodes", func(t *testing.T) {
+		s := []dlSession{
+			{first: upd(3, 1, false), second: upd(1, 1, false), ids: []int{3, 1}, amount: 1},
+			{first: upd(1, 10, true), second: upd(2, 10, true), ids: []int{1, 2}, amount: 10},
+			{first: upd(2, 100, false), second: upd(3, 100, false), ids: []int{2, 3}, amount: 100},
+		}
+		runDeadlock(t, p, db, s)
+		checkBalances(t, db, s, -1)
+	})
+	t.Run("two sessions, a third node held", func(t *testing.T) {
+		// The cycle is on node2 and node3; each transaction also holds a
+		// row on node1 (6 and 3), which the victim's rollback releases.
+		s := []dlSession{
+			{pre: []dlStmt{upd(6, 1, false)}, first: upd(1, 1, false), second: upd(2, 1, false), ids: []int{6, 1, 2}, amount: 1},
+			{pre: []dlStmt{upd(3, 10, true)}, first: upd(2, 10, true), second: upd(1, 10, true), ids: []int{3, 2, 1}, amount: 10},
+		}
+		runDeadlock(t, p, db, s)
+		checkBalances(t, db, s, -1)
+	})
 }
