@@ -81,8 +81,9 @@ type Stmt struct {
 	// body's ';' end nothing), and the body's words decide none of the
 	// facts above: creating the program runs none of it.
 	Program bool
-	// UserVars: the statement names a user variable (@v).
-	UserVars bool
+	// UserVars: the statement names a user variable (@v); ReadsVars: it
+	// reads one (names one other than as the target of INTO or :=).
+	UserVars, ReadsVars bool
 	// AssignsVars: the statement may assign user variables outside SET
 	// (SELECT ... INTO @v, @v := expr, LOAD DATA ... (@v));
 	// AssignedVars names them. Sticky is set too.
@@ -172,6 +173,7 @@ type stmtScanner struct {
 	// assign (AssignedVars); intoList is set while INTO @a, @b, ... is
 	// read, lastVar is the last variable read (its token lastVarTok).
 	vars       *[]SetVar
+	reads      int // user variables read (ReadsVars)
 	intoList   bool
 	lastVar    string
 	lastVarTok int
@@ -389,6 +391,9 @@ func (sc *stmtScanner) variable() {
 	if into || sc.st.Keyword == "LOAD" {
 		sc.collect(sc.lastVar)
 	}
+	if !into {
+		sc.reads++ // unless := follows
+	}
 	sc.token(false)
 	sc.intoList = into
 }
@@ -531,6 +536,7 @@ func (sc *stmtScanner) punct(c byte) {
 			sc.assignOp = true
 			if sc.lastVarTok == sc.ntok && !sc.program {
 				sc.collect(sc.lastVar) // @v := expr
+				sc.reads--
 			}
 		}
 	case '(':
@@ -739,6 +745,7 @@ func (sc *stmtScanner) finish() Stmt {
 	if st.Effects {
 		st.Sticky = true
 	}
+	st.ReadsVars = sc.reads > 0 && !sc.program
 	st.Carried = sc.carried && !st.Sticky
 	if sc.carried {
 		st.Sticky = true

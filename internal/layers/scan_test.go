@@ -39,6 +39,7 @@ var scanFuncs = map[string]bool{
 // searched, with the reason.
 var scanAllowed = map[string]string{
 	"proxy/session/counts.go:stmtState.readRoutineVars": "user variable names the server lists (case-insensitive: lowered as SET's are)",
+	"proxy/session/counts.go:stmtState.carrySysVar":     "a system variable's name the server reported (lowered as SET's are)",
 	"proxy/engine/compare.go:canonicalDecimal":          "column values (DECIMAL)",
 	"proxy/engine/compare.go:collationCmp":              "collation names from the server's column definitions",
 	"proxy/engine/compare.go:compareValues":             "column values (PAD SPACE comparison)",

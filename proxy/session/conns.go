@@ -18,6 +18,9 @@ import (
 // transaction. usesLastID asks for LAST_INSERT_ID() to be the session's.
 func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	n := s.nodes[node]
+	if err := s.checkHome(n); err != nil {
+		return nil, err
+	}
 	if rc := s.replicaPinnedOn(n); rc != nil {
 		if s.Read != ReadMaster && s.replicaAllowed() {
 			return rc, nil // the read before ran there: SHOW WARNINGS sees its warnings
@@ -244,6 +247,9 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 			}
 			keep()
 		case mysql.TrackSystemVariables:
+			if name, _, ok := c.SystemVariable(); ok && !s.replayedSet && s.carrySysVar(bc, name) {
+				continue // read back: carried to every connection like a SET's
+			}
 			keep()
 			s.opaque = s.opaque || !s.replayedSet // a system variable other nodes lack, unless the SET is repeated
 		default:
@@ -308,34 +314,6 @@ func (s *State) SetNames(coll byte) {
 // Holds reports whether the session holds bc.
 func (s *State) Holds(bc *backend.Conn) bool { return slices.Contains(s.pinned, bc) }
 
-// canUseAnotherNode checks that the session may take a connection to n
-// while it holds connections to other nodes, and lets go of connections
-// held only for SHOW WARNINGS.
-func (s *State) canUseAnotherNode(n *backend.Node) error {
-	if len(s.pinned) == 0 {
-		return nil
-	}
-	other := s.pinned[0].Node()
-	inTxn := s.InTxn()
-	if inTxn {
-		if err := s.txnNodeCheck(n); err != nil {
-			return err
-		}
-	}
-	switch {
-	case s.sticky && s.unreplayable != "" && !s.lend(inTxn):
-		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, s.unreplayable)
-	case inTxn:
-		// The transaction extends to n (transaction_mode multi).
-	case !s.sticky:
-		for _, bc := range s.pinned {
-			bc.Node().Put(bc)
-		}
-		s.pinned = s.pinned[:0]
-	}
-	return nil
-}
-
 // AppendBackendIDs appends the thread ids of the backend connections the
 // session holds (what CONNECTION_ID() returned there).
 func (s *State) AppendBackendIDs(ids []uint32) []uint32 {
@@ -367,36 +345,6 @@ func (s *State) Undedicate() {
 	s.unpin(bc)
 	bc.Node().Put(bc) // closes it
 	s.sticky, s.unreplayable = false, ""
-}
-
-// CheckNodes returns the error a statement would get that runs on node
-// after statements on the nodes before it (a multi-statement text, checked
-// before any of it runs), or nil. It changes nothing.
-func (s *State) CheckNodes(nodes []string, txn bool) error {
-	inTxn := txn || s.InTxn()
-	seen := make([]*backend.Node, 0, len(s.pinned)+len(nodes))
-	for _, bc := range s.pinned {
-		seen = append(seen, bc.Node())
-	}
-	for _, name := range nodes {
-		n := s.nodes[name]
-		if n == nil || slices.Contains(seen, n) {
-			continue
-		}
-		if len(seen) > 0 {
-			switch {
-			case inTxn && s.singleNodeTxn:
-				return mysql.NewError(mysql.ErNotSupported,
-					"this multi-statement text runs on node %s but its transaction is on node %s, and transaction_mode is single; nothing of it ran", n.Name, seen[0].Name)
-			case s.sticky && s.unreplayable != "" && len(s.pinned) > 0:
-				return mysql.NewError(mysql.ErNotSupported, "this multi-statement text runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; nothing of it ran", n.Name, s.pinned[0].Node().Name, s.unreplayable)
-			}
-		}
-		if inTxn || s.sticky {
-			seen = append(seen, n)
-		}
-	}
-	return nil
 }
 
 func (s *State) pinnedOn(n *backend.Node) *backend.Conn {

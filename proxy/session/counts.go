@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -46,6 +47,10 @@ type stmtState struct {
 	// on every connection it takes (NoteState): what the server reports
 	// it changed travels with it.
 	replayedSet bool
+	// inStmt is set between Before and After; homes are the nodes where
+	// the session left state the proxy cannot repeat elsewhere (checkHome).
+	inStmt bool
+	homes  []string
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -64,9 +69,10 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		st.Sticky = false
 		ss.readBack = st.AssignsVars
 	}
-	ss.portable = !st.Multi && !st.ReadsHeld && (!st.UserVars || !ss.varsUnknown)
+	ss.portable = !st.Multi && !st.ReadsHeld && (!st.ReadsVars || !ss.varsUnknown)
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
+	ss.inStmt = true
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
@@ -139,10 +145,10 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 // connection is lent for the statement (lent, giveBack), so one MariaDB
 // runs what the session asks.
 func (ss *stmtState) lend(inTxn bool) bool {
-	if !ss.portable || inTxn || ss.opaque {
+	if !ss.portable || ss.opaque {
 		return false
 	}
-	ss.lending = ss.stateless
+	ss.lending = ss.stateless && !inTxn // in a transaction the connection is the transaction's
 	return true
 }
 
@@ -273,4 +279,101 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 	if n, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 64); err == nil {
 		ss.FoundRows = n
 	}
+}
+
+// carrySysVar reads back a system variable the server reported a
+// statement set (a stored routine's SET, say) into the session's
+// variables, when the session can carry it (router.Carried): the session
+// then has it on every connection, as after its own SET.
+func (ss *stmtState) carrySysVar(bc *backend.Conn, name string) bool {
+	name = strings.ToLower(name)
+	if !router.Carried(name) {
+		return false
+	}
+	return ss.s.ReadBack(bc, []router.SetVar{{Name: name}}) == nil
+}
+
+// checkHome refuses a statement that is not portable on a node other than
+// those where the session keeps state it cannot repeat (homes), even when
+// the session holds a connection there (taken by an earlier, portable
+// statement inside a transaction, or by one that left state of its own).
+func (ss *stmtState) checkHome(n *backend.Node) error {
+	s := ss.s
+	if !ss.inStmt || ss.portable || s.unreplayable == "" || len(ss.homes) == 0 || slices.Contains(ss.homes, n.Name) {
+		return nil
+	}
+	return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, ss.homes[0], s.unreplayable)
+}
+
+// noteHomes records where a statement that left state the proxy cannot
+// repeat ran.
+func (ss *stmtState) noteHomes(st *router.Stmt, plan *router.Plan, o Outcome) {
+	if !st.Sticky || o.Err != nil || plan == nil {
+		return
+	}
+	for _, n := range plan.Nodes() {
+		if !slices.Contains(ss.homes, n) {
+			ss.homes = append(ss.homes, n)
+		}
+	}
+}
+
+// canUseAnotherNode checks that the session may take a connection to n
+// while it holds connections to other nodes, and lets go of connections
+// held only for SHOW WARNINGS.
+func (ss *stmtState) canUseAnotherNode(n *backend.Node) error {
+	s := ss.s
+	if len(s.pinned) == 0 {
+		return nil
+	}
+	other := s.pinned[0].Node()
+	inTxn := s.InTxn()
+	if inTxn {
+		if err := s.txnNodeCheck(n); err != nil {
+			return err
+		}
+	}
+	switch {
+	case s.sticky && s.unreplayable != "" && !s.lend(inTxn):
+		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, s.unreplayable)
+	case inTxn:
+		// The transaction extends to n (transaction_mode multi).
+	case !s.sticky:
+		for _, bc := range s.pinned {
+			bc.Node().Put(bc)
+		}
+		s.pinned = s.pinned[:0]
+	}
+	return nil
+}
+
+// CheckNodes returns the error a statement would get that runs on node
+// after statements on the nodes before it (a multi-statement text, checked
+// before any of it runs), or nil. It changes nothing.
+func (ss *stmtState) CheckNodes(nodes []string, txn bool) error {
+	s := ss.s
+	inTxn := txn || s.InTxn()
+	seen := make([]*backend.Node, 0, len(s.pinned)+len(nodes))
+	for _, bc := range s.pinned {
+		seen = append(seen, bc.Node())
+	}
+	for _, name := range nodes {
+		n := s.nodes[name]
+		if n == nil || slices.Contains(seen, n) {
+			continue
+		}
+		if len(seen) > 0 {
+			switch {
+			case inTxn && s.singleNodeTxn:
+				return mysql.NewError(mysql.ErNotSupported,
+					"this multi-statement text runs on node %s but its transaction is on node %s, and transaction_mode is single; nothing of it ran", n.Name, seen[0].Name)
+			case s.sticky && s.unreplayable != "" && len(s.pinned) > 0:
+				return mysql.NewError(mysql.ErNotSupported, "this multi-statement text runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; nothing of it ran", n.Name, s.pinned[0].Node().Name, s.unreplayable)
+			}
+		}
+		if inTxn || s.sticky {
+			seen = append(seen, n)
+		}
+	}
+	return nil
 }

@@ -89,6 +89,7 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 	if st.CalcFoundRows && o.Err == nil && !st.Multi {
 		s.readFoundRows(plan)
 	}
+	s.noteHomes(st, plan, o)
 	if plan == nil {
 		return nil
 	}
@@ -126,4 +127,5 @@ func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
 	s.readBack, s.held, s.portable, s.stateless, s.lending, s.replayedSet = false, nil, false, false, false, false
+	s.inStmt = false
 }

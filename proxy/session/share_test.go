@@ -123,7 +123,8 @@ func TestShareTransitions(t *testing.T) {
 					return want(h.s.WaitTimeout.String(), "30s")
 				}),
 			},
-			conns: []string{"n1.1 held: CALL p(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES"},
+			// The variables it reported are read back and carried.
+			conns: []string{"n1.1 held: CALL p(); SELECT @@SESSION.`sql_mode` LIMIT 1; SELECT @@SESSION.`wait_timeout` LIMIT 1; SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES"},
 			facts: "holds-state",
 		},
 		{

@@ -164,7 +164,7 @@ func (s *State) Reset() {
 	s.locked = nil
 	s.profiled = nil
 	s.replay = nil
-	s.unreplayable, s.opaque, s.varsUnknown = "", false, false
+	s.unreplayable, s.opaque, s.varsUnknown, s.homes = "", false, false, nil
 	s.Coll = s.HandshakeColl
 	s.ClientCharset = ""
 	s.LastInsertID, s.RowCount, s.FoundRows = 0, -1, 0
