@@ -57,7 +57,7 @@ func (l *localStmts) evalKillID(expr, sql string) (uint64, error) {
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErSyntax {
-			err = serverParse(bc, sql, err)
+			err = serverParse(bc, sql)
 		}
 		c.st.Release(bc, false, backend.Outcome{})
 		if bc.Broken() {
@@ -85,10 +85,10 @@ func (l *localStmts) evalKillID(expr, sql string) (uint64, error) {
 }
 
 // serverParse returns the server's error for the text sql, which the
-// server parses (PREPARE) without running it; the error of the
-// evaluation, evalErr, when it parses (then the wrapper around sql's
-// expression was what failed).
-func serverParse(bc *backend.Conn, sql string, evalErr error) error {
+// server parses (PREPARE) without running it; when it parses, the
+// expression is one the proxy cannot evaluate alone (a placeholder of a
+// prepared KILL): 1235.
+func serverParse(bc *backend.Conn, sql string) error {
 	const name = "`shardgate_kill_check`"
 	if _, err := bc.Exec("PREPARE " + name + " FROM " + mysql.QuoteString(sql, "")); err != nil {
 		return err
@@ -96,7 +96,7 @@ func serverParse(bc *backend.Conn, sql string, evalErr error) error {
 	if _, err := bc.Exec("DEALLOCATE PREPARE " + name); err != nil {
 		return err
 	}
-	return evalErr
+	return mysql.NewError(mysql.ErNotSupported, "KILL with a placeholder is not supported by shardgate: write the id in the statement")
 }
 
 // killQueryID runs KILL [HARD | SOFT] QUERY ID n: n is a query id of one
