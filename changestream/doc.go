@@ -16,6 +16,15 @@
 // run with (binary logs on, binlog_format=ROW, binlog_row_image=FULL,
 // binlog_row_metadata=FULL) and says what is missing.
 //
+// Values are exact: each column's value has one Go type (values.go:
+// int64 and uint64, float32 and float64, Decimal, UTF-8 string for text
+// of any character set, []byte for binary strings and geometries, Enum,
+// Set, strings for dates and times) and one JSON form (base64 for []byte),
+// and each change names its columns' types (Change.Types). Text in a
+// character set other than UTF-8 is decoded with the server's own table
+// (single-byte sets, read once per reader) or golang.org/x/text; the
+// reader keeps a connection to its source for those look-ups.
+//
 // Ordering and delivery: changes of one node come in its binary log order;
 // the streams of several nodes are merged as they arrive, so a row, which
 // lives on one node, keeps its order. Each change carries Pos, the node's
