@@ -421,9 +421,10 @@ func (sc *userRules) planStmt(n ast.StmtNode, sql string, s Session, bind binder
 		}
 		p, err := sc.planSelect(x, s, bind)
 		var se *mysql.SQLError
-		if err != nil && bind == nil && sc.fallback && errors.As(err, &se) && se.Code == mysql.ErNotSupported && !containsFold(sql, "SQL_CALC_FOUND_ROWS") {
+		if err != nil && bind == nil && sc.fallback && errors.As(err, &se) && se.Code == mysql.ErNotSupported {
 			// No streaming merge gives this answer: one server, over a
-			// copy of the rows, does.
+			// copy of the rows, does (also SQL_CALC_FOUND_ROWS: the
+			// session reads FOUND_ROWS() there right after).
 			if fp, ok := sc.planFallback(sql, s); ok {
 				return fp, nil
 			}

@@ -143,7 +143,7 @@ func TestErrorCodes(t *testing.T) {
 	}{
 		{"nobody", "SELECT 1", mysql.ErDBAccessDenied, "42000"},
 		{"shard", "SELECT * FROM sbtest1 WHERE", mysql.ErSyntax, "42000"},
-		{"shard", "SELECT SQL_CALC_FOUND_ROWS c FROM sbtest1 LIMIT 1", mysql.ErNotSupported, "42000"},
+		{"shard", "UPDATE sbtest1 SET c = 1 ORDER BY id LIMIT 1", mysql.ErNotSupported, "42000"},
 		{"shard", "SELECT * FROM ranged WHERE id = 40000", ErNoPartition, "HY000"},
 		{"shard", "INSERT INTO sbtest1 (id, c) VALUES (1)", ErWrongValueCount, "21S01"},
 	}

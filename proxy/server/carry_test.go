@@ -63,6 +63,7 @@ func TestSessionCounts(t *testing.T) {
 		"REPLACE INTO t VALUES (2, 'r'), (9, 'n')",
 		"SELECT SQL_CALC_FOUND_ROWS * FROM t WHERE id = 3 LIMIT 0",
 		"SELECT SQL_CALC_FOUND_ROWS note FROM t WHERE id IN (2) ORDER BY note LIMIT 1",
+		"SELECT SQL_CALC_FOUND_ROWS id FROM t WHERE id > 1 ORDER BY id LIMIT 2", // over both nodes
 	} {
 		probe := probes[i%len(probes)]
 		if strings.HasPrefix(q, "SELECT") {
@@ -201,10 +202,14 @@ func TestRoutineStateStaysWithSession(t *testing.T) {
 	mustExec(t, multi,
 		"CREATE TABLE plain (id INT PRIMARY KEY)",
 		"CREATE SEQUENCE s",
-		"CREATE FUNCTION lock_it(n VARCHAR(20)) RETURNS INT DETERMINISTIC RETURN GET_LOCK(n, 0)",
-		"CREATE FUNCTION set_it() RETURNS INT DETERMINISTIC BEGIN SET @leak = 42; RETURN 1; END",
 		"CREATE PROCEDURE proc_it() BEGIN SET @leak = 43; DO GET_LOCK('proc_lock', 0); END",
 		"CREATE FUNCTION seq_it() RETURNS BIGINT DETERMINISTIC RETURN NEXT VALUE FOR s")
+	// The functions a statement on the sharded table calls on both nodes.
+	for _, db := range []*sql.DB{multi, e.direct[1]} {
+		mustExec(t, db,
+			"CREATE FUNCTION lock_it(n VARCHAR(20)) RETURNS INT DETERMINISTIC RETURN GET_LOCK(n, 0)",
+			"CREATE FUNCTION set_it() RETURNS INT DETERMINISTIC BEGIN SET @leak = 42; RETURN 1; END")
+	}
 	for i, c := range []struct {
 		stmt, lock string
 		vars       bool
@@ -216,6 +221,8 @@ func TestRoutineStateStaysWithSession(t *testing.T) {
 		{stmt: "SET @x = GET_LOCK('k5', 0)", lock: "k5"},
 		{stmt: "SELECT id FROM plain WHERE lock_it('k6') = 1", lock: "k6"},
 		{stmt: "SELECT set_it()", vars: true},
+		{stmt: "SELECT set_it() FROM t WHERE id IN (1, 2)"}, // on both nodes: nothing reaches the next client
+		{stmt: "SELECT lock_it('k8') FROM t WHERE id IN (1, 2, 3, 4)", lock: "k8"},
 		{stmt: "INSERT INTO plain VALUES (set_it() + 10)", vars: true},
 		{stmt: "CALL proc_it()", lock: "proc_lock", vars: true},
 		{stmt: "SELECT seq_it()"},

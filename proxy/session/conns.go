@@ -113,7 +113,7 @@ func (s *State) AcquireOutsideTxn(node string) (*backend.Conn, error) {
 // after recording what the response's final OK/EOF says of the session.
 // sticky marks a statement that left state on bc the proxy cannot carry.
 func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
-	if sticky {
+	if sticky || s.leaves {
 		s.sticky = true
 	}
 	if bc.Broken() {

@@ -51,6 +51,9 @@ type stmtState struct {
 	// the session left state the proxy cannot repeat elsewhere (checkHome).
 	inStmt bool
 	homes  []string
+	// leaves: the statement under way may leave state on every
+	// connection it runs on (Release keeps them all, on any plan).
+	leaves bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -73,6 +76,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 	ss.inStmt = true
+	ss.leaves = st.Sticky
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
@@ -265,7 +269,7 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 // (Over several shards the statement is refused by the router.)
 func (ss *stmtState) readFoundRows(plan *router.Plan) {
 	s := ss.s
-	if plan == nil || plan.Kind != router.Forward || len(plan.Targets) != 1 {
+	if plan == nil || plan.Kind != router.Forward && plan.Kind != router.Fallback || len(plan.Targets) != 1 {
 		return
 	}
 	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
