@@ -12,5 +12,8 @@
 //
 // Ownership: a Conn is owned by exactly one goroutine. Slices returned by
 // ReadPacket and PeekPacket point into the Conn's buffers and are valid only
-// until the next read on that Conn; callers copy what they keep.
+// until the next read on that Conn; callers copy what they keep. With a
+// Budget (the client side), the buffer of a packet larger than the read
+// buffer goes back to a pool shared by all Conns at the next read: a slice
+// kept past it would read another connection's packet.
 package mysql
