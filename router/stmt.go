@@ -391,8 +391,8 @@ func (sc *stmtScanner) variable() {
 	if into || sc.st.Keyword == "LOAD" {
 		sc.collect(sc.lastVar)
 	}
-	if !into {
-		sc.reads++ // unless := follows
+	if !into && sc.st.Keyword != "LOAD" {
+		sc.reads++ // unless := follows (LOAD DATA reads the variables its column list assigns)
 	}
 	sc.token(false)
 	sc.intoList = into

@@ -253,8 +253,10 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 			keep()
 			s.opaque = s.opaque || !s.replayedSet // a system variable other nodes lack, unless the SET is repeated
 		default:
+			// User variables, temporary tables, SQL prepared statements:
+			// the variables are read back, the rest stays here.
 			keep()
-			s.varsUnknown = true // user variables, temporary tables, SQL prepared statements
+			s.varsUnknown = s.varsUnknown || !s.replayedSet && s.readUserVars(bc) != nil
 		}
 	}
 }

@@ -53,7 +53,8 @@ type stmtState struct {
 	homes  []string
 	// leaves: the statement under way may leave state on every
 	// connection it runs on (Release keeps them all, on any plan).
-	leaves bool
+	// varsRead: its connection's user variables were read back.
+	leaves, varsRead bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -244,23 +245,27 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 		return
 	}
 	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
-	if bc == nil {
-		return // not kept: the statement failed before it ran
+	if bc == nil || ss.varsRead {
+		return // not kept (the statement failed before it ran), or read already
 	}
+	ss.varsUnknown = ss.readUserVars(bc) != nil
+}
+
+// readUserVars reads back every user variable bc has into the session's.
+func (ss *stmtState) readUserVars(bc *backend.Conn) error {
 	res, err := bc.Exec("SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
 	if err != nil {
-		ss.varsUnknown = true
-		return
+		return err
 	}
 	vars := make([]router.SetVar, 0, len(res.Rows))
 	for _, r := range res.Rows {
 		vars = append(vars, router.SetVar{Name: strings.ToLower(string(r[0])), User: true})
 	}
-	if len(vars) > 0 && s.ReadBack(bc, vars) != nil {
-		ss.varsUnknown = true
-		return
+	ss.varsRead = true
+	if len(vars) == 0 {
+		return nil
 	}
-	ss.varsUnknown = false
+	return ss.s.ReadBack(bc, vars)
 }
 
 // readFoundRows reads, after a SELECT SQL_CALC_FOUND_ROWS on one
