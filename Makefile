@@ -18,6 +18,9 @@
 #                    large results, 1,000 silent sockets, prepared-statement floods (bench/hostile.sh; own MariaDB; ~2 min)
 #   make bench-xa    transaction_mode xa against multi: two-node and one-node write transactions, tps ratio and CPU
 #                    (bench/xa.sh; about 6.5 minutes)
+#   make bench-deadlock  sysbench oltp_read_write, 8 and 16 threads, through the sharded proxy: the deadlock detector
+#                    against no detector with the 50 s and a 3 s lock wait timeout (bench/deadlock.sh; own servers in
+#                    var/bench-deadlock, stopped at the end; ROUNDS=3: about 13 minutes)
 #   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
 #                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 7 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
@@ -28,7 +31,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock
 
 all: build
 
@@ -114,6 +117,9 @@ bench-move:
 
 bench-xa:
 	bench/xa.sh
+
+bench-deadlock:
+	bench/deadlock.sh
 
 clean:
 	rm -rf bin
