@@ -170,7 +170,6 @@ func (d *Detector) snapshot() snapshot {
 			}
 			for _, h := range s.holds {
 				m.Holds = append(m.Holds, h.t)
-				m.Nodes = append(m.Nodes, h.node.Name)
 				sn.nodes[h.t.Addr] = h.node
 			}
 			if now.Sub(s.start) >= d.after {

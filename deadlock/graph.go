@@ -21,7 +21,6 @@ type Member struct {
 	Start   time.Time
 	Running []Thread
 	Holds   []Thread
-	Nodes   []string // node name of each of Holds
 }
 
 // Trx is one row of a server's INNODB_TRX, with one transaction it waits

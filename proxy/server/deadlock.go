@@ -14,13 +14,13 @@ import (
 
 // Deadlocks across nodes (package deadlock): each statement a session
 // runs inside a transaction is shown to the detector with the backend
-// connections the transaction holds (running); when the detector chooses
-// the transaction as a deadlock's victim, it kills the waiting statement,
-// and the interruption (1317) the node answers becomes the deadlock
-// error (1213): in the relayed ERR packet (the engine asks victim), or
-// in the error the command returns (deadlockErr). The handler then rolls
-// the transaction back on every node, as after a deadlock one node
-// detects (endDeadlocked).
+// connections the transaction holds (noteRunning); when the detector
+// chooses the transaction as a deadlock's victim, it kills the waiting
+// statement, and the interruption (1317) the node answers becomes the
+// deadlock error (1213): in the relayed ERR packet (the engine asks the
+// slot's Victim), or in the error the command returns (deadlockErr). The
+// handler then rolls the transaction back on every node, as after a
+// deadlock one node detects (endDeadlocked).
 
 // startDetector starts the detector unless cfg turns it off (nil then).
 func startDetector(cfg *config.Config, log *zap.Logger) *deadlock.Detector {
@@ -31,7 +31,7 @@ func startDetector(cfg *config.Config, log *zap.Logger) *deadlock.Detector {
 }
 
 // dlState is a session's part: its slot (registered the first time it
-// runs a statement in a transaction) and scratch that keeps running
+// runs a statement in a transaction) and scratch that keeps noteRunning
 // allocation-free. Owned by the session's goroutine.
 type dlState struct {
 	slot   *deadlock.Slot
