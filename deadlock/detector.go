@@ -32,11 +32,12 @@ type Detector struct {
 	mu    sync.Mutex
 	slots map[*Slot]struct{}
 
-	// conns are the detector's own connections, per server address, and
-	// lastRead when each server was last read; touched by its goroutine
-	// only.
+	// conns are the detector's own connections, per server address,
+	// lastRead when each server was last read; these maps are touched by
+	// its goroutine only.
 	conns    map[string]*backend.Conn
 	lastRead map[string]time.Time
+	failing  map[string]bool // servers whose last read failed (logged once)
 
 	waits, graphs, broken atomic.Uint64
 	latMu                 sync.Mutex
@@ -63,7 +64,7 @@ func New(o Options) *Detector {
 	d := &Detector{
 		after: o.After, log: o.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		slots: map[*Slot]struct{}{}, conns: map[string]*backend.Conn{}, lastRead: map[string]time.Time{},
+		slots: map[*Slot]struct{}{}, conns: map[string]*backend.Conn{}, lastRead: map[string]time.Time{}, failing: map[string]bool{},
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
@@ -257,9 +258,13 @@ func (d *Detector) graph(sn snapshot) *graph {
 		d.lastRead[a] = time.Now()
 		rows, err := d.read(a, sn.nodes[a])
 		if err != nil {
-			d.log.Warn("deadlock detector: cannot read the lock waits of a node", zap.String("node", sn.nodes[a].Name), zap.String("addr", a), zap.Error(err))
+			if !d.failing[a] { // once until it works again (a missing PROCESS privilege fails every round)
+				d.log.Warn("deadlock detector: cannot read the lock waits of a node", zap.String("node", sn.nodes[a].Name), zap.String("addr", a), zap.Error(err))
+			}
+			d.failing[a] = true
 			continue
 		}
+		delete(d.failing, a)
 		trx[a] = rows
 	}
 	d.graphs.Add(1)
