@@ -124,6 +124,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 	if s.giveBack(bc, o) {
 		return
 	}
+	s.warned = s.warned || o.Warnings > 0
 	if o.InsertID != 0 {
 		s.LastInsertID = o.InsertID
 		bc.LastInsertID = o.InsertID

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -53,8 +54,10 @@ type stmtState struct {
 	homes  []string
 	// leaves: the statement under way may leave state on every
 	// connection it runs on (Release keeps them all, on any plan).
-	// varsRead: its connection's user variables were read back.
-	leaves, varsRead bool
+	// varsRead: its connection's user variables were read back; warned:
+	// its response carried warnings (which a read of the proxy's own
+	// would clear before the client's SHOW WARNINGS).
+	leaves, varsRead, warned bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -131,6 +134,16 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 		}
 		return nil
 	}
+	if ss.warned {
+		// Reading the variables would clear the statement's warnings:
+		// they stay on the connection, which the session keeps.
+		s.sticky, ss.varsUnknown = true, true
+		if s.unreplayable == "" {
+			s.unreplayable = "user variables assigned by a statement with warnings"
+		}
+		ss.homes = append(ss.homes, bc.Node().Name)
+		return nil
+	}
 	var err error
 	if vars := router.AssignedVars(sql, s.Mode()); len(vars) > 0 {
 		if err = s.ReadBack(bc, vars); err != nil {
@@ -174,6 +187,9 @@ func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome) bool {
 		return false
 	}
 	ss.lentConns = slices.Delete(ss.lentConns, i, i+1)
+	if o.Warnings > 0 {
+		return false // kept for the client's SHOW WARNINGS, like any connection
+	}
 	s := ss.s
 	s.unpin(bc)
 	if (len(s.replay) > 0 || o.StateChanged) && !bc.Private() {
@@ -253,7 +269,11 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 
 // readUserVars reads back every user variable bc has into the session's.
 func (ss *stmtState) readUserVars(bc *backend.Conn) error {
-	res, err := bc.Exec("SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
+	if ss.warned {
+		// A read would clear the warnings the client may ask for.
+		return errWarned
+	}
+	res, err := ss.s.ownExec(bc, "SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
 	if err != nil {
 		return err
 	}
@@ -281,7 +301,10 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 	if bc == nil {
 		return
 	}
-	res, err := bc.Exec("SELECT FOUND_ROWS()")
+	if ss.warned {
+		return // its warnings are the client's to read; FOUND_ROWS() stays the rows sent
+	}
+	res, err := s.ownExec(bc, "SELECT FOUND_ROWS()")
 	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
 		return
 	}
@@ -296,7 +319,7 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 // then has it on every connection, as after its own SET.
 func (ss *stmtState) carrySysVar(bc *backend.Conn, name string) bool {
 	name = strings.ToLower(name)
-	if !router.Carried(name) {
+	if !router.Carried(name) || ss.warned {
 		return false
 	}
 	return ss.s.ReadBack(bc, []router.SetVar{{Name: name}}) == nil
@@ -386,3 +409,7 @@ func (ss *stmtState) CheckNodes(nodes []string, txn bool) error {
 	}
 	return nil
 }
+
+// errWarned: a read-back skipped so as not to clear the statement's
+// warnings.
+var errWarned = errors.New("the statement's warnings are kept for the client")

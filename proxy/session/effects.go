@@ -127,5 +127,5 @@ func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
 	s.readBack, s.held, s.portable, s.stateless, s.lending, s.replayedSet = false, nil, false, false, false, false
-	s.inStmt, s.leaves, s.varsRead = false, false, false
+	s.inStmt, s.leaves, s.varsRead, s.warned = false, false, false, false
 }
