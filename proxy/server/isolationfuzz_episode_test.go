@@ -143,9 +143,9 @@ var (
 )
 
 // creator names the production of the statement that tied who's session
-// to the node a 1235 names: the last of who's statements after which the
-// session kept that node's connection, whose first word is the one the
-// message names (if it names one). A statement that failed part way
+// to the node a 1235 names: of who's last statements after each of which
+// the session kept that node's connection, the earliest whose first word
+// is the one the message names (if it names one). A statement that failed part way
 // (already applied, already loaded) tied the session itself.
 func (r *ifzRun) creator(who byte, ev ifzEvent, err error) string {
 	msg := err.Error()
@@ -161,17 +161,23 @@ func (r *ifzRun) creator(who byte, ev ifzEvent, err error) string {
 	if c := ifzCreatedBy.FindStringSubmatch(msg); c != nil {
 		kw = c[1] + c[2]
 	}
+	// The session kept the node's connection from some statement on:
+	// the earliest of that span whose first word is the message's.
+	creator := "?"
 	for i := len(r.hist) - 1; i >= 0; i-- {
 		h := r.hist[i]
-		if h.who != who || node >= len(h.held) || !h.held[node] {
+		if h.who != who {
 			continue
+		}
+		if node >= len(h.held) || !h.held[node] {
+			break
 		}
 		w := ifzFirstWord.FindStringSubmatch(render(h.ev.sql, "p"))
 		if kw == "" || w != nil && strings.EqualFold(w[1], kw) {
-			return h.ev.prod
+			creator = h.ev.prod
 		}
 	}
-	return "?"
+	return creator
 }
 
 // stepB runs one of B's statements through the proxy and on B's twin,
