@@ -260,7 +260,11 @@ func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
 				end += 2
 			}
 			last := toks[end].end
-			return sql[:t.start] + sql[last:], sql[t.start:last], true
+			into = sql[t.start:last]
+			if end+1 < len(toks) && sql[toks[end+1].start:toks[end+1].end] != ";" {
+				into += " " // not at the end: withIntoVars puts it back before FROM
+			}
+			return sql[:t.start] + sql[last:], into, true
 		}
 	}
 	return "", "", false
@@ -274,7 +278,7 @@ func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
 func withIntoVars(p *Plan, into string) (*Plan, error) {
 	if p.Kind == Fallback && len(p.Targets) == 1 {
 		q := *p
-		q.Targets = []Target{{Node: p.Targets[0].Node, SQL: strings.TrimRight(p.Targets[0].SQL, " \t\r\n;") + " " + into}}
+		q.Targets = []Target{{Node: p.Targets[0].Node, SQL: putInto(p.Targets[0].SQL, into)}}
 		return &q, nil
 	}
 	if p.Kind != Forward || len(p.Targets) != 1 {
@@ -285,7 +289,32 @@ func withIntoVars(p *Plan, into string) (*Plan, error) {
 	if t.SQL == "" {
 		return p, nil // the client's text goes as it is, INTO included
 	}
-	t.SQL = strings.TrimRight(t.SQL, " \t\r\n;") + " " + into
+	t.SQL = putInto(t.SQL, into)
 	q.Targets = []Target{t}
 	return &q, nil
+}
+
+// putInto puts an INTO clause into the SELECT sql where the client had
+// it: before the first FROM outside parentheses when it stood before
+// more of the statement (into ends with a space), at the end otherwise
+// (where MariaDB warns that the form is deprecated, as it would have
+// warned the client).
+func putInto(sql, into string) string {
+	if strings.HasSuffix(into, " ") {
+		if toks, ok := lexTokens(sql, 0); ok {
+			depth := 0
+			for _, t := range toks {
+				w := sql[t.start:t.end]
+				switch {
+				case w == "(":
+					depth++
+				case w == ")":
+					depth--
+				case depth == 0 && t.kind == 'w' && equalFoldASCII(w, "FROM"):
+					return sql[:t.start] + into + sql[t.start:]
+				}
+			}
+		}
+	}
+	return strings.TrimRight(sql, " \t\r\n;") + " " + strings.TrimSpace(into)
 }

@@ -1,6 +1,9 @@
 package router
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestBindCounts(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -26,9 +29,12 @@ func TestBindCounts(t *testing.T) {
 	}
 	for _, c := range []struct{ in, rest, into string }{
 		{"SELECT COUNT(*) FROM t WHERE id < 1000 INTO/*!*/@a3", "SELECT COUNT(*) FROM t WHERE id < 1000 ", "INTO/*!*/@a3"},
-		{"SELECT a INTO /*!50000 @x, */ @y FROM t", "SELECT a  FROM t", "INTO /*!50000 @x, */ @y"},
+		{"SELECT a INTO /*!50000 @x, */ @y FROM t", "SELECT a  FROM t", "INTO /*!50000 @x, */ @y "},
 		{"SELECT a FROM t INTO @`x y`, @'z'", "SELECT a FROM t ", "INTO @`x y`, @'z'"},
 	} {
+		if got := putInto(c.rest, c.into); !strings.Contains(got, strings.TrimSpace(c.into)) {
+			t.Errorf("putInto(%q, %q) = %q", c.rest, c.into, got)
+		}
 		rest, into, ok := splitIntoVars(c.in, 0)
 		if !ok || rest != c.rest || into != c.into {
 			t.Errorf("splitIntoVars(%q) = %q, %q, %v; want %q, %q", c.in, rest, into, ok, c.rest, c.into)

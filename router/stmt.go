@@ -95,6 +95,9 @@ type Stmt struct {
 	// CalcFoundRows: SQL_CALC_FOUND_ROWS (FOUND_ROWS() is then the
 	// server's count of the rows without LIMIT).
 	CalcFoundRows bool
+	// InsertSelect: INSERT or REPLACE ... SELECT (FOUND_ROWS() is then
+	// the rows its SELECT found).
+	InsertSelect bool
 	// CallsRoutine: the statement may call a stored routine (CALL, or a
 	// name that is neither a keyword nor a native function followed by
 	// '(': notRoutines), whose body may leave anything on the
@@ -639,6 +642,8 @@ func (sc *stmtScanner) word(w string) {
 		sc.tableCtx = true
 	case "FROM", "JOIN", "STRAIGHT_JOIN":
 		sc.tableCtx = true
+	case "SELECT":
+		st.InsertSelect = st.InsertSelect || st.Keyword == "INSERT" || st.Keyword == "REPLACE"
 	case "IS_USED_LOCK", "IS_FREE_LOCK", "LASTVAL", "CONNECTION_ID", "PSEUDO_THREAD_ID":
 		st.Sticky, st.ReadsHeld = true, true
 	case "SQL_LOG_BIN":

@@ -58,6 +58,8 @@ type stmtState struct {
 	// its response carried warnings (which a read of the proxy's own
 	// would clear before the client's SHOW WARNINGS).
 	leaves, varsRead, warned bool
+	// insertSelect: the statement under way is INSERT ... SELECT.
+	insertSelect bool
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -80,6 +82,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 	ss.inStmt = true
+	ss.insertSelect = st.InsertSelect && !st.Multi
 	ss.leaves = st.Sticky
 }
 
@@ -94,6 +97,9 @@ func (ss *stmtState) NoteAnswer(failed, resultSet bool, affected, rows uint64) {
 		ss.RowCount, ss.FoundRows = -1, rows
 	default:
 		ss.RowCount = int64(affected)
+		if ss.insertSelect {
+			ss.FoundRows = affected // the rows its SELECT found, as far as the proxy can tell
+		}
 	}
 }
 
@@ -134,16 +140,8 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 		}
 		return nil
 	}
-	if ss.warned {
-		// Reading the variables would clear the statement's warnings:
-		// they stay on the connection, which the session keeps.
-		s.sticky, ss.varsUnknown = true, true
-		if s.unreplayable == "" {
-			s.unreplayable = "user variables assigned by a statement with warnings"
-		}
-		ss.homes = append(ss.homes, bc.Node().Name)
-		return nil
-	}
+	// The read uses no table: MariaDB keeps the statement's warnings for
+	// the client's SHOW WARNINGS.
 	var err error
 	if vars := router.AssignedVars(sql, s.Mode()); len(vars) > 0 {
 		if err = s.ReadBack(bc, vars); err != nil {
@@ -270,7 +268,8 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 // readUserVars reads back every user variable bc has into the session's.
 func (ss *stmtState) readUserVars(bc *backend.Conn) error {
 	if ss.warned {
-		// A read would clear the warnings the client may ask for.
+		// A read of a table clears the warnings the client may ask for
+		// (one without, as ReadBack's, does not).
 		return errWarned
 	}
 	res, err := ss.s.ownExec(bc, "SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
@@ -301,10 +300,7 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 	if bc == nil {
 		return
 	}
-	if ss.warned {
-		return // its warnings are the client's to read; FOUND_ROWS() stays the rows sent
-	}
-	res, err := s.ownExec(bc, "SELECT FOUND_ROWS()")
+	res, err := s.ownExec(bc, "SELECT FOUND_ROWS()") // no table: the warnings stay
 	if err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
 		return
 	}
@@ -319,7 +315,7 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 // then has it on every connection, as after its own SET.
 func (ss *stmtState) carrySysVar(bc *backend.Conn, name string) bool {
 	name = strings.ToLower(name)
-	if !router.Carried(name) || ss.warned {
+	if !router.Carried(name) {
 		return false
 	}
 	return ss.s.ReadBack(bc, []router.SetVar{{Name: name}}) == nil

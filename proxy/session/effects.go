@@ -83,10 +83,14 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 			return err
 		}
 	}
-	if (st.CallsRoutine || st.Effects && st.Keyword == "SET") && o.Err == nil && !st.Multi {
+	switch {
+	case o.Err != nil || plan != nil && plan.Kind == router.Forward && !o.OK || st.Multi:
+		// A failed statement's diagnostics are the client's to read:
+		// nothing is read on its connection.
+		s.varsUnknown = s.varsUnknown || st.CallsRoutine
+	case st.CallsRoutine || st.Effects && st.Keyword == "SET":
 		s.readRoutineVars(plan)
-	}
-	if st.CalcFoundRows && o.Err == nil && !st.Multi {
+	case st.CalcFoundRows:
 		s.readFoundRows(plan)
 	}
 	s.noteHomes(st, plan, o)
@@ -127,5 +131,5 @@ func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
 	s.readBack, s.held, s.portable, s.stateless, s.lending, s.replayedSet = false, nil, false, false, false, false
-	s.inStmt, s.leaves, s.varsRead, s.warned = false, false, false, false
+	s.inStmt, s.leaves, s.varsRead, s.warned, s.insertSelect = false, false, false, false, false
 }
