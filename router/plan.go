@@ -106,6 +106,14 @@ type Rename struct {
 	Physical, Logical string
 }
 
+// On returns a copy of a plan on one target that runs it on node instead
+// (its statement unchanged).
+func (p *Plan) On(node string) *Plan {
+	q := *p
+	q.Targets = []Target{{Node: node, SQL: p.Targets[0].SQL}}
+	return &q
+}
+
 // Nodes returns the nodes of the plan's targets, each once, in target
 // order.
 func (p *Plan) Nodes() []string {

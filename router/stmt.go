@@ -98,6 +98,11 @@ type Stmt struct {
 	// InsertSelect: INSERT or REPLACE ... SELECT (FOUND_ROWS() is then
 	// the rows its SELECT found).
 	InsertSelect bool
+	// Diagnostics: the statement reads the last statement's warnings or
+	// errors (SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS, GET
+	// DIAGNOSTICS, @@warning_count, @@error_count): it runs where they
+	// are.
+	Diagnostics bool
 	// CallsRoutine: the statement may call a stored routine (CALL, or a
 	// name that is neither a keyword nor a native function followed by
 	// '(': notRoutines), whose body may leave anything on the
@@ -360,6 +365,9 @@ func (sc *stmtScanner) variable() {
 		}
 		if (equalFoldASCII(name, "last_insert_id") || equalFoldASCII(name, "identity")) && !sc.program {
 			sc.st.UsesLastInsertID = true // the connection's value, as LAST_INSERT_ID()
+		}
+		if (equalFoldASCII(name, "warning_count") || equalFoldASCII(name, "error_count")) && !sc.program {
+			sc.st.Diagnostics = true
 		}
 		sc.i = i
 		sc.token(false)
@@ -720,6 +728,12 @@ func (sc *stmtScanner) finish() Stmt {
 	default:
 		st.Kind = KindOther
 		st.Sticky = true
+	}
+	switch st.Keyword {
+	case "SHOW":
+		st.Diagnostics = st.Diagnostics || st.SecondIs("WARNINGS") || st.SecondIs("ERRORS") || st.SecondIs("COUNT")
+	case "GET":
+		st.Diagnostics = st.Diagnostics || st.SecondIs("DIAGNOSTICS") || st.SecondIs("CURRENT") || st.SecondIs("STACKED")
 	}
 	switch st.Keyword {
 	case "LOCK":

@@ -56,6 +56,9 @@ func (h *handler) query(p []byte) error {
 	if c.srv.sqlLog != nil {
 		start = time.Now()
 	}
+	if n := st.DiagnosticsNode(&stmt); n != "" && plan.Kind == router.Forward && len(plan.Tables) == 0 && plan.Targets[0].Node != n {
+		plan = plan.On(n) // SHOW WARNINGS where the last statement left them
+	}
 	st.Route(&stmt, plan.Kind, c.readSplit())
 	var res backend.Outcome
 	if plan.Kind != router.Forward {

@@ -125,6 +125,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		return
 	}
 	s.warned = s.warned || o.Warnings > 0
+	s.noteWarnings(bc, o)
 	if o.InsertID != 0 {
 		s.LastInsertID = o.InsertID
 		bc.LastInsertID = o.InsertID

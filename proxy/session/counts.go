@@ -60,6 +60,9 @@ type stmtState struct {
 	leaves, varsRead, warned bool
 	// insertSelect: the statement under way is INSERT ... SELECT.
 	insertSelect bool
+	// warnNode is the node whose connection holds the last statement's
+	// warnings (DiagnosticsNode).
+	warnNode string
 	// lending is set while lend allowed a connection to another node;
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
@@ -82,6 +85,9 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 	ss.inStmt = true
+	if !st.Diagnostics {
+		ss.warnNode = "" // a statement's warnings replace the last one's
+	}
 	ss.insertSelect = st.InsertSelect && !st.Multi
 	ss.leaves = st.Sticky
 }
@@ -409,3 +415,21 @@ func (ss *stmtState) CheckNodes(nodes []string, txn bool) error {
 // errWarned: a read-back skipped so as not to clear the statement's
 // warnings.
 var errWarned = errors.New("the statement's warnings are kept for the client")
+
+// DiagnosticsNode returns the node a statement that reads the last
+// statement's warnings (router.Stmt.Diagnostics) must run on: the one
+// whose connection, which the session kept, has them; "" when they are
+// where the statement's plan goes anyway.
+func (ss *stmtState) DiagnosticsNode(st *router.Stmt) string {
+	if !st.Diagnostics {
+		return ""
+	}
+	return ss.warnNode
+}
+
+// noteWarnings records where a statement's warnings are.
+func (ss *stmtState) noteWarnings(bc *backend.Conn, o backend.Outcome) {
+	if o.Warnings > 0 {
+		ss.warnNode = bc.Node().Name
+	}
+}
