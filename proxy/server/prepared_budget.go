@@ -157,3 +157,10 @@ func (c *conn) releaseAll() {
 		c.st.ReleaseAll()
 	}
 }
+
+// busy reports whether the session runs a command (SHOW PROCESSLIST's
+// Command is not Sleep).
+func (c *conn) busy() bool {
+	_, _, cmd, _, _ := c.act.get()
+	return cmd != "Sleep"
+}

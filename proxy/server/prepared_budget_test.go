@@ -323,15 +323,22 @@ func keptClient(p *proxy, k int, ready, leave *sync.WaitGroup) error {
 // TestPreparedHoard: 7 sessions that prepare without closing hold at
 // most max_prepared_stmt_count each and max_prepared_stmt_total together
 // (issue 32: 114 674 statements with no proxy-wide cap); the rest get
-// 1461.
+// 1461. When they leave, the servers hold none of their statements.
 func TestPreparedHoard(t *testing.T) {
 	p := budgetProxy(t, func(cfg *config.Config) { cfg.MaxPreparedStmts, cfg.MaxPreparedStmtsTotal = 3000, 10000 })
+	p.waitPoolIdle(t, 5*time.Second)
+	baseline := preparedCount(t)
 	before := heapInUse()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	total, refused := 0, 0
+	var dbs []*sql.DB
+	var held []*sql.Conn
 	for k := range 7 {
-		c := conn(t, openDB(t, p.dsn("txn_t", "")))
+		db := openDB(t, p.dsn("txn_t", ""))
+		c := conn(t, db)
+		dbs = append(dbs, db)
+		held = append(held, c)
 		wg.Go(func() {
 			for i := range 3001 {
 				_, err := c.PrepareContext(context.Background(), fmt.Sprintf("SELECT balance + %d FROM acct WHERE id = ?", k*100000+i))
@@ -355,4 +362,10 @@ func TestPreparedHoard(t *testing.T) {
 	if total > 10000+7 || refused != 7 {
 		t.Errorf("7 sessions hold %d statements, %d refused: want at most 10000 (+1 per session racing), 7 refusals", total, refused)
 	}
+	// Leaving, the sessions close what they prepared on the servers.
+	for i, db := range dbs {
+		held[i].Close()
+		db.Close()
+	}
+	eventually(t, 10*time.Second, "the servers' prepared statements back at their baseline", func() bool { return preparedCount(t) <= baseline })
 }

@@ -126,6 +126,13 @@ func (r *registry) kill(c *conn, k router.Kill) error {
 	} else {
 		target = r.sessionHolding(k.ID, c.act.owner())
 	}
+	if own := r.session(uint32(k.ID)); k.Query && own != nil && target != nil && !target.busy() && own.busy() {
+		// The id is both a backend thread an idle session holds and the
+		// id of a session of the proxy's running a statement (what a
+		// connector's cancel sends, the id of its handshake): KILL QUERY
+		// of the idle one would do nothing.
+		target = own
+	}
 	if target == nil {
 		target = r.session(uint32(k.ID))
 	}
