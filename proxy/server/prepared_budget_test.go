@@ -45,16 +45,25 @@ func budgetProxy(t *testing.T, edit func(*config.Config)) *proxy {
 		edit(cfg)
 	}
 	p := startProxy(t, cfg)
-	db := openDB(t, p.dsn("", ""))
-	mustExec(t, db, "DROP DATABASE IF EXISTS txn_t", "CREATE DATABASE txn_t")
-	c := conn(t, db)
-	mustExec(t, c, "USE txn_t",
+	db, err := sql.Open("mysql", p.dsn("", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	mustExec(t, db, "DROP DATABASE IF EXISTS txn_t", "CREATE DATABASE txn_t", "USE txn_t",
 		"CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL)",
 		"CREATE TABLE plain (id INT PRIMARY KEY, note VARCHAR(20))",
 		"INSERT INTO acct (id, balance) VALUES (1,100),(2,100),(3,100),(4,100),(5,100),(6,100),(7,100),(8,100)",
 		"INSERT INTO plain VALUES (1, 'a'), (2, 'b')")
-	c.Close()
-	t.Cleanup(func() { db.Exec("DROP DATABASE IF EXISTS txn_t") })
+	// The setup session leaves (a session may keep its connections
+	// after DDL): the tests start with an idle pool.
+	db.Close()
+	t.Cleanup(func() {
+		if db, err := sql.Open("mysql", p.dsn("", "")); err == nil {
+			db.Exec("DROP DATABASE IF EXISTS txn_t")
+			db.Close()
+		}
+	})
 	return p
 }
 

@@ -32,7 +32,6 @@ func TestPreparedNoLeak(t *testing.T) {
 		}
 		return n
 	}
-	p.waitPoolIdle(t, 5*time.Second)
 	before := stmtCount()
 	goroutines := runtime.NumGoroutine()
 	for round := range 20 {
@@ -56,7 +55,6 @@ func TestPreparedNoLeak(t *testing.T) {
 		}
 		db.Close()
 	}
-	p.waitPoolIdle(t, 5*time.Second)
 	// Each pooled connection (4 per node) keeps at most 256 statements.
 	if after := stmtCount(); after-before > 2*4*256 {
 		t.Errorf("backend prepared statements grew from %d to %d", before, after)
