@@ -89,7 +89,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		ss.warnNode = "" // a statement's warnings replace the last one's
 	}
 	ss.insertSelect = st.InsertSelect && !st.Multi
-	ss.leaves = st.Sticky
+	ss.leaves = st.Effects // locks, sequences, routines: on every connection the plan uses
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
