@@ -168,9 +168,9 @@ func BindCounts(sql string, mode Mode, rowCount int64, foundRows uint64) (string
 		var lit string
 		switch {
 		case equalFoldASCII(w, "ROW_COUNT"):
-			lit = strconv.FormatInt(rowCount, 10)
+			lit = countLiteral(strconv.FormatInt(rowCount, 10))
 		case equalFoldASCII(w, "FOUND_ROWS"):
-			lit = strconv.FormatUint(foundRows, 10)
+			lit = countLiteral(strconv.FormatUint(foundRows, 10))
 		default:
 			continue
 		}
@@ -191,6 +191,12 @@ func BindCounts(sql string, mode Mode, rowCount int64, foundRows uint64) (string
 	}
 	b.WriteString(sql[last:])
 	return b.String(), true
+}
+
+// countLiteral is n typed as ROW_COUNT() and FOUND_ROWS() are: BIGINT,
+// length 21, NOT NULL (the column definition a client sees).
+func countLiteral(n string) string {
+	return "CAST(CAST(" + n + " AS DECIMAL(20)) AS SIGNED)"
 }
 
 // aliasAfter reports whether a name after token prev is an alias: it

@@ -758,6 +758,9 @@ func (sc *stmtScanner) finish() Stmt {
 	if sc.userVar && sc.assignOp && !sc.program {
 		st.AssignsVars, sc.carried = true, true // @v := expr outside SET
 	}
+	if st.Kind == KindDDL {
+		st.CallsRoutine = false // KEY k(a), CHECK (f(a)) define; creating runs nothing
+	}
 	if st.CallsRoutine {
 		st.Effects = true
 	}

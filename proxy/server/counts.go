@@ -47,7 +47,10 @@ func (k *counts) note(forwarded bool, res backend.Outcome, err error) {
 func (k *counts) bind(sql string, stmt *router.Stmt, p []byte) (string, []byte) {
 	h := k.h
 	st := h.c.st
-	if stmt.Multi {
+	if stmt.Multi || stmt.Kind != router.KindRead && stmt.Kind != router.KindWrite && stmt.Keyword != "SET" {
+		// DDL (CREATE TABLE ... DEFAULT ROW_COUNT(), which MariaDB
+		// refuses) and the rest run as written, on the session's
+		// connection.
 		stmt.Carried = false
 		return sql, p
 	}

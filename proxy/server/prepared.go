@@ -71,7 +71,7 @@ func (s *stmtHandler) prepare(p []byte) error {
 		// ATOMIC ... END, a compound statement): the backend keeps it,
 		// like CALL.
 		return s.prepareKept(p, sql)
-	case stmt.Keyword == "SET" && router.CountPlaceholders(sql, h.c.st.Mode()) == 0 && h.ls.trackedSet(sql):
+	case stmt.Keyword == "SET" && !stmt.Effects && router.CountPlaceholders(sql, h.c.st.Mode()) == 0 && h.ls.trackedSet(sql):
 		// A SET the proxy tracks (variables, SET NAMES), prepared as
 		// mysqltest --ps-protocol prepares everything: executing it runs
 		// it as the text statement, so the session carries its values.

@@ -265,17 +265,21 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 		return
 	}
 	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
-	if bc == nil || ss.varsRead {
-		return // not kept (the statement failed before it ran), or read already
+	if bc == nil || ss.varsRead || len(s.nodes) < 2 {
+		// Not kept (the statement failed before it ran), read already,
+		// or nowhere else to carry them (one node: the session keeps
+		// the connection that has them).
+		return
 	}
 	ss.varsUnknown = ss.readUserVars(bc) != nil
 }
 
 // readUserVars reads back every user variable bc has into the session's.
 func (ss *stmtState) readUserVars(bc *backend.Conn) error {
-	if ss.warned {
+	if ss.warned || len(ss.s.nodes) < 2 {
 		// A read of a table clears the warnings the client may ask for
-		// (one without, as ReadBack's, does not).
+		// (one without, as ReadBack's, does not); with one node there is
+		// nowhere to carry them (the session keeps the connection).
 		return errWarned
 	}
 	res, err := ss.s.ownExec(bc, "SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")
