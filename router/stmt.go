@@ -98,6 +98,10 @@ type Stmt struct {
 	// InsertSelect: INSERT or REPLACE ... SELECT (FOUND_ROWS() is then
 	// the rows its SELECT found).
 	InsertSelect bool
+	// LimitOffset is the offset of the statement's own LIMIT (LIMIT o, n
+	// or LIMIT n OFFSET o, outside parentheses), as a literal: the rows
+	// MariaDB counts as found before the ones it sends.
+	LimitOffset uint64
 	// Diagnostics: the statement reads the last statement's warnings or
 	// errors (SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS, GET
 	// DIAGNOSTICS, @@warning_count, @@error_count): it runs where they
@@ -182,6 +186,11 @@ type stmtScanner struct {
 	// read, lastVar is the last variable read (its token lastVarTok).
 	vars       *[]SetVar
 	reads      int // user variables read (ReadsVars)
+	// parens counts the parentheses open; limit is where a LIMIT clause
+	// outside them is read (1: after LIMIT, 2: after its first number,
+	// 3: after the comma, 4: after OFFSET), limitA its first number.
+	parens, limit int
+	limitA        uint64
 	intoList   bool
 	lastVar    string
 	lastVarTok int
@@ -409,6 +418,36 @@ func (sc *stmtScanner) variable() {
 	sc.intoList = into
 }
 
+// limitWord follows a LIMIT clause outside parentheses to its offset
+// (Stmt.LimitOffset).
+func (sc *stmtScanner) limitWord(w string) {
+	num := isDigit(w[0])
+	var n uint64
+	if num {
+		for i := 0; i < len(w); i++ {
+			if !isDigit(w[i]) {
+				num = false
+				break
+			}
+			n = n*10 + uint64(w[i]-'0')
+		}
+	}
+	switch {
+	case sc.parens == 0 && equalFoldASCII(w, "LIMIT"):
+		sc.limit = 1
+	case sc.limit == 1 && num:
+		sc.limit, sc.limitA = 2, n
+	case sc.limit == 2 && equalFoldASCII(w, "OFFSET"):
+		sc.limit = 4
+	case sc.limit == 3 && num:
+		sc.st.LimitOffset, sc.limit = sc.limitA, 0
+	case sc.limit == 4 && num:
+		sc.st.LimitOffset, sc.limit = n, 0
+	default:
+		sc.limit = 0
+	}
+}
+
 // nameRead records a word or quoted name read (w, with its quotes): a
 // '(' right after it makes it a call (call). qualified: it follows '.'.
 func (sc *stmtScanner) nameRead(w string, qualified bool) {
@@ -532,6 +571,16 @@ func (sc *stmtScanner) punct(c byte) {
 	if c != ',' {
 		sc.intoList = false
 	}
+	switch {
+	case c == '(':
+		sc.parens++
+	case c == ')':
+		sc.parens--
+	case c == ',' && sc.limit == 2:
+		sc.limit = 3
+	default:
+		sc.limit = 0
+	}
 	switch c {
 	case ';':
 		if sc.pendingEnd {
@@ -594,6 +643,7 @@ func (sc *stmtScanner) word(w string) {
 	sc.lastComma, sc.lastNumeric = false, isDigit(w[0])
 	sc.intoList = false
 	sc.nameRead(w, name)
+	sc.limitWord(w)
 	sc.words++
 	if sc.words == 1 {
 		sc.firstWordEnd = sc.i

@@ -280,10 +280,17 @@ func TestLimitServerPreparedCount(t *testing.T) {
 	cfg := onePoolConfig(t)
 	p := startProxy(t, cfg)
 	db := openDB(t, p.dsn("", ""))
+	// Statements the client keeps open (closed ones are closed on the
+	// backend too, and never fill the server's count).
 	for i := range 60 {
 		var v int
 		q := fmt.Sprintf("SELECT ? + %d", i)
-		if err := db.QueryRow(q, 1).Scan(&v); err != nil || v != i+1 {
+		ps, err := db.Prepare(q)
+		if err != nil {
+			t.Fatalf("prepare %s: %v", q, err)
+		}
+		defer ps.Close()
+		if err := ps.QueryRow(1).Scan(&v); err != nil || v != i+1 {
 			t.Fatalf("%s: %d, %v", q, v, err)
 		}
 	}

@@ -58,8 +58,10 @@ type stmtState struct {
 	// its response carried warnings (which a read of the proxy's own
 	// would clear before the client's SHOW WARNINGS).
 	leaves, varsRead, warned bool
-	// insertSelect: the statement under way is INSERT ... SELECT.
-	insertSelect bool
+	// insertSelect: the statement under way is INSERT ... SELECT; ddl:
+	// it is DDL; offset: its LIMIT's offset.
+	insertSelect, ddl bool
+	offset            uint64
 	// warnNode is the node whose connection holds the last statement's
 	// warnings (DiagnosticsNode).
 	warnNode string
@@ -89,6 +91,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		ss.warnNode = "" // a statement's warnings replace the last one's
 	}
 	ss.insertSelect = st.InsertSelect && !st.Multi
+	ss.ddl, ss.offset = st.Kind == router.KindDDL && !st.Multi, st.LimitOffset
 	ss.leaves = st.Effects // locks, sequences, routines: on every connection the plan uses
 }
 
@@ -101,10 +104,16 @@ func (ss *stmtState) NoteAnswer(failed, resultSet bool, affected, rows uint64) {
 		ss.RowCount = -1
 	case resultSet:
 		ss.RowCount, ss.FoundRows = -1, rows
+		if rows > 0 {
+			ss.FoundRows += ss.offset // MariaDB counts the rows LIMIT skipped as found
+		}
 	default:
 		ss.RowCount = int64(affected)
-		if ss.insertSelect {
+		switch {
+		case ss.insertSelect:
 			ss.FoundRows = affected // the rows its SELECT found, as far as the proxy can tell
+		case ss.ddl:
+			ss.FoundRows = 0 // as MariaDB's DDL leaves it
 		}
 	}
 }

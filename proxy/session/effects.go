@@ -131,5 +131,5 @@ func (s *State) endStatement() {
 	s.Read = ReadMaster
 	s.outsideTxn = false
 	s.readBack, s.held, s.portable, s.stateless, s.lending, s.replayedSet = false, nil, false, false, false, false
-	s.inStmt, s.leaves, s.varsRead, s.warned, s.insertSelect = false, false, false, false, false
+	s.inStmt, s.leaves, s.varsRead, s.warned, s.insertSelect, s.ddl, s.offset = false, false, false, false, false, false, 0
 }
