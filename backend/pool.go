@@ -19,8 +19,8 @@ import (
 )
 
 // numVariants is the number of pool partitions: one per subset of
-// VariantCaps.
-const numVariants = 16
+// VariantCaps and VariantExtMetadata.
+const numVariants = 32
 
 func variantIndex(v uint32) int {
 	i := 0
@@ -35,6 +35,9 @@ func variantIndex(v uint32) int {
 	}
 	if v&mysql.ClientIgnoreSpace != 0 {
 		i |= 8
+	}
+	if v&VariantExtMetadata != 0 {
+		i |= 16
 	}
 	return i
 }
