@@ -97,6 +97,7 @@ fuzz:
 bench:
 	bench/run.sh
 	OUT=$${OUT:+$$OUT/xa} bench/xa.sh
+	OUT=$${OUT:+$$OUT/deadlock} bench/deadlock.sh
 
 # BASELINE, ROUNDS, DURATION, WARMUP and OUT may be given; the rest is fixed so that runs compare with each other.
 bench-compare:

@@ -16,12 +16,12 @@ type Outcome struct {
 	Status   uint16 // server status of the final OK/EOF
 	Warnings uint16
 	InsertID uint64
-	Sent     bool   // at least one packet of the response reached the client's buffer
+	Sent     bool // at least one packet of the response reached the client's buffer
 	// ResultSet is set when the response's last result is a result set
 	// (it ended with EOF), Affected is the affected rows of its last OK.
 	ResultSet bool
 	Affected  uint64
-	ErrCode  uint16 // the error code when the response ended with an ERR the relay read whole
+	ErrCode   uint16 // the error code when the response ended with an ERR the relay read whole
 	// StateChanged is set when the server reported that the statement
 	// changed the session's state (SERVER_SESSION_STATE_CHANGED); State
 	// holds what it reported (mysql.ParseStateChanges), nil when the

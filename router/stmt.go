@@ -184,16 +184,16 @@ type stmtScanner struct {
 	// vars, when not nil, collects the user variables the statement may
 	// assign (AssignedVars); intoList is set while INTO @a, @b, ... is
 	// read, lastVar is the last variable read (its token lastVarTok).
-	vars       *[]SetVar
-	reads      int // user variables read (ReadsVars)
+	vars  *[]SetVar
+	reads int // user variables read (ReadsVars)
 	// parens counts the parentheses open; limit is where a LIMIT clause
 	// outside them is read (1: after LIMIT, 2: after its first number,
 	// 3: after the comma, 4: after OFFSET), limitA its first number.
 	parens, limit int
 	limitA        uint64
-	intoList   bool
-	lastVar    string
-	lastVarTok int
+	intoList      bool
+	lastVar       string
+	lastVarTok    int
 	// A stored program (CREATE or ALTER of a PROCEDURE, FUNCTION,
 	// TRIGGER or EVENT) is one statement whatever its body holds: the
 	// body's ';' end no statement while a BEGIN ... END (or CASE ... END)
