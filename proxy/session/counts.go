@@ -92,7 +92,10 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	}
 	ss.insertSelect = st.InsertSelect && !st.Multi
 	ss.ddl, ss.offset = st.Kind == router.KindDDL && !st.Multi, st.LimitOffset
-	ss.leaves = st.Effects // locks, sequences, routines: on every connection the plan uses
+	// Locks, sequences, routines: on every connection the plan uses; and
+	// SQL_CALC_FOUND_ROWS, whose count is read after it on the
+	// connection that ran it (an exact fallback's too).
+	ss.leaves = st.Effects || st.CalcFoundRows && !st.Multi
 }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
