@@ -278,15 +278,11 @@ func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
 
 // withIntoVars puts an INTO @variables clause cut out by splitIntoVars
 // back into the plan of the statement without it: at the end of the one
-// target's statement (MariaDB reads INTO there too), which is the
-// statement an exact fallback runs over its copy. Over several targets
-// each shard would assign its own row: refused.
+// target's statement (MariaDB reads INTO there too). Over several
+// targets each shard would assign its own row: refused (an exact
+// fallback's copy would compute the row, but its connections are not yet
+// kept for the read-back of the variables).
 func withIntoVars(p *Plan, into string) (*Plan, error) {
-	if p.Kind == Fallback && len(p.Targets) == 1 {
-		q := *p
-		q.Targets = []Target{{Node: p.Targets[0].Node, SQL: putInto(p.Targets[0].SQL, into)}}
-		return &q, nil
-	}
 	if p.Kind != Forward || len(p.Targets) != 1 {
 		return nil, mysql.NewError(mysql.ErNotSupported, "SELECT ... %s over several shards is not supported by shardgate: select the row by its shard key, or select it and SET the variables", into)
 	}

@@ -257,13 +257,6 @@ func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan,
 		if err != nil {
 			return nil, err
 		}
-		if (p.Kind != Forward || len(p.Targets) != 1) && !prepared && sc.fallback {
-			// The row to assign from comes from several shards: one
-			// server computes it over a copy of theirs, and assigns it.
-			if fp, ok := sc.planFallback(rest, s); ok {
-				p = fp
-			}
-		}
 		return withIntoVars(p, into)
 	}
 	var p *Plan
