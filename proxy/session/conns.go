@@ -113,10 +113,6 @@ func (s *State) AcquireOutsideTxn(node string) (*backend.Conn, error) {
 // after recording what the response's final OK/EOF says of the session.
 // sticky marks a statement that left state on bc the proxy cannot carry.
 func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
-	if o.Copy && !s.InTxn() && !s.Holds(bc) {
-		bc.Node().Put(bc) // a fallback's copy: nothing of the statement is on it
-		return
-	}
 	if sticky || s.leaves {
 		s.sticky = true
 	}
