@@ -21,11 +21,7 @@ type Outcome struct {
 	// (it ended with EOF), Affected is the affected rows of its last OK.
 	ResultSet bool
 	Affected  uint64
-	// Copy: the connection ran only the proxy's own read for the
-	// statement (an exact fallback's copy of a subtable): it carries
-	// nothing the statement left, whatever the statement does.
-	Copy    bool
-	ErrCode uint16 // the error code when the response ended with an ERR the relay read whole
+	ErrCode   uint16 // the error code when the response ended with an ERR the relay read whole
 	// StateChanged is set when the server reported that the statement
 	// changed the session's state (SERVER_SESSION_STATE_CHANGED); State
 	// holds what it reported (mysql.ParseStateChanges), nil when the

@@ -360,10 +360,10 @@ func (g *gather) release(src *backend.Conn, err error) error {
 	g.x.conns.Running(nil)
 	if err != nil {
 		src.MarkBroken()
-		g.x.conns.Release(src, false, backend.Outcome{Copy: true})
+		g.x.conns.Release(src, false, backend.Outcome{})
 		return err
 	}
-	g.x.conns.Release(src, false, backend.Outcome{OK: true, Copy: true})
+	g.x.conns.Release(src, false, backend.Outcome{OK: true})
 	return nil
 }
 
@@ -371,7 +371,7 @@ func (g *gather) release(src *backend.Conn, err error) error {
 // packet p: the connection stays usable, and the error is the backend's.
 func (g *gather) releaseOnErr(src *backend.Conn, p []byte) error {
 	g.x.conns.Running(nil)
-	g.x.conns.Release(src, false, backend.Outcome{Copy: true})
+	g.x.conns.Release(src, false, backend.Outcome{})
 	return mysql.ParseErr(p)
 }
 
