@@ -121,7 +121,7 @@ func BindCounts(sql string, mode Mode, rowCount int64, foundRows uint64) (string
 		if itemCalls && !itemAlias && itemStart >= 0 {
 			b.WriteString(sql[last:end])
 			b.WriteString(" AS ")
-			b.WriteString(quoteIdent(strings.TrimSpace(sql[itemStart:end])))
+			b.WriteString(mysql.QuoteIdent(strings.TrimSpace(sql[itemStart:end])))
 			last = end
 		}
 		itemCalls, itemAlias = false, false
@@ -234,11 +234,6 @@ func endsSelectList(w string) bool {
 		return true
 	}
 	return false
-}
-
-// quoteIdent quotes a name with backquotes, doubling those inside.
-func quoteIdent(s string) string {
-	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 }
 
 // splitIntoVars cuts the INTO @a, @b ... clause out of a SELECT (the
