@@ -352,7 +352,7 @@ func (ss *stmtState) checkHome(n *backend.Node) error {
 	if !ss.inStmt || ss.portable || s.unreplayable == "" || len(ss.homes) == 0 || slices.Contains(ss.homes, n.Name) {
 		return nil
 	}
-	return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, ss.homes[0], s.unreplayable)
+	return ss.heldElsewhere(n.Name, ss.homes[0])
 }
 
 // noteHomes records where a statement that left state the proxy cannot
@@ -385,7 +385,7 @@ func (ss *stmtState) canUseAnotherNode(n *backend.Node) error {
 	}
 	switch {
 	case s.sticky && s.unreplayable != "" && !s.lend(inTxn):
-		return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", n.Name, other.Name, s.unreplayable)
+		return ss.heldElsewhere(n.Name, other.Name)
 	case inTxn:
 		// The transaction extends to n (transaction_mode multi).
 	case !s.sticky:
@@ -448,4 +448,10 @@ func (ss *stmtState) noteWarnings(bc *backend.Conn, o backend.Outcome) {
 	if o.Warnings > 0 {
 		ss.warnNode = bc.Node().Name
 	}
+}
+
+// heldElsewhere is the error of a statement for node that the session's
+// state on home cannot follow.
+func (ss *stmtState) heldElsewhere(node, home string) error {
+	return mysql.NewError(mysql.ErNotSupported, "this statement runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; use a separate connection", node, home, ss.s.unreplayable)
 }
