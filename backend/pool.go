@@ -83,6 +83,10 @@ type Node struct {
 	quotas        quotas
 	holder        map[*Conn]string
 	quotaRefusals atomic.Uint64
+	// doublePuts counts Puts of a connection not checked out (a caller's
+	// bug): ignored, so that the pool's count of connections in use stays
+	// right and no Get waits for a token that was never taken.
+	doublePuts atomic.Uint64
 
 	mu     sync.Mutex
 	idle   [numVariants][]*Conn
@@ -332,6 +336,7 @@ type Stats struct {
 	Dials           uint64
 	DialFailures    uint64
 	AcquireTimeouts uint64
+	DoublePuts      uint64 // Puts of a connection not checked out, ignored (a bug: TestIsolationFuzz checks for none)
 	StmtEvictions   uint64 // cached statements given back after the server's max_prepared_stmt_count (1461)
 	PreparedStmts   int64  // statements the proxy keeps prepared on the node's connections (its statement cache)
 	WaitNanos       uint64 // time callers of Get waited for a free connection (the pool was full)
@@ -345,7 +350,7 @@ func (n *Node) Stats() Stats {
 	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: n.inUse(), Idle: idle, Max: n.limit(),
 		Base: n.base, ServerMax: int(n.serverMax.Load()), QuotaRefusals: n.quotaRefusals.Load(),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
-		StmtEvictions: n.stmtEvictions.Load(), WaitNanos: n.waitNanos.Load(), PreparedStmts: n.stmtsCached.Load()}
+		StmtEvictions: n.stmtEvictions.Load(), DoublePuts: n.doublePuts.Load(), WaitNanos: n.waitNanos.Load(), PreparedStmts: n.stmtsCached.Load()}
 }
 
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
@@ -661,6 +666,11 @@ func (n *Node) Put(c *Conn) {
 	}
 	c.lastUsed = time.Now()
 	n.mu.Lock()
+	if _, out := n.busy[c]; !out {
+		n.mu.Unlock()
+		n.doublePuts.Add(1)
+		return
+	}
 	for (len(c.closeLater) > 0 || c.closeAllLater) && !c.broken {
 		// Statements sessions asked to close (ForgetOn) while c was
 		// checked out; c stays busy meanwhile, so none is left behind.

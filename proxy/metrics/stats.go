@@ -64,6 +64,9 @@ type NodeStats struct {
 	AcquireTimeouts uint64  `json:"acquire_timeouts_total"`
 	WaitSeconds     float64 `json:"acquire_wait_seconds_total"` // time statements waited for a pooled connection
 	StmtEvictions   uint64  `json:"stmt_evictions_total"`
+	// DoublePuts counts connections returned to the pool that were not
+	// checked out: ignored, and a bug to report.
+	DoublePuts uint64 `json:"double_returns_total"`
 	// Replicas are the node's read replicas (slave) and what their last
 	// check found.
 	Replicas []ReplicaStats `json:"replicas,omitempty"`
@@ -93,6 +96,7 @@ func Nodes(nodes []*backend.Node) []NodeStats {
 		x := nd.Stats()
 		ns := NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
 			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions,
+			DoublePuts:  x.DoublePuts,
 			WaitSeconds: float64(x.WaitNanos) / 1e9}
 		for _, r := range nd.Replicas() {
 			rs, ps := r.Status(), r.Stats()

@@ -298,6 +298,9 @@ func (r *ifzRun) recycleB() {
 	if !r.px.waitInUse(r.aPins) {
 		r.find("leak", "a connection stays checked out after its client left", r.lastA, fmt.Sprintf("in use %v, A keeps %v", r.px.inUse(), r.aPins))
 	}
+	if n := r.px.doublePuts(); n > 0 {
+		r.find("leak", "a connection was returned to its pool twice", r.lastA, fmt.Sprintf("%d returns of connections not checked out", n))
+	}
 }
 
 // ensureB logs B in if it is not; false when the login waited for a

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -157,6 +158,24 @@ func TestIsolationFuzz(t *testing.T) {
 	}
 }
 
+// TestIsolationFuzzRegressions replays the episodes the fuzzer found
+// once (testdata/isolationfuzz, in the -isolationfuzz.repro format; lines
+// starting with # are comments): each must replay without a finding.
+func TestIsolationFuzzRegressions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB")
+	}
+	files, err := filepath.Glob("testdata/isolationfuzz/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no episodes in testdata/isolationfuzz: %v", err)
+	}
+	e := newIfzEnv(t)
+	for _, f := range files {
+		t.Log(f)
+		e.repro(f)
+	}
+}
+
 // repro replays the episode in file as written and fails with what it
 // finds.
 func (e *ifzEnv) repro(file string) {
@@ -168,6 +187,7 @@ func (e *ifzEnv) repro(file string) {
 	for _, line := range strings.Split(string(text), "\n") {
 		trimmed := strings.TrimSpace(line)
 		switch {
+		case strings.HasPrefix(trimmed, "#"):
 		case strings.HasPrefix(trimmed, "A: ") || strings.HasPrefix(trimmed, "B: "):
 			// The report shows A's locks as the proxy side's: the twin
 			// takes its own.
@@ -525,6 +545,16 @@ func (px *ifzProxy) inUse() []int {
 		out = append(out, n.InUse)
 	}
 	return out
+}
+
+// doublePuts returns how many times a connection that was not checked
+// out was returned to its pool (backend.Stats.DoublePuts).
+func (px *ifzProxy) doublePuts() uint64 {
+	var sum uint64
+	for _, n := range px.srv.Stats().Nodes {
+		sum += n.DoublePuts
+	}
+	return sum
 }
 
 // waitInUse waits until the nodes' checked-out connections are want (a

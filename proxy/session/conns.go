@@ -89,6 +89,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		}
 		s.joined = append(s.joined, bc)
 	}
+	s.using = append(s.using, bc)
 	return bc, nil
 }
 
@@ -113,6 +114,9 @@ func (s *State) AcquireOutsideTxn(node string) (*backend.Conn, error) {
 // after recording what the response's final OK/EOF says of the session.
 // sticky marks a statement that left state on bc the proxy cannot carry.
 func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
+	if i := slices.Index(s.using, bc); i >= 0 {
+		s.using = slices.Delete(s.using, i, i+1)
+	}
 	if sticky || s.leaves {
 		s.sticky = true
 	}
@@ -292,6 +296,7 @@ func (s *State) ReleaseAll() {
 		bc.Node().Put(bc)
 	}
 	s.pinned = s.pinned[:0]
+	s.using = s.using[:0]
 	s.locked = nil
 	s.profiled = nil
 }

@@ -69,6 +69,12 @@ type stmtState struct {
 	// lentConns are the connections lent to the statement under way.
 	lending   bool
 	lentConns []*backend.Conn
+	// using are the connections Acquire gave the statement under way and
+	// Release has not taken back: a connection kept only for SHOW
+	// WARNINGS goes back to its pool when the session moves to another
+	// node, unless the statement is still reading from it (an exact
+	// fallback copying its rows).
+	using []*backend.Conn
 	// opaque: the state the session keeps on a node may include system
 	// variables (a multi-statement text, a stored routine, a change the
 	// server reported, a SET not repeated): no statement runs elsewhere.
@@ -87,6 +93,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
 	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 	ss.inStmt = true
+	ss.using = ss.using[:0]
 	if !st.Diagnostics {
 		ss.warnNode = "" // a statement's warnings replace the last one's
 	}
@@ -389,10 +396,18 @@ func (ss *stmtState) canUseAnotherNode(n *backend.Node) error {
 	case inTxn:
 		// The transaction extends to n (transaction_mode multi).
 	case !s.sticky:
+		// Held for SHOW WARNINGS only: the statement under way replaces
+		// the warnings. One it still uses goes back at its Release.
+		kept := s.pinned[:0]
 		for _, bc := range s.pinned {
+			if slices.Contains(ss.using, bc) {
+				kept = append(kept, bc)
+				continue
+			}
 			bc.Node().Put(bc)
 		}
-		s.pinned = s.pinned[:0]
+		clear(s.pinned[len(kept):])
+		s.pinned = kept
 	}
 	return nil
 }
