@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium]: make sure the named tools are installed (mariadb and
+# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd]: make sure the named tools are installed (mariadb and
 # sysbench when none are named). clients are the client libraries of the client matrix (clients/clients_test.go):
 # PyMySQL, mysqlclient and SQLAlchemy for Debian's /usr/bin/python3, MariaDB Connector/J with a JDK, PHP with
-# PDO_MySQL and mysqli.
+# PDO_MySQL and mysqli. etcd is the server and etcdctl the fleet tests run (internal/etcdtest, package topo).
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -51,8 +51,13 @@ missing_pkgs() {
 			# The status page's browser test (proxy/server/status_test.go).
 			have chromium || echo chromium
 			;;
+		etcd)
+			# The fleet's store (package topo; internal/etcdtest starts throwaway servers).
+			have etcd || echo etcd-server
+			have etcdctl || echo etcd-client
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd]" >&2
 			exit 2
 			;;
 		esac

@@ -37,6 +37,8 @@ var allowed = map[string]struct {
 	"cmd/proxy":            {[]string{"config", "proxy/server"}, []string{"go.uber.org/zap"}},
 	"cmd/shardgate":        {[]string{"move"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
+	"internal/etcdtest":    {nil, nil},
+	"topo":                 {[]string{"config"}, []string{"go.etcd.io/", "go.uber.org/zap"}},
 	"internal/fakebackend": {[]string{"mysql"}, nil},
 	"internal/layers":      {nil, nil},
 	"internal/doccheck":    {nil, nil},
