@@ -182,15 +182,27 @@ func (n *Node) PickReplica(gtid string) (r *Replica, covered bool) {
 }
 
 // GTIDCovers reports whether a replica at position pos (a MariaDB GTID
-// list, "domain-server-seq,...") has applied the transaction gtid
-// ("domain-server-seq"): pos holds the same domain with a sequence number
-// at least gtid's.
-func GTIDCovers(pos, gtid string) bool {
-	dom, seq, ok := splitGTID(gtid)
-	if !ok {
-		return false
+// list, "domain-server-seq,...") has applied want: one GTID (a session's
+// last commit) or a list of them (a master's @@gtid_binlog_pos), each
+// covered when pos holds its domain with a sequence number at least its.
+// An empty want is covered by any position.
+func GTIDCovers(pos, want string) bool {
+	if want == "" {
+		return true
 	}
-	for _, g := range strings.Split(pos, ",") {
+	for g := range strings.SplitSeq(want, ",") {
+		dom, seq, ok := splitGTID(strings.TrimSpace(g))
+		if !ok || !domainCovers(pos, dom, seq) {
+			return false
+		}
+	}
+	return true
+}
+
+// domainCovers reports whether position pos holds domain dom at sequence
+// number seq or later.
+func domainCovers(pos string, dom uint32, seq uint64) bool {
+	for g := range strings.SplitSeq(pos, ",") {
 		d, s, ok := splitGTID(strings.TrimSpace(g))
 		if ok && d == dom {
 			return s >= seq
@@ -206,11 +218,41 @@ func splitGTID(g string) (domain uint32, seq uint64, ok bool) {
 		return 0, 0, false
 	}
 	d, err1 := strconv.ParseUint(parts[0], 10, 32)
+	_, err3 := strconv.ParseUint(parts[1], 10, 32)
 	s, err2 := strconv.ParseUint(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || err3 != nil {
 		return 0, 0, false
 	}
 	return uint32(d), s, true
+}
+
+// gtidList returns list (GTIDs separated by commas, as @@gtid_binlog_pos
+// writes them) without spaces, and whether every element is a GTID: only
+// then may it go into the SQL text.
+func gtidList(list string) (string, bool) {
+	if list == "" {
+		return "", false
+	}
+	if !strings.Contains(list, " ") {
+		for g := range strings.SplitSeq(list, ",") {
+			if _, _, ok := splitGTID(g); !ok {
+				return "", false
+			}
+		}
+		return list, true
+	}
+	var b strings.Builder
+	for g := range strings.SplitSeq(list, ",") {
+		g = strings.TrimSpace(g)
+		if _, _, ok := splitGTID(g); !ok {
+			return "", false
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(g)
+	}
+	return b.String(), true
 }
 
 // checkReplication reads the replica's replication state on c (a fresh
@@ -262,14 +304,43 @@ func (r *Replica) checkReplication(c *Conn, gtidPos string) {
 }
 
 // WaitGTID waits on c, a connection to a replica, until the replica has
-// applied gtid or the timeout passes (MASTER_GTID_WAIT); it reports
-// whether it has.
+// applied gtid (one GTID, or a position: a list with one GTID per
+// domain) or the timeout passes (MASTER_GTID_WAIT); it reports whether it
+// has.
 func WaitGTID(c *Conn, gtid string, timeout time.Duration) bool {
-	if _, _, ok := splitGTID(gtid); !ok {
-		return false // also keeps anything but digits and dashes out of the SQL
+	list, ok := gtidList(gtid)
+	if !ok {
+		return false // also keeps anything but digits, dashes and commas out of the SQL
 	}
-	res, err := c.Exec(fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", gtid, timeout.Seconds()))
+	res, err := c.Exec(fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %.3f)", list, timeout.Seconds()))
 	return err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "0"
+}
+
+// BinlogPos reads, on c (a connection to a node's master), the position a
+// replica must reach to have applied every transaction the master had
+// committed: @@gtid_binlog_pos, the last GTID the master wrote to its
+// binary log in each domain, which is what its replicas apply. Not
+// @@gtid_current_pos: on a master that once replicated without
+// log_slave_updates it also holds domains that are in no binary log, and
+// a replica would wait for them in vain. "" (a master that never wrote a
+// transaction) needs no wait.
+func BinlogPos(c *Conn) (string, error) {
+	res, err := c.Exec("SELECT @@gtid_binlog_pos")
+	if err != nil {
+		return "", err
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return "", fmt.Errorf("SELECT @@gtid_binlog_pos on %s returned %d rows", c.Node().Name, len(res.Rows))
+	}
+	pos := string(res.Rows[0][0])
+	if pos == "" {
+		return "", nil
+	}
+	list, ok := gtidList(pos)
+	if !ok {
+		return "", fmt.Errorf("@@gtid_binlog_pos on %s is %q, not a GTID list", c.Node().Name, pos)
+	}
+	return list, nil
 }
 
 // followPromotion moves the node's writes to a replica that was promoted:

@@ -358,7 +358,11 @@ type Schema struct {
 	RWSplit *bool `yaml:"rw_split"`
 	// ReadConsistency is what a read from a replica must see: eventual
 	// (any replica within max_replica_lag), session (also the session's
-	// own writes; the default) or strong (no replica reads at all).
+	// own writes; the default), universal (every write the master had
+	// committed when the read arrived, whichever proxy or session made it:
+	// read-your-writes across proxies, at the cost of reading the master's
+	// GTID position before each replica read) or strong (no replica reads
+	// at all).
 	ReadConsistency string `yaml:"read_consistency"`
 	// TransactionMode overrides the top-level transaction_mode for the
 	// sessions of this schema: multi, single or xa; "" (default): the
@@ -409,7 +413,11 @@ func (c *Config) UsesXA() bool {
 const (
 	ConsistencyEventual = "eventual"
 	ConsistencySession  = "session"
-	ConsistencyStrong   = "strong"
+	// ConsistencyUniversal: before a replica read the proxy reads the
+	// master's @@gtid_binlog_pos and waits for the replica to apply it
+	// (MaxScale's causal_reads=universal).
+	ConsistencyUniversal = "universal"
+	ConsistencyStrong    = "strong"
 )
 
 // ReadSplit reports whether reads of this schema may go to replicas.
@@ -568,8 +576,9 @@ type BackendOptions struct {
 	// a replica may be and still get reads. Default 10s.
 	MaxReplicaLag time.Duration `yaml:"max_replica_lag"`
 	// ReplicaWait is how long a read under read_consistency session waits
-	// on a replica for the session's last write (MASTER_GTID_WAIT) before
-	// it goes to the master instead. Default 200ms; 0 never waits.
+	// on a replica for the session's last write (under universal: for the
+	// master's position read before it) with MASTER_GTID_WAIT before it
+	// goes to the master instead. Default 200ms; 0 never waits.
 	ReplicaWait time.Duration `yaml:"replica_wait"`
 	// MasterSwitchWait is how long a write that a read-only master refused
 	// waits for the node's master to move (a switchover under way) before

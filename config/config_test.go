@@ -421,7 +421,7 @@ func TestProblems(t *testing.T) {
 		{"bad host", edit("master: 127.0.0.1:3306", "master: bad host:3306"),
 			[]Problem{{"nodes[0].master", 7, `"bad host:3306": "bad host" is not a valid host name or IP`}}},
 		{"bad read_consistency", edit("  default: node1\n", "  default: node1\n  read_consistency: causal\n"), []Problem{
-			{"schema_list[0].read_consistency", 14, `must be "eventual", "session" or "strong", got "causal"`},
+			{"schema_list[0].read_consistency", 14, `must be "eventual", "session", "universal" or "strong", got "causal"`},
 		}},
 		{"bad slaves", edit("  master: 127.0.0.1:3306\n", "  master: 127.0.0.1:3306\n  slave: 10.0.0.1:3306@0, 10.0.0.2:3306@x,10.0.0.3,10.0.0.4:3306@-1,[::1]:3306@5\n"), []Problem{
 			{"nodes[0].slave", 8, `weight "0" of "10.0.0.1:3306@0" is not a positive integer`},

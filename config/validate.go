@@ -230,9 +230,10 @@ func (c *Config) validateSchemas(v *validator) {
 		}
 
 		switch s.ReadConsistency {
-		case "", ConsistencyEventual, ConsistencySession, ConsistencyStrong:
+		case "", ConsistencyEventual, ConsistencySession, ConsistencyUniversal, ConsistencyStrong:
 		default:
-			v.add(joinKey(p, "read_consistency"), "must be %q, %q or %q, got %q", ConsistencyEventual, ConsistencySession, ConsistencyStrong, s.ReadConsistency)
+			v.add(joinKey(p, "read_consistency"), "must be %q, %q, %q or %q, got %q",
+				ConsistencyEventual, ConsistencySession, ConsistencyUniversal, ConsistencyStrong, s.ReadConsistency)
 		}
 		nodesPath := joinKey(p, "nodes")
 		inSchema := make(map[string]bool, len(s.Nodes))

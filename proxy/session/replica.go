@@ -52,16 +52,26 @@ func (rs *readState) replicaAllowed() bool {
 }
 
 // replicaConn returns a connection to a replica of n for the next read,
-// or nil when the read goes to the master: no replica is usable, or under
-// read_consistency session none has applied the session's last write on
-// n, even after waiting replica_wait for one.
+// or nil when the read goes to the master: no replica is usable, or none
+// has applied what the read must see, even after waiting replica_wait for
+// one: under read_consistency session the session's last write on n,
+// under universal the master's position read now (every write committed
+// before the read arrived, through any proxy).
 func (rs *readState) replicaConn(n *backend.Node) *backend.Conn {
 	s := rs.s
 	if len(n.Replicas()) == 0 || !s.replicaAllowed() {
 		return nil
 	}
 	var gtid string
-	if s.Consistency != config.ConsistencyEventual {
+	switch s.Consistency {
+	case config.ConsistencyEventual:
+	case config.ConsistencyUniversal:
+		pos, ok := rs.masterPos(n)
+		if !ok {
+			return nil
+		}
+		gtid = pos
+	default:
 		gtid = s.gtids[n.Name]
 	}
 	r, covered := n.PickReplica(gtid)
@@ -80,6 +90,21 @@ func (rs *readState) replicaConn(n *backend.Node) *backend.Conn {
 	}
 	s.ReplicaReads++
 	return bc
+}
+
+// masterPos reads the binary log position of n's master for a read under
+// read_consistency universal, on a pooled connection given back at once;
+// false when the master cannot say (the read goes to the master, which
+// answers it or gives the client its error).
+func (rs *readState) masterPos(n *backend.Node) (string, bool) {
+	s := rs.s
+	bc, err := n.Get(s.ctx, s.Variant, s.DB, s.Coll)
+	if err != nil {
+		return "", false
+	}
+	pos, err := backend.BinlogPos(bc)
+	n.Put(bc)
+	return pos, err == nil
 }
 
 // replicaPinnedOn returns the connection to a replica of n the session
