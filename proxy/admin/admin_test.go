@@ -38,7 +38,7 @@ func newTestConsole(t *testing.T, mod func(*config.Config)) *testConsole {
 	tc.Console = New(Env{
 		Log:      zap.NewNop(),
 		Config:   func() (*config.Config, uint64) { return tc.cfg, tc.version },
-		Nodes:    []*backend.Node{n},
+		Nodes:    func() []*backend.Node { return []*backend.Node{n} },
 		Metrics:  m,
 		Stats:    func() metrics.Stats { return metrics.Stats{Sessions: 7} },
 		Sessions: func() int { return 2 },

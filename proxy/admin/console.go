@@ -20,8 +20,10 @@ type Env struct {
 	Log *zap.Logger // required
 	// Config returns the configuration in force and its version (1 at
 	// start, one more per reload or cutover).
-	Config  func() (*config.Config, uint64)
-	Nodes   []*backend.Node // in configuration order; fixed for the process's life
+	Config func() (*config.Config, uint64)
+	// Nodes returns the nodes in force in configuration order (a reload
+	// may add and remove nodes); the slice is not to be changed.
+	Nodes   func() []*backend.Node
 	Metrics *metrics.Metrics
 	Stats   func() metrics.Stats
 	// Sessions and Queries are the client sessions open and the statements
@@ -55,17 +57,22 @@ type Workflows interface {
 // Console serves the admin HTTP listener and answers admin SQL.
 type Console struct {
 	env   Env
-	nodes map[string]*backend.Node
 	flows flows
 }
 
 // New returns the console of env.
 func New(env Env) *Console {
-	c := &Console{env: env, nodes: make(map[string]*backend.Node, len(env.Nodes)), flows: flows{env.Workflows, env.Log}}
-	for _, n := range env.Nodes {
-		c.nodes[n.Name] = n
+	return &Console{env: env, flows: flows{env.Workflows, env.Log}}
+}
+
+// node returns the node named name in force (nil when there is none).
+func (c *Console) node(name string) *backend.Node {
+	for _, n := range c.env.Nodes() {
+		if n.Name == name {
+			return n
+		}
 	}
-	return c
+	return nil
 }
 
 func (c *Console) cfg() *config.Config {

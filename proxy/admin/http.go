@@ -28,7 +28,7 @@ func (c *Console) serveHealth(w http.ResponseWriter, r *http.Request) {
 		Nodes  []node `json:"nodes"`
 	}{Status: "ok"}
 	code := http.StatusOK
-	for _, n := range c.env.Nodes {
+	for _, n := range c.env.Nodes() {
 		body.Nodes = append(body.Nodes, node{n.Name, n.Addr(), n.Up()})
 		if !n.Up() {
 			body.Status, code = "degraded", http.StatusServiceUnavailable
@@ -54,7 +54,7 @@ func (c *Console) serveSwitchMaster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, addr := r.URL.Query().Get("node"), r.URL.Query().Get("addr")
-	n := c.nodes[name]
+	n := c.node(name)
 	if n == nil {
 		http.Error(w, fmt.Sprintf("no node %q", name), http.StatusNotFound)
 		return
@@ -93,7 +93,7 @@ func (c *Console) serveAdminConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]any{
 		"proxy":   proxy,
-		"nodes":   objects(nodeColumns(), nodeRows(c.env.Nodes)),
+		"nodes":   objects(nodeColumns(), nodeRows(c.env.Nodes())),
 		"schemas": objects(schemaColumns(), schemaRows(c.cfg())),
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -149,7 +149,7 @@ func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 	}{{"from", o.From}, {"until", o.Until}} {
 		for _, f := range q[p.key] {
 			node, pos, ok := strings.Cut(f, "=")
-			if !ok || c.nodes[node] == nil {
+			if !ok || c.node(node) == nil {
 				http.Error(w, fmt.Sprintf("%s=%q: want node=GTID-position with a node of this proxy", p.key, f), http.StatusBadRequest)
 				return
 			}

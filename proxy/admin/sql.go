@@ -87,7 +87,7 @@ func (c *Console) adminNode(s Session, v []string) (Result, error) {
 		return Result{}, mysql.NewError(mysql.ErWrongArguments, "admin node takes four values: opt ('add', 'del', 'up', 'down'), node, k ('master' or 'slave'), v (host:port)")
 	}
 	opt, name, kind, addr := strings.ToLower(v[0]), v[1], strings.ToLower(v[2]), v[3]
-	n := c.nodes[name]
+	n := c.node(name)
 	if n == nil {
 		return Result{}, mysql.NewError(mysql.ErWrongArguments, "there is no node %q", name)
 	}
@@ -169,7 +169,7 @@ func (c *Console) adminServer(v []string) (Result, error) {
 	case opt == "show" && k == "proxy":
 		return Result{Columns: textColumns("Key", "Value"), Rows: c.proxyConfigRows()}, nil
 	case opt == "show" && k == "node":
-		return Result{Columns: nodeColumns(), Rows: nodeRows(c.env.Nodes)}, nil
+		return Result{Columns: nodeColumns(), Rows: nodeRows(c.env.Nodes())}, nil
 	case opt == "show" && k == "schema":
 		return Result{Columns: schemaColumns(), Rows: schemaRows(c.cfg())}, nil
 	}

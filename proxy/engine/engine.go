@@ -67,7 +67,10 @@ var ErrAnswered = errors.New("error already sent to the client")
 // Engine holds what every execution needs: the backend nodes and the
 // merge memory limit. It is safe for concurrent use.
 type Engine struct {
-	nodes      map[string]*backend.Node
+	nodes map[string]*backend.Node
+	// source, when set (SetNodeSource, before the engine is used),
+	// returns the nodes in force: a reload may add nodes.
+	source     func() map[string]*backend.Node
 	mergeLimit int64
 	// fallbackRows and fallbackBytes bound what one exact fallback copies.
 	fallbackRows, fallbackBytes int64
@@ -82,6 +85,19 @@ type Engine struct {
 // one merge that cannot stream may hold (merge_memory_limit).
 func New(nodes map[string]*backend.Node, mergeLimit, mergeTotalLimit int64) *Engine {
 	return &Engine{nodes: nodes, mergeLimit: mergeLimit, mergeTotalLimit: mergeTotalLimit}
+}
+
+// SetNodeSource makes the engine look nodes up in the maps source returns
+// (never changed once returned) instead of the map given to New: nodes
+// may be added while it runs. Call it before the engine is used.
+func (e *Engine) SetNodeSource(source func() map[string]*backend.Node) { e.source = source }
+
+// node returns the node named name (nil when there is none).
+func (e *Engine) node(name string) *backend.Node {
+	if e.source != nil {
+		return e.source()[name]
+	}
+	return e.nodes[name]
 }
 
 // Executor runs plans for one client session. It is owned by the

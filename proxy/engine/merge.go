@@ -222,7 +222,7 @@ func (mg *merger) sendNode(plan *router.Plan, node string, shared []bool, own []
 			k++
 		}
 	}
-	n := mg.x.eng.nodes[node]
+	n := mg.x.eng.node(node)
 	bulk := k > 1 && n != nil
 	if bulk {
 		n.LockBulk()

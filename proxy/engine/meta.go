@@ -73,7 +73,7 @@ func (mt meta) explain(plan *router.Plan) error {
 	rows := make([][][]byte, 0, len(plan.Targets))
 	for _, t := range plan.Targets {
 		addr := ""
-		if n := x.eng.nodes[t.Node]; n != nil {
+		if n := x.eng.node(t.Node); n != nil {
 			addr = n.Addr()
 		}
 		rows = append(rows, [][]byte{[]byte(t.Node), []byte(addr), Nullable(t.Subtable), []byte(t.SQL)})

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -32,9 +33,13 @@ type Metrics struct {
 	stmts     [len(stmtKinds)][len(stmtRoutes)]prometheus.Counter
 	durations [len(stmtRoutes)]prometheus.Observer
 	errors    *prometheus.CounterVec // by code; errors are rare
-	backend   map[string]*[2]prometheus.Counter
-	streams   prometheus.Gauge
-	changes   prometheus.Counter
+	// backend is replaced whole when nodes are added (AddNodes): the hot
+	// path reads it with one atomic load.
+	backend    atomic.Pointer[map[string]*[2]prometheus.Counter]
+	backendVec *prometheus.CounterVec
+	addMu      sync.Mutex // AddNodes
+	streams    prometheus.Gauge
+	changes    prometheus.Counter
 
 	digest *digest.Digest // nil when digest_size is 0
 
@@ -67,9 +72,23 @@ type Options struct {
 	Collector
 }
 
+// AddNodes labels the statements of nodes (added by a reload) in
+// shardgate_backend_statements_total. Safe for concurrent use.
+func (m *Metrics) AddNodes(nodes ...string) {
+	m.addMu.Lock()
+	defer m.addMu.Unlock()
+	next := maps.Clone(*m.backend.Load())
+	for _, n := range nodes {
+		if next[n] == nil {
+			next[n] = &[2]prometheus.Counter{m.backendVec.WithLabelValues(n, "master"), m.backendVec.WithLabelValues(n, "replica")}
+		}
+	}
+	m.backend.Store(&next)
+}
+
 // New registers the proxy's series in a registry of its own.
 func New(o Options) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), backend: map[string]*[2]prometheus.Counter{}, stop: make(chan struct{})}
+	m := &Metrics{reg: prometheus.NewRegistry(), stop: make(chan struct{})}
 	stmts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardgate_statements_total",
 		Help: "Client statements (COM_QUERY, COM_STMT_EXECUTE) by kind and by how they were routed."}, []string{"kind", "route"})
 	for k, kind := range stmtKinds {
@@ -87,9 +106,9 @@ func New(o Options) *Metrics {
 		Help: "ERR packets clients received (from the proxy or relayed from a backend), by MySQL error code."}, []string{"code"})
 	be := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardgate_backend_statements_total",
 		Help: "Statements run on a node's master or on one of its replicas (a statement on several nodes counts once per node)."}, []string{"node", "role"})
-	for _, n := range o.Nodes {
-		m.backend[n] = &[2]prometheus.Counter{be.WithLabelValues(n, "master"), be.WithLabelValues(n, "replica")}
-	}
+	m.backendVec = be
+	m.backend.Store(&map[string]*[2]prometheus.Counter{})
+	m.AddNodes(o.Nodes...)
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "shardgate_change_streams", Help: "GET /changes streams open now."})
 	m.changes = prometheus.NewCounter(prometheus.CounterOpts{Name: "shardgate_change_stream_changes_total", Help: "Row changes sent on GET /changes."})
 	m.reg.MustRegister(stmts, dur, m.errors, be, m.streams, m.changes, o.Collector)
@@ -169,8 +188,9 @@ func (m *Metrics) Observe(s *Statement) []byte {
 	if s.Replica {
 		role = 1
 	}
+	backend := *m.backend.Load()
 	if s.Node != "" {
-		if b := m.backend[s.Node]; b != nil {
+		if b := backend[s.Node]; b != nil {
 			b[role].Inc()
 		}
 	}
@@ -178,7 +198,7 @@ func (m *Metrics) Observe(s *Statement) []byte {
 		last := ""
 		for i := range s.Plan.Targets {
 			if n := s.Plan.Targets[i].Node; n != last {
-				if b := m.backend[n]; b != nil {
+				if b := backend[n]; b != nil {
 					b[role].Inc()
 				}
 				last = n

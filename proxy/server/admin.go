@@ -20,7 +20,7 @@ func newConsole(s *Server, configPath string) *admin.Console {
 	env := admin.Env{
 		Log:          s.log,
 		Config:       func() (*config.Config, uint64) { lv := s.lv(); return lv.cfg, lv.version },
-		Nodes:        s.order,
+		Nodes:        s.allNodes,
 		Metrics:      s.metrics.Metrics,
 		Stats:        s.Stats,
 		Sessions:     s.count,

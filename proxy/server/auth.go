@@ -49,10 +49,11 @@ func (a auth) handshake(timeout time.Duration) error {
 	if hr.ExtCapabilities&mysql.MariaDBClientExtendedMetadata != 0 {
 		variant |= backend.VariantExtMetadata
 	}
-	c.st = session.New(srv.nodes, srv.cfg().TransactionMode == config.TransactionSingle, coll,
+	c.st = session.New(srv.nodeMap(), srv.cfg().TransactionMode == config.TransactionSingle, coll,
 		variant, c.caps&mysql.ClientMultiStatements != 0)
 	c.st.SetContext(c.ctx)
 	c.st.SetKnobs(srv.knobs)
+	c.st.SetNodeSource(srv.nodeMap) // nodes a reload adds
 	clientPlugin := hr.AuthPlugin
 	if hr.Capabilities&mysql.ClientPluginAuth == 0 || clientPlugin == "" {
 		clientPlugin = mysql.AuthNativePassword
@@ -160,7 +161,7 @@ func (a auth) dialLogin(user, db string, coll byte) (*backend.Conn, error) {
 	c := a.c
 	srv := c.srv
 	node, _ := srv.rt().DefaultNode(srv.cfg().BackendLogins)
-	n := srv.nodes[node]
+	n := srv.node(node)
 	answer := func(plugin string, salt []byte) ([]byte, error) {
 		// Plugins that answer the server's challenge in one packet are
 		// passed on: mysql_old_password too (an account with a pre-4.1

@@ -290,7 +290,7 @@ func (t *tables) sequenceStart(ti router.TableInfo) (uint64, error) {
 // onNode runs f on a connection of its own to node (outside the pool: the
 // proxy's own reads leave nothing for a client to find), closed after.
 func (s *Server) onNode(node string, f func(c *backend.Conn) error) error {
-	n := s.nodes[node]
+	n := s.node(node)
 	if n == nil {
 		return fmt.Errorf("no node %s", node)
 	}

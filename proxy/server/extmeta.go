@@ -18,7 +18,7 @@ import (
 // MariaDB 10.5 or later.
 func (s *Server) offersExtMetadata() bool {
 	seen := false
-	for _, n := range s.order {
+	for _, n := range s.allNodes() {
 		v := n.Version()
 		if v == "" {
 			continue

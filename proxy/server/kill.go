@@ -141,7 +141,7 @@ func (r *registry) killQueryID(c *conn, k router.Kill) error {
 func (r *registry) queryThread(id uint64, user string) (n *backend.Node, thread uint32) {
 	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = " + strconv.FormatUint(id, 10) +
 		" AND COMMAND <> 'Daemon' AND ID <> CONNECTION_ID()"
-	for _, node := range r.nodes {
+	for _, node := range r.conf.nodeMap() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		kc, err := node.Dial(ctx)
 		cancel()

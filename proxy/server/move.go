@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
@@ -162,7 +161,6 @@ type workflows struct {
 	m     *move.Manager
 	conf  *liveConfig
 	gates *gates
-	nodes map[string]*backend.Node
 	// ruleChanged is told of each rule a cutover puts in force.
 	ruleChanged func(rt *router.Router, db, table string)
 	log         *zap.Logger
@@ -177,7 +175,7 @@ func startWorkflows(s *Server) *workflows {
 	if node == "" && len(cfg.Schemas) > 0 {
 		node = cfg.Schemas[0].Default
 	}
-	w := &workflows{conf: &s.liveConfig, gates: &s.gates, nodes: s.nodes, ruleChanged: s.tables.ruleChanged, log: s.log}
+	w := &workflows{conf: &s.liveConfig, gates: &s.gates, ruleChanged: s.tables.ruleChanged, log: s.log}
 	ep, err := w.Endpoint(node)
 	if err != nil {
 		return nil
@@ -237,7 +235,7 @@ func (w *workflows) swapRule(db, table string, rule config.ShardRule) error {
 
 // Endpoint is where node's master is, with the node's account (move.Env).
 func (w *workflows) Endpoint(node string) (move.Endpoint, error) {
-	n := w.nodes[node]
+	n := w.conf.node(node)
 	if n == nil {
 		return move.Endpoint{}, fmt.Errorf("no node %s", node)
 	}
@@ -251,7 +249,7 @@ func (w *workflows) Endpoint(node string) (move.Endpoint, error) {
 
 // Lag is the largest lag of node's replicas (move.Env).
 func (w *workflows) Lag(node string) time.Duration {
-	n := w.nodes[node]
+	n := w.conf.node(node)
 	if n == nil {
 		return 0
 	}

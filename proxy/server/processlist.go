@@ -197,9 +197,9 @@ func (r *registry) killSession(c *conn, target *conn, k router.Kill) error {
 // other clients' sessions: their ids stay unknown (1094) to every client.
 func (r *registry) killThread(c *conn, k router.Kill) error {
 	node, _ := r.conf.rt().DefaultNode(c.user)
-	n := r.nodes[node]
+	n := r.conf.node(node)
 	unknown := n == nil
-	for _, other := range r.nodes {
+	for _, other := range r.conf.nodeMap() {
 		// Any node's: two nodes may name the same server.
 		unknown = unknown || other.HasThread(uint32(k.ID))
 	}
@@ -234,13 +234,13 @@ func (r *registry) killUser(c *conn, k router.Kill) error {
 		return mysql.NewError(mysql.ErNotSupported, "this form of KILL USER is not supported by shardgate: name the account with letters, digits, _ $ . - only ('user'@'host' or user)")
 	}
 	name := m[1] + m[2] + m[3] // one of the three spellings
-	for _, n := range r.nodes {
+	for _, n := range r.conf.nodeMap() {
 		if strings.EqualFold(n.User(), name) {
 			return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %s: the account's connections are the proxy's pool, every client's", k.User)
 		}
 	}
 	node, _ := r.conf.rt().DefaultNode(c.user)
-	n := r.nodes[node]
+	n := r.conf.node(node)
 	kc, done, err := killerConn(c, n)
 	if err != nil {
 		return err

@@ -81,7 +81,7 @@ func (h *handler) query(p []byte) error {
 // default node, as router.VersionID reads it.
 func (h *handler) defaultVersion() int {
 	node, _ := h.c.srv.rt().DefaultNode(h.c.user)
-	if v := h.c.srv.nodes[node].Version(); v != h.version {
+	if v := h.c.srv.node(node).Version(); v != h.version {
 		h.version, h.versionID = v, router.VersionID(v) // read once per version, not per statement
 	}
 	return h.versionID

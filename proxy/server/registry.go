@@ -4,8 +4,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/shardgate/shardgate/backend"
 )
 
 // registry is the list of client sessions by connection id: the sessions
@@ -15,8 +13,7 @@ import (
 type registry struct {
 	mu       sync.Mutex
 	sessions map[uint32]*conn
-	conf     *liveConfig              // max_connections; the default node of KILL
-	nodes    map[string]*backend.Node // where KILL of a backend thread runs
+	conf     *liveConfig // max_connections; the default node of KILL; the nodes where KILL of a backend thread runs
 }
 
 // register adds c, unless max_connections sessions are open already.

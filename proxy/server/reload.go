@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -64,15 +67,27 @@ func newLive(cfg *config.Config) (*live, error) {
 // (swapRule). Statements read it with one atomic load (lv, cfg, rt); the
 // two writers take turns under mu, so a reload keeps the rules cutovers
 // put in force (overrides) and a cutover builds on the reloaded file.
+//
+// It also holds the backend nodes in force (nodeSet, nodes.go): a reload
+// that adds nodes starts them and publishes the new set before the
+// configuration whose rules use them, so a plan never names a node a
+// session cannot find.
 type liveConfig struct {
 	current atomic.Pointer[live]
+	nodeSet atomic.Pointer[nodeSet]
 	// hasReplicas is set when any node has read replicas (slave).
 	hasReplicas atomic.Bool
 
 	mu        sync.Mutex
 	overrides map[string]config.ShardRule // by db.table
-	nodes     map[string]*backend.Node    // whose replicas a reload sets
 	logger    *zap.Logger
+	// What a reload needs of the server (set by New): startNodes builds
+	// and starts nodes (pools, health checks); nodesAdded is told of
+	// nodes once they are in force (metrics); rulesAdded of the tables
+	// whose rules a reload added (their definitions are read).
+	startNodes func(ncs []config.Node, opts config.BackendOptions) []*backend.Node
+	nodesAdded func(nodes []*backend.Node)
+	rulesAdded func(rt *router.Router, tables []string)
 }
 
 func (l *liveConfig) lv() *live { return l.current.Load() }
@@ -88,7 +103,8 @@ func (l *liveConfig) cfg() *config.Config { return l.current.Load().cfg }
 // online resharding may do.
 var reloadable = []string{"user_list", "allow_ips", "blacklist_sql_file", "deny_statements", "slow_log_time",
 	"max_connections", "max_unauthenticated_connections", "max_allowed_packet", "client_write_timeout",
-	"idle_in_transaction_timeout", "nodes[].slave", "schema_list (new users' schemas; rw_split and read_consistency of the others)"}
+	"idle_in_transaction_timeout", "nodes (new nodes; nodes[].slave; removal of a node no schema uses)",
+	"schema_list (new users' schemas; rw_split and read_consistency of the others; new nodes and new shard rules for tables without rows in the others)"}
 
 // ReloadFile reads the configuration file at path and applies it (Reload).
 func (l *liveConfig) ReloadFile(path string) error {
@@ -102,7 +118,9 @@ func (l *liveConfig) ReloadFile(path string) error {
 // Reload validates cfg (already parsed) against the configuration in
 // force and swaps it in: users, allow_ips, the statement policy, limits,
 // the nodes' replicas and the schemas' read split take effect for the
-// next statement and login; sessions and their connections stay. A change
+// next statement and login; sessions and their connections stay. New
+// nodes are started (pools, health checks) and new shard rules of
+// existing schemas are checked to place no table that has rows. A change
 // to anything else is refused and nothing changes.
 func (l *liveConfig) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
@@ -113,7 +131,8 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 	defer l.mu.Unlock()
 	cfg = withRules(cfg, l.overrides)
 	old := l.lv()
-	if diff := restartKeys(old.cfg, cfg); len(diff) > 0 {
+	ch, diff := compareConfigs(old.cfg, cfg)
+	if len(diff) > 0 {
 		return fmt.Errorf("reload refused, nothing changed: %s", strings.Join(diff, "; "))
 	}
 	lv, err := newLive(cfg)
@@ -121,18 +140,107 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 		return fmt.Errorf("reload refused, nothing changed: %w", err)
 	}
 	lv.version = old.version + 1
+	cur := l.nodeSet.Load()
+	var started []*backend.Node
+	if len(ch.addNodes) > 0 {
+		started = l.startNodes(ch.addNodes, cfg.Backend)
+	}
+	if len(ch.addRules) > 0 {
+		lookup := func(name string) *backend.Node {
+			if n := cur.byName[name]; n != nil {
+				return n
+			}
+			for _, n := range started {
+				if n.Name == name {
+					return n
+				}
+			}
+			return nil
+		}
+		if err := checkNoRows(cfg, ch.addRules, lookup); err != nil {
+			for _, n := range started {
+				n.Close()
+			}
+			return fmt.Errorf("reload refused, nothing changed: %w", err)
+		}
+	}
 	for _, nc := range cfg.Nodes {
-		n := l.nodes[nc.Name]
+		n := cur.byName[nc.Name]
+		if n == nil {
+			continue // started with its replicas
+		}
 		if added, removed := n.SetReplicas(nc.Slaves()); added+removed > 0 {
 			l.logger.Info("replicas changed", zap.String("node", n.Name), zap.Int("added", added), zap.Int("removed", removed))
 		}
+	}
+	var removed []*backend.Node
+	if len(started) > 0 || len(ch.removeNodes) > 0 {
+		order := make([]*backend.Node, 0, len(cur.order)+len(started))
+		for _, n := range cur.order {
+			if slices.Contains(ch.removeNodes, n.Name) {
+				removed = append(removed, n)
+				continue
+			}
+			order = append(order, n)
+		}
+		// Published before the configuration that uses them.
+		l.nodeSet.Store(newNodeSet(append(order, started...)))
+		if len(started) > 0 {
+			l.nodesAdded(started)
+		}
+	}
+	for _, n := range l.allNodes() {
 		if len(n.Replicas()) > 0 {
 			l.hasReplicas.Store(true)
 		}
 	}
 	l.current.Store(lv)
-	l.logger.Info("configuration reloaded", zap.Uint64("version", lv.version))
+	for _, n := range removed {
+		n.Close() // no schema used it: no session holds its connections
+	}
+	if tables := addedTables(old.router, lv.router); len(tables) > 0 && l.rulesAdded != nil {
+		go l.rulesAdded(lv.router, tables)
+	}
+	fields := []zap.Field{zap.Uint64("version", lv.version)}
+	if len(started) > 0 {
+		fields = append(fields, zap.Strings("nodes_added", nodeNames(started)))
+	}
+	if len(removed) > 0 {
+		fields = append(fields, zap.Strings("nodes_removed", nodeNames(removed)))
+	}
+	if len(ch.addRules) > 0 {
+		var rules []string
+		for _, r := range ch.addRules {
+			rules = append(rules, r.rule.DB+"."+r.rule.Table)
+		}
+		fields = append(fields, zap.Strings("rules_added", rules))
+	}
+	l.logger.Info("configuration reloaded", fields...)
 	return nil
+}
+
+func nodeNames(ns []*backend.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}
+
+// addedTables names (db.table) the tables with a rule in rt that old has
+// none for: a reload added them.
+func addedTables(old, rt *router.Router) []string {
+	had := map[string]bool{}
+	for _, ti := range old.Tables() {
+		had[ti.DB+"."+ti.Table] = true
+	}
+	var out []string
+	for _, ti := range rt.Tables() {
+		if k := ti.DB + "." + ti.Table; !had[k] {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // swapRule puts rule in force for db.table: the next statement routes by
@@ -173,9 +281,24 @@ func withRules(cfg *config.Config, rules map[string]config.ShardRule) *config.Co
 	return &c
 }
 
-// restartKeys names the differences between two configurations that a
-// reload cannot apply.
-func restartKeys(old, cfg *config.Config) []string {
+// reloadChange is what a reload adds to and removes from the nodes and
+// the rules of existing schemas (compareConfigs).
+type reloadChange struct {
+	addNodes    []config.Node
+	removeNodes []string
+	addRules    []addedRule
+}
+
+// addedRule is a shard rule a reload adds to a schema that exists.
+type addedRule struct {
+	user string // the schema's
+	rule config.ShardRule
+}
+
+// compareConfigs returns what a reload from old to cfg adds and removes
+// (nodes; rules of existing schemas), and names the differences it cannot
+// apply.
+func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 	a, b := *old, *cfg
 	// What a reload may change is made equal; what is left must match.
 	a.Users, a.AllowIPs, a.BlacklistSQLFile, a.DenyStatements, a.SlowLogTime = b.Users, b.AllowIPs, b.BlacklistSQLFile, b.DenyStatements, b.SlowLogTime
@@ -183,26 +306,77 @@ func restartKeys(old, cfg *config.Config) []string {
 	a.PacketMemoryPerClient, a.PacketMemoryTotal = b.PacketMemoryPerClient, b.PacketMemoryTotal
 	a.ClientWriteTimeout, a.IdleInTransactionTimeout = b.ClientWriteTimeout, b.IdleInTransactionTimeout
 	a.LogLevel = b.LogLevel // the -log-level flag may override the file's; not applied by a reload
+	var ch reloadChange
 	var out []string
-	a.Nodes = slices.Clone(a.Nodes)
-	if len(a.Nodes) == len(b.Nodes) {
-		for i := range a.Nodes {
-			a.Nodes[i].Slave = b.Nodes[i].Slave
+	// Nodes: new ones are added; one that stays keeps everything but its
+	// replicas; one no schema uses may go.
+	for i := range b.Nodes {
+		nn := b.Nodes[i]
+		prev := old.Node(nn.Name)
+		if prev == nil {
+			ch.addNodes = append(ch.addNodes, nn)
+			continue
+		}
+		p := *prev
+		p.Slave = nn.Slave
+		if p != nn {
+			out = append(out, fmt.Sprintf("nodes changed: node %s: only slave may change by reload (master, user, password and the other keys need a restart)", nn.Name))
 		}
 	}
+	for i := range old.Nodes {
+		name := old.Nodes[i].Name
+		if cfg.Node(name) != nil {
+			continue
+		}
+		if users := usersOfNode(old, name); len(users) > 0 {
+			out = append(out, fmt.Sprintf("nodes changed: node %s is removed but is a node in use by schema %s (remove it from the schema, by a reload, and then the node)", name, strings.Join(users, ", ")))
+			continue
+		}
+		if name == old.Sidecar.Node {
+			out = append(out, fmt.Sprintf("nodes changed: node %s is removed but is the sidecar's node", name))
+			continue
+		}
+		ch.removeNodes = append(ch.removeNodes, name)
+	}
+	a.Nodes = b.Nodes
 	// Schemas may come and go with their users; a schema that stays keeps
-	// its nodes and rules.
+	// its default, its nodes and its rules, and may gain nodes and rules.
 	for i := range b.Schemas {
 		ns := &b.Schemas[i]
 		prev := old.SchemaFor(ns.User)
 		if prev == nil {
 			continue
 		}
-		if !reflect.DeepEqual(prev.Shard, ns.Shard) {
+		rules := map[string]*config.ShardRule{}
+		for k := range ns.Shard {
+			rules[ns.Shard[k].DB+"."+ns.Shard[k].Table] = &ns.Shard[k]
+		}
+		changed := false
+		for k := range prev.Shard {
+			pr := &prev.Shard[k]
+			nr := rules[pr.DB+"."+pr.Table]
+			if nr == nil || !reflect.DeepEqual(pr, nr) {
+				changed = true
+			}
+			delete(rules, pr.DB+"."+pr.Table)
+		}
+		if changed {
 			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): shard rules changed: a new rule for a table that has rows moves them, which needs online resharding: use a reshard workflow (POST /admin/workflows, or shardgate reshard)", i, ns.User))
 		}
-		if !slices.Equal(prev.Nodes, ns.Nodes) || prev.Default != ns.Default {
-			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): nodes or default changed (needs a restart)", i, ns.User))
+		for k := range ns.Shard {
+			nr := &ns.Shard[k]
+			if rules[nr.DB+"."+nr.Table] == nil {
+				continue // an existing rule
+			}
+			if nr.Sequence != "" {
+				out = append(out, fmt.Sprintf("schema_list[%d] (user %s): the new rule for %s.%s has a sequence (needs a restart: sequences start with the proxy)", i, ns.User, nr.DB, nr.Table))
+				continue
+			}
+			ch.addRules = append(ch.addRules, addedRule{user: ns.User, rule: *nr})
+		}
+		gone := slices.ContainsFunc(prev.Nodes, func(n string) bool { return !slices.Contains(ns.Nodes, n) })
+		if gone || prev.Default != ns.Default {
+			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): nodes or default changed (needs a restart; a reload may only add nodes to a schema)", i, ns.User))
 		}
 	}
 	if cfg.UsesXA() && !old.UsesXA() {
@@ -224,5 +398,99 @@ func restartKeys(old, cfg *config.Config) []string {
 		}
 	}
 	sort.Strings(out)
+	return ch, out
+}
+
+// usersOfNode names the users whose schema uses node (in its nodes, as
+// its default or in a rule).
+func usersOfNode(cfg *config.Config, node string) []string {
+	var out []string
+	for i := range cfg.Schemas {
+		sc := &cfg.Schemas[i]
+		uses := sc.Default == node || slices.Contains(sc.Nodes, node)
+		for k := range sc.Shard {
+			uses = uses || slices.Contains(sc.Shard[k].Nodes, node)
+		}
+		if uses {
+			out = append(out, sc.User)
+		}
+	}
 	return out
+}
+
+// checkNoRows checks that no table a new rule places has rows: on each
+// node the rule places subtables on, and on the schema's default node, the
+// logical table and the subtables there either do not exist or are empty
+// (SELECT 1 ... LIMIT 1 each). Rows there would be hidden or stranded by
+// the rule: moving them is online resharding's work.
+func checkNoRows(cfg *config.Config, rules []addedRule, node func(string) *backend.Node) error {
+	for _, ar := range rules {
+		r := ar.rule
+		tables := map[string][]string{} // by node
+		if sc := cfg.SchemaFor(ar.user); sc != nil {
+			tables[sc.Default] = append(tables[sc.Default], r.Table)
+		}
+		if r.Type == "global" {
+			for _, n := range r.Nodes {
+				tables[n] = append(tables[n], r.Table)
+			}
+		} else {
+			pl, err := router.NewPlacement(r)
+			if err != nil {
+				return err
+			}
+			for _, s := range pl.Subtables() {
+				tables[s.Node] = append(tables[s.Node], s.Name)
+			}
+		}
+		names := make([]string, 0, len(tables))
+		for name := range tables {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			n := node(name)
+			if n == nil {
+				return fmt.Errorf("no node %s for the new rule of %s.%s", name, r.DB, r.Table)
+			}
+			slices.Sort(tables[name])
+			full, err := tablesWithRows(cfg, n, r.DB, slices.Compact(tables[name]))
+			if err != nil {
+				return fmt.Errorf("schema of user %s: cannot check that %s.%s has no rows on node %s: %w", ar.user, r.DB, r.Table, name, err)
+			}
+			if len(full) > 0 {
+				return fmt.Errorf("schema of user %s: the new rule for %s.%s places a table that has rows (%s on node %s): a new rule for a table that has rows moves them, which needs online resharding: use a reshard workflow (POST /admin/workflows, or shardgate reshard)",
+					ar.user, r.DB, r.Table, strings.Join(full, ", "), name)
+			}
+		}
+	}
+	return nil
+}
+
+// tablesWithRows returns those of tables (in db on n's master) that exist
+// and have at least one row, reading one row of each on a connection of
+// its own.
+func tablesWithRows(cfg *config.Config, n *backend.Node, db string, tables []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Backend.DialTimeout+cfg.Backend.CommandTimeout)
+	defer cancel()
+	c, err := n.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var full []string
+	for _, t := range tables {
+		res, err := c.Exec("SELECT 1 FROM " + mysql.QuoteIdent(db) + "." + mysql.QuoteIdent(t) + " LIMIT 1")
+		var se *mysql.SQLError
+		if errors.As(err, &se) && (se.Code == 1146 || se.Code == mysql.ErBadDB) {
+			continue // ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR: no table, no rows
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Rows) > 0 {
+			full = append(full, t)
+		}
+	}
+	return full, nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/session"
+	"github.com/shardgate/shardgate/router"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -62,8 +65,9 @@ type Server struct {
 	sqlLog *zap.Logger // nil when log_sql is off
 	engine *engine.Engine
 	tables *tables // definitions of the tables with rules, and their sequences
-	nodes  map[string]*backend.Node
-	order  []*backend.Node // nodes in config order
+	// nodes are the nodes at start; a reload may add some: look nodes up
+	// with node, nodeMap and allNodes (nodes.go), which see them.
+	nodes map[string]*backend.Node
 	// flows runs data movement (move.go); nil without the sidecar's node.
 	flows *workflows
 	// xa coordinates two-phase commit when a schema uses transaction_mode
@@ -149,8 +153,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		packets:   mysql.NewBudget(cfg.PacketMemoryTotal),
 	}
 	s.current.Store(lv)
-	s.liveConfig.nodes, s.liveConfig.logger = s.nodes, s.log
-	s.registry.conf, s.registry.nodes = &s.liveConfig, s.nodes
+	s.liveConfig.logger = s.log
+	s.registry.conf = &s.liveConfig
 	s.gates.conf = &s.liveConfig
 	var names []string
 	for _, nc := range cfg.Nodes {
@@ -158,29 +162,26 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.metrics = stmtMetrics{metrics.New(metrics.Options{DigestSize: cfg.DigestSize, Nodes: names, Collector: collector(s)})}
 	s.metrics.Start()
-	for _, nc := range cfg.Nodes {
-		n := backend.NewNode(nc, cfg.Backend, s.healthChanged)
-		s.nodes[nc.Name] = n
-		s.order = append(s.order, n)
+	ns := newNodeSet(s.startNodes(cfg.Nodes, cfg.Backend))
+	maps.Copy(s.nodes, ns.byName)
+	s.nodeSet.Store(ns)
+	for _, n := range ns.order {
 		if len(n.Replicas()) > 0 {
 			s.hasReplicas.Store(true)
 		}
 	}
+	s.liveConfig.startNodes = s.startNodes
+	s.liveConfig.nodesAdded = func(added []*backend.Node) { s.metrics.AddNodes(nodeNames(added)...) }
 	s.engine = engine.New(s.nodes, cfg.MergeMemoryLimit, cfg.MergeMemoryTotal)
+	s.engine.SetNodeSource(s.nodeMap)
 	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)
-	var wg sync.WaitGroup
-	for _, n := range s.order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n.Start()
-			if !n.Up() {
-				s.log.Warn("backend node is down at start-up", zap.String("node", n.Name), zap.String("addr", n.Addr()))
-			}
-		}()
-	}
-	wg.Wait()
 	s.tables = newTables(s)
+	s.liveConfig.rulesAdded = func(rt *router.Router, tables []string) {
+		for _, t := range tables {
+			db, table, _ := strings.Cut(t, ".")
+			s.tables.ruleChanged(rt, db, table)
+		}
+	}
 	s.deadlock = startDetector(cfg, s.log) // deadlock.go
 	if cfg.UsesXA() {
 		s.startXA(cfg)
@@ -191,6 +192,27 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	// read yet reads it itself (NeedSchemaError).
 	s.tables.start()
 	return s, nil
+}
+
+// startNodes builds the nodes of ncs and starts them (their health
+// checks and replicas) at once; nodes that are down are started too, and
+// checked again every health interval. At start (New) and for the nodes
+// a reload adds.
+func (s *Server) startNodes(ncs []config.Node, opts config.BackendOptions) []*backend.Node {
+	nodes := make([]*backend.Node, len(ncs))
+	var wg sync.WaitGroup
+	for i, nc := range ncs {
+		nodes[i] = backend.NewNode(nc, opts, s.healthChanged)
+		wg.Go(func() {
+			n := nodes[i]
+			n.Start()
+			if !n.Up() {
+				s.log.Warn("backend node is down at start-up", zap.String("node", n.Name), zap.String("addr", n.Addr()))
+			}
+		})
+	}
+	wg.Wait()
+	return nodes
 }
 
 // XA returns the two-phase commit coordinator (nil when no schema uses
@@ -208,7 +230,7 @@ func (s *Server) startXA(cfg *config.Config) {
 		name = host + ":" + port
 	}
 	s.xa = xa.New(xa.Options{Sidecar: s.nodes[cfg.Sidecar.Node], DB: cfg.Sidecar.DB,
-		Nodes: func() []*backend.Node { return s.order }, Name: name,
+		Nodes: s.allNodes, Name: name,
 		Interval: cfg.XA.RecoveryInterval, Lease: cfg.XA.Lease, Log: s.log})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -233,7 +255,7 @@ func (s *Server) version() string {
 	if s.cfg().ServerVersion != "" {
 		return s.cfg().ServerVersion
 	}
-	for _, n := range s.order {
+	for _, n := range s.allNodes() {
 		if v := n.Version(); v != "" {
 			return v + versionSuffix
 		}
@@ -364,7 +386,7 @@ wait:
 		s.deadlock.Close() // nil-safe
 		s.metrics.Close()
 		s.tables.close()
-		for _, n := range s.order {
+		for _, n := range s.allNodes() {
 			n.Close()
 		}
 		close(stopped)
@@ -383,7 +405,7 @@ wait:
 	// session's reset when it ends, a KILL of a client that left, a
 	// health check, an XA renewal, a sidecar statement, a workflow's
 	// copy) fails now, and nothing new reaches a server.
-	for _, n := range s.order {
+	for _, n := range s.allNodes() {
 		n.Halt()
 	}
 	s.closeAll()
@@ -398,7 +420,7 @@ wait:
 
 // renewPools replaces every node's pooled connections (after SET GLOBAL).
 func (s *Server) renewPools() {
-	for _, n := range s.order {
+	for _, n := range s.allNodes() {
 		n.Renew()
 	}
 }
@@ -410,7 +432,7 @@ func (s *Server) Stats() Stats {
 	st.HeldStatements = s.heldStatements.Load()
 	st.PacketMemoryInUse, st.PacketMemoryRefused = s.packets.InUse(), s.packets.Refused()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
-	st.Nodes = metrics.Nodes(s.order)
+	st.Nodes = metrics.Nodes(s.allNodes())
 	return st
 }
 

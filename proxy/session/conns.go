@@ -17,7 +17,7 @@ import (
 // one brought to the session's database, collation, variables and open
 // transaction. usesLastID asks for LAST_INSERT_ID() to be the session's.
 func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
-	n := s.nodes[node]
+	n := s.node(node)
 	if err := s.checkHome(n); err != nil {
 		return nil, err
 	}
@@ -305,7 +305,7 @@ func (s *State) ReleaseAll() {
 // connection the session holds (or will hold) there: in a transaction, or
 // while it holds one.
 func (s *State) Shared(node string) bool {
-	return s.InTxn() || s.pinnedOn(s.nodes[node]) != nil
+	return s.InTxn() || s.pinnedOn(s.node(node)) != nil
 }
 
 // SetNames records the client's SET NAMES (collation coll). The

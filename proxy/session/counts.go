@@ -154,7 +154,7 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 	ss.readBack, ss.held = false, nil
 	var bc *backend.Conn
 	if plan != nil && (plan.Kind == router.Forward || plan.Kind == router.Fallback) && len(plan.Targets) == 1 {
-		bc = s.pinnedOn(s.nodes[plan.Targets[0].Node])
+		bc = s.pinnedOn(s.node(plan.Targets[0].Node))
 	}
 	if bc == nil {
 		if held != nil {
@@ -283,8 +283,8 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 		ss.varsUnknown = true
 		return
 	}
-	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
-	if bc == nil || ss.varsRead || len(s.nodes) < 2 {
+	bc := s.pinnedOn(s.node(plan.Targets[0].Node))
+	if bc == nil || ss.varsRead || s.nodeCount() < 2 {
 		// Not kept (the statement failed before it ran), read already,
 		// or nowhere else to carry them (one node: the session keeps
 		// the connection that has them).
@@ -295,7 +295,7 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 
 // readUserVars reads back every user variable bc has into the session's.
 func (ss *stmtState) readUserVars(bc *backend.Conn) error {
-	if ss.warned || len(ss.s.nodes) < 2 {
+	if ss.warned || ss.s.nodeCount() < 2 {
 		// A read of a table clears the warnings the client may ask for
 		// (one without, as ReadBack's, does not); with one node there is
 		// nowhere to carry them (the session keeps the connection).
@@ -325,7 +325,7 @@ func (ss *stmtState) readFoundRows(plan *router.Plan) {
 	if plan == nil || plan.Kind != router.Forward && plan.Kind != router.Fallback || len(plan.Targets) != 1 {
 		return
 	}
-	bc := s.pinnedOn(s.nodes[plan.Targets[0].Node])
+	bc := s.pinnedOn(s.node(plan.Targets[0].Node))
 	if bc == nil {
 		return
 	}
@@ -423,7 +423,7 @@ func (ss *stmtState) CheckNodes(nodes []string, txn bool) error {
 		seen = append(seen, bc.Node())
 	}
 	for _, name := range nodes {
-		n := s.nodes[name]
+		n := s.node(name)
 		if n == nil || slices.Contains(seen, n) {
 			continue
 		}

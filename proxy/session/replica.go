@@ -157,4 +157,4 @@ func (rs *readState) masterMoved(bc *backend.Conn) (*backend.Conn, error) {
 
 // HoldsNode reports whether the session keeps a connection to node's
 // master (a transaction or session state there).
-func (s *State) HoldsNode(node string) bool { return s.pinnedOn(s.nodes[node]) != nil }
+func (s *State) HoldsNode(node string) bool { return s.pinnedOn(s.node(node)) != nil }

@@ -15,7 +15,8 @@ import (
 // State is one client session's state and the backend connections it
 // holds. It is owned by the goroutine serving the client.
 type State struct {
-	nodes map[string]*backend.Node
+	nodes      map[string]*backend.Node
+	nodeSource func() map[string]*backend.Node // nodes.go
 	// locked names the nodes where the session holds table locks (LOCK
 	// TABLES), on the connection it keeps there.
 	locked []string
