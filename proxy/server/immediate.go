@@ -70,7 +70,9 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 	h := l.h
 	c := h.c
 	node, _ := c.srv.rt().DefaultNode(c.user)
-	bc, err := c.st.Acquire(node, false)
+	// Where the session's variables are: a stored function may have set
+	// them on another node, unseen.
+	bc, err := c.st.Acquire(c.st.VarsNode(node), false)
 	if err != nil {
 		return "", "", err
 	}

@@ -262,7 +262,9 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 			// User variables, temporary tables, SQL prepared statements:
 			// the variables are read back, the rest stays here.
 			keep()
-			s.varsUnknown = s.varsUnknown || !s.replayedSet && s.readUserVars(bc) != nil
+			if !s.replayedSet && s.readUserVars(bc) != nil {
+				s.varsLost(bc.Node().Name)
+			}
 		}
 	}
 }

@@ -44,6 +44,10 @@ type stmtState struct {
 	// server reported): statements that read user variables run only
 	// where the session's state is.
 	varsUnknown bool
+	// varsHomes are the nodes where they may have been set (varsLost);
+	// varsAnywhere: on nodes the proxy does not know.
+	varsHomes    []string
+	varsAnywhere bool
 	// replayedSet: the statement under way is a SET the session repeats
 	// on every connection it takes (NoteState): what the server reports
 	// it changed travels with it.
@@ -158,7 +162,8 @@ func (ss *stmtState) readBackVars(sql string, plan *router.Plan) error {
 	}
 	if bc == nil {
 		if held != nil {
-			s.sticky, ss.varsUnknown = true, true
+			s.sticky = true
+			ss.varsLost(plan.Nodes()...)
 			if s.unreplayable == "" {
 				s.unreplayable = "user variables assigned by a statement on several shards"
 			}
@@ -280,7 +285,11 @@ func (ss *stmtState) keep() {
 func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 	s := ss.s
 	if plan == nil || plan.Kind != router.Forward || len(plan.Targets) != 1 {
-		ss.varsUnknown = true
+		if plan != nil {
+			ss.varsLost(plan.Nodes()...)
+		} else {
+			ss.varsLost()
+		}
 		return
 	}
 	bc := s.pinnedOn(s.node(plan.Targets[0].Node))
@@ -290,7 +299,38 @@ func (ss *stmtState) readRoutineVars(plan *router.Plan) {
 		// the connection that has them).
 		return
 	}
-	ss.varsUnknown = ss.readUserVars(bc) != nil
+	if ss.readUserVars(bc) != nil {
+		ss.varsLost(bc.Node().Name)
+		return
+	}
+	// Read back: what this connection has is known again.
+	if i := slices.Index(ss.varsHomes, bc.Node().Name); i >= 0 {
+		ss.varsHomes = slices.Delete(ss.varsHomes, i, i+1)
+	}
+	ss.varsUnknown = len(ss.varsHomes) > 0 || ss.varsAnywhere
+}
+
+// varsLost records that user variables may have been set on the nodes'
+// connections where the proxy could not read them back.
+func (ss *stmtState) varsLost(nodes ...string) {
+	ss.varsUnknown = true
+	ss.varsAnywhere = ss.varsAnywhere || len(nodes) == 0
+	for _, n := range nodes {
+		if !slices.Contains(ss.varsHomes, n) {
+			ss.varsHomes = append(ss.varsHomes, n)
+		}
+	}
+}
+
+// VarsNode returns the node on whose connection a statement must read a
+// user variable's value (PREPARE ... FROM @v, EXECUTE IMMEDIATE @v): the
+// one node where the session's variables may have changed unseen, else
+// def.
+func (ss *stmtState) VarsNode(def string) string {
+	if ss.varsUnknown && len(ss.varsHomes) == 1 {
+		return ss.varsHomes[0]
+	}
+	return def
 }
 
 // readUserVars reads back every user variable bc has into the session's.

@@ -87,7 +87,13 @@ func (s *State) After(st *router.Stmt, sql string, plan *router.Plan, o Outcome)
 	case o.Err != nil || plan != nil && plan.Kind == router.Forward && !o.OK || st.Multi:
 		// A failed statement's diagnostics are the client's to read:
 		// nothing is read on its connection.
-		s.varsUnknown = s.varsUnknown || st.CallsRoutine
+		if st.CallsRoutine {
+			if plan != nil {
+				s.varsLost(plan.Nodes()...)
+			} else {
+				s.varsLost()
+			}
+		}
 	case st.CallsRoutine || st.Effects && st.Keyword == "SET":
 		s.readRoutineVars(plan)
 	case st.CalcFoundRows:

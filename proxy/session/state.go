@@ -165,7 +165,7 @@ func (s *State) Reset() {
 	s.locked = nil
 	s.profiled = nil
 	s.replay = nil
-	s.unreplayable, s.opaque, s.varsUnknown, s.homes = "", false, false, nil
+	s.unreplayable, s.opaque, s.varsUnknown, s.homes, s.varsHomes, s.varsAnywhere = "", false, false, nil, nil, false
 	s.Coll = s.HandshakeColl
 	s.ClientCharset = ""
 	s.LastInsertID, s.RowCount, s.FoundRows = 0, -1, 0
