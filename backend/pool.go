@@ -87,6 +87,10 @@ type Node struct {
 	// bug): ignored, so that the pool's count of connections in use stays
 	// right and no Get waits for a token that was never taken.
 	doublePuts atomic.Uint64
+	// fleetMaster: the master is the one a fleet's leader recorded
+	// (SwitchMaster by the caller); the node does not follow a promotion
+	// its own checks see.
+	fleetMaster atomic.Bool
 
 	mu     sync.Mutex
 	idle   [numVariants][]*Conn

@@ -349,7 +349,7 @@ func BinlogPos(c *Conn) (string, error) {
 // master now, as the servers say (the check ProxySQL's monitor makes).
 // Called after each health check of a node with replicas.
 func (n *Node) followPromotion() {
-	if !n.readOnly.Load() && n.up.Load() {
+	if n.fleetMaster.Load() || !n.readOnly.Load() && n.up.Load() {
 		return
 	}
 	var cand *Replica
