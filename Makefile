@@ -46,8 +46,7 @@ run:
 	bench/cluster.sh start
 	$(MAKE) build
 	scripts/dev-cert.sh bin/tls
-	{ cat etc/ks.yaml; printf '\n# added by make run: a local test certificate (scripts/dev-cert.sh)\ntls_cert: bin/tls/cert.pem\ntls_key: bin/tls/key.pem\n'; } > bin/ks-run.yaml
-	exec bin/proxy -config bin/ks-run.yaml
+	exec bin/proxy -config etc/ks.yaml -tls-cert bin/tls/cert.pem -tls-key bin/tls/key.pem
 
 test:
 	scripts/deps.sh mariadb sysbench mtr clients chromium

@@ -123,6 +123,12 @@ func (a *Agent) Initial(ctx context.Context) (*config.Config, int64, error) {
 	for {
 		cfg, rev, err := a.get(ctx)
 		if err == nil {
+			if a.o.Member.Addr == "" {
+				a.o.Member.Addr = cfg.Addr
+			}
+			if a.o.Member.AdminAddr == "" {
+				a.o.Member.AdminAddr = cfg.WebAddr
+			}
 			a.applied.Store(rev)
 			a.latest.Store(rev)
 			return cfg, rev, nil
@@ -298,8 +304,8 @@ func (a *Agent) publish(ctx context.Context, p Proxy) {
 	a.status.Store(st)
 }
 
-// writeMember updates the member's record, joining again when its lease
-// is gone.
+// writeMember updates the member's record, joining again under the same
+// name when its lease is gone.
 func (a *Agent) writeMember(ctx context.Context, m topo.Member) error {
 	ctx, cancel := context.WithTimeout(ctx, a.o.Interval)
 	defer cancel()
@@ -307,21 +313,35 @@ func (a *Agent) writeMember(ctx context.Context, m topo.Member) error {
 	defer a.mu.Unlock()
 	select {
 	case <-a.member.Done():
-		mb, err := a.o.Store.Join(ctx, m)
-		if err != nil {
+		if err := a.rejoin(ctx); err != nil {
 			return err
 		}
-		a.member, a.written = mb, nil
-		a.log.Info("joined the fleet again after its lease ended")
 	default:
 	}
 	if a.written != nil && reflect.DeepEqual(*a.written, m) {
 		return nil
 	}
-	if err := a.member.Update(ctx, func(cur *topo.Member) { *cur = m }); err != nil {
+	err := a.member.Update(ctx, func(cur *topo.Member) { *cur = m })
+	if errors.Is(err, topo.ErrMemberGone) {
+		if err = a.rejoin(ctx); err == nil {
+			err = a.member.Update(ctx, func(cur *topo.Member) { *cur = m })
+		}
+	}
+	if err != nil {
 		return err
 	}
 	a.written = &m
+	return nil
+}
+
+// rejoin registers the member again after its lease ended; a.mu is held.
+func (a *Agent) rejoin(ctx context.Context) error {
+	mb, err := a.member.Rejoin(ctx)
+	if err != nil {
+		return err
+	}
+	a.member, a.written = mb, nil
+	a.log.Info("joined the fleet again after its lease ended")
 	return nil
 }
 

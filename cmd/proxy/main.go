@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,26 +24,72 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/fleet"
+	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/server"
+	"github.com/shardgate/shardgate/topo"
 )
 
 func main() {
-	cfgPath := flag.String("config", "etc/ks.yaml", "path of the ks.yaml configuration")
+	cfgPath := flag.String("config", "etc/ks.yaml", "path of the ks.yaml configuration (one proxy; ignored with -etcd)")
 	logLevel := flag.String("log-level", "", "log level (debug, info, warn, error); overrides log_level")
+	var f flags
+	flag.StringVar(&f.etcd, "etcd", "", "comma-separated etcd endpoints: run as one proxy of a fleet, from the topology in etcd (shardgate topo load)")
+	flag.StringVar(&f.cluster, "cluster", "/shardgate/default", "the fleet's key prefix in etcd (with -etcd)")
+	flag.StringVar(&f.addr, "addr", "", "client listener; overrides addr")
+	flag.StringVar(&f.webAddr, "web-addr", "", "admin HTTP listener; overrides web_addr")
+	flag.StringVar(&f.metricsAddr, "metrics-addr", "", "metrics listener; overrides prometheus_addr")
+	flag.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file; overrides tls_cert")
+	flag.StringVar(&f.tlsKey, "tls-key", "", "TLS key file; overrides tls_key")
+	flag.StringVar(&f.instance, "xa-instance", "", "this proxy's XA instance name; overrides xa.instance (in a fleet: its member name)")
 	flag.Parse()
-	if err := run(*cfgPath, *logLevel); err != nil {
+	f.logLevel = *logLevel
+	if err := run(*cfgPath, f); err != nil {
 		fmt.Fprintln(os.Stderr, "shardgate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfgPath, logLevel string) error {
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		return err
+// flags are the command line's settings: where the topology comes from,
+// and what is this proxy's own over the file's or the fleet's (applied to
+// every version, at each reload too).
+type flags struct {
+	etcd, cluster                       string
+	addr, webAddr, metricsAddr          string
+	tlsCert, tlsKey, instance, logLevel string
+}
+
+// overlay puts the command line's settings over cfg's.
+func (f flags) overlay(cfg *config.Config) {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
 	}
-	if logLevel != "" {
-		cfg.LogLevel = logLevel
+	set(&cfg.Addr, f.addr)
+	set(&cfg.WebAddr, f.webAddr)
+	set(&cfg.PrometheusAddr, f.metricsAddr)
+	set(&cfg.TLSCert, f.tlsCert)
+	set(&cfg.TLSKey, f.tlsKey)
+	set(&cfg.XA.Instance, f.instance)
+	set(&cfg.LogLevel, f.logLevel)
+}
+
+func run(cfgPath string, f flags) error {
+	var (
+		cfg   *config.Config
+		agent *fleet.Agent
+		err   error
+	)
+	if f.etcd != "" {
+		if cfg, agent, err = joinFleet(f); err != nil {
+			return err
+		}
+		defer agent.Close()
+	} else if cfg, err = config.Load(cfgPath); err != nil {
+		return err
+	} else {
+		f.overlay(cfg)
 	}
 	log, err := newLogger(cfg.LogPath, "shardgate.log", cfg.LogLevel)
 	if err != nil {
@@ -57,7 +104,12 @@ func run(cfgPath, logLevel string) error {
 		defer sqlLog.Sync()
 	}
 
-	opts := server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath}
+	opts := server.Options{Log: log, SQLLog: sqlLog, ConfigPath: cfgPath, Overlay: f.overlay}
+	if agent != nil {
+		// The topology is etcd's: POST /admin/reload has no file to read.
+		opts.ConfigPath = ""
+		opts.Fleet = &server.FleetOptions{Status: func() *metrics.FleetStats { return fleetStats(agent) }}
+	}
 	if fp := os.Getenv("SHARDGATE_FAILPOINT"); fp != "" {
 		if opts.Knobs, err = server.FailpointKnobs(fp); err != nil {
 			return err
@@ -68,12 +120,20 @@ func run(cfgPath, logLevel string) error {
 	if err != nil {
 		return err
 	}
+	if agent != nil {
+		agent.Run(srv)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		return err
 	}
-	log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath))
+	if agent != nil {
+		log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("fleet", f.cluster),
+			zap.String("member", agent.ID()), zap.Int64("topology_version", agent.Applied()))
+	} else {
+		log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath))
+	}
 	var sock net.Listener
 	if cfg.Socket != "" {
 		if sock, err = listenUnix(cfg.Socket); err != nil {
@@ -120,6 +180,10 @@ wait:
 	for {
 		select {
 		case sig := <-sigc:
+			if sig == syscall.SIGHUP && agent != nil {
+				log.Warn("SIGHUP ignored: in a fleet the topology is in etcd (shardgate topo load FILE changes it for every proxy)")
+				continue
+			}
 			if sig == syscall.SIGHUP {
 				// Reload: a file that does not validate changes nothing.
 				if err := srv.ReloadFile(cfgPath); err != nil {
@@ -217,4 +281,67 @@ func newLogger(dir, file, level string) (*zap.Logger, error) {
 	}
 	zc.ErrorOutputPaths = []string{"stderr"}
 	return zc.Build()
+}
+
+// joinFleet reaches etcd, joins the fleet and reads the topology the
+// proxy starts with. While etcd does not answer it waits (no listener is
+// open: clients are refused, never served from a stale file); SIGINT or
+// SIGTERM ends the wait.
+func joinFleet(f flags) (*config.Config, *fleet.Agent, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	boot, err := newLogger("", "", cmpOr(f.logLevel, "info"))
+	if err != nil {
+		return nil, nil, err
+	}
+	boot = boot.With(zap.String("fleet", f.cluster))
+	var store *topo.Store
+	for {
+		store, err = topo.Open(ctx, topo.Options{Endpoints: strings.Split(f.etcd, ","), Prefix: f.cluster, Logger: boot})
+		if err == nil {
+			break
+		}
+		boot.Warn("etcd does not answer; waiting for it before serving", zap.String("etcd", f.etcd), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("stopped while waiting for etcd: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
+	agent, err := fleet.Join(ctx, fleet.Options{Store: store, Log: boot,
+		Member:  topo.Member{ID: f.instance, Addr: f.addr, AdminAddr: f.webAddr},
+		Overlay: func(cfg *config.Config) { f.overlay(cfg) }}) // f.instance is set below
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	if f.instance == "" {
+		f.instance = agent.ID() // the XA instance name is the member name
+	}
+	cfg, rev, err := agent.Initial(ctx)
+	if err != nil {
+		agent.Close()
+		return nil, nil, err
+	}
+	boot.Info("topology read from etcd", zap.String("member", agent.ID()), zap.Int64("version", rev))
+	return cfg, agent, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// fleetStats converts the agent's status for /stats and /metrics.
+func fleetStats(a *fleet.Agent) *metrics.FleetStats {
+	st := a.Status()
+	out := &metrics.FleetStats{ID: st.ID, EtcdReachable: st.Reachable, EtcdError: st.Error, Leader: st.Leader,
+		Applied: st.Applied, Latest: st.Latest, ApplyError: st.ApplyError, Drift: st.Drift, Checked: st.Checked}
+	for _, m := range st.Members {
+		out.Members = append(out.Members, metrics.FleetMember{ID: m.ID, Addr: m.Addr, AdminAddr: m.AdminAddr,
+			Applied: m.Applied, Started: m.Started, Error: m.Err})
+	}
+	return out
 }

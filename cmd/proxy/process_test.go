@@ -118,6 +118,7 @@ type settings struct {
 	schema    string                // more keys of the schema (a shard list)
 	wrap      []string              // argv prefix that execs the proxy ("sh -c ... $0")
 	env       []string              // more environment variables (NAME=value)
+	args      []string              // more command-line arguments, after -config
 }
 
 // proc is the proxy binary running as a child process.
@@ -191,7 +192,7 @@ func startProxy(t *testing.T, s settings) *proc {
 	}
 	defer logf.Close()
 
-	argv := append(append([]string(nil), s.wrap...), proxyBin, "-config", cfgPath)
+	argv := append(append(append([]string(nil), s.wrap...), proxyBin, "-config", cfgPath), s.args...)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if len(s.env) > 0 {

@@ -1,9 +1,18 @@
 package main_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"database/sql"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,8 +22,12 @@ import (
 // TestProcessSIGHUP: SIGHUP reloads ks.yaml in place. A client connected
 // before goes on; a user the new file adds can log in; a file that does not
 // parse is refused (logged), and the proxy keeps serving with what it had.
+// The proxy runs as make run runs it: the file as the user edits it, with
+// a certificate given on the command line, which a reload keeps (else the
+// reload would be refused: tls_cert changed).
 func TestProcessSIGHUP(t *testing.T) {
-	p := startProxy(t, settings{nodes: servers(t)[:1]})
+	cert, key := selfSignedCert(t)
+	p := startProxy(t, settings{nodes: servers(t)[:1], args: []string{"-tls-cert", cert, "-tls-key", key}})
 	before := p.openDB(t, "")
 	before.SetMaxOpenConns(1)
 	if _, err := before.Exec("SELECT 1"); err != nil {
@@ -64,4 +77,34 @@ func TestProcessSIGHUP(t *testing.T) {
 			t.Errorf("after the refused reload: %v", err)
 		}
 	}
+}
+
+// selfSignedCert writes a self-signed certificate for 127.0.0.1 and its
+// key (PEM) into a temporary directory.
+func selfSignedCert(t *testing.T) (cert, key string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "shardgate test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }

@@ -49,6 +49,8 @@ type Stats struct {
 	SchemaDrift map[string][]string `json:"schema_drift"`
 	// CatalogVersion counts the changes of table definitions seen.
 	CatalogVersion uint64 `json:"catalog_version"`
+	// Fleet is the fleet this proxy is part of; nil from one file.
+	Fleet *FleetStats `json:"fleet,omitempty"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -140,6 +142,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	e.limits(st)
 	for _, n := range st.Nodes {
 		e.node(n)
+	}
+	if st.Fleet != nil {
+		e.fleet(st.Fleet)
 	}
 	if c.XA != nil {
 		if x, ok := c.XA(); ok {

@@ -81,6 +81,7 @@ type liveConfig struct {
 	mu        sync.Mutex
 	overrides map[string]config.ShardRule // by db.table
 	logger    *zap.Logger
+	overlay   func(*config.Config) // Options.Overlay, for ReloadFile
 	// What a reload needs of the server (set by New): startNodes builds
 	// and starts nodes (pools, health checks); nodesAdded is told of
 	// nodes once they are in force (metrics); rulesAdded of the tables
@@ -111,6 +112,9 @@ func (l *liveConfig) ReloadFile(path string) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return fmt.Errorf("reload refused, nothing changed: %w", err)
+	}
+	if l.overlay != nil {
+		l.overlay(cfg)
 	}
 	return l.Reload(cfg)
 }

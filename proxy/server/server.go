@@ -54,6 +54,7 @@ const fallbackVersion = "5.5.5-10.11.0-MariaDB"
 // (console) and proxy/metrics' (metrics).
 type Server struct {
 	knobs *session.Knobs // test hooks of every session (Options.Knobs)
+	fleet *FleetOptions  // nil from one file (Options.Fleet)
 	liveConfig
 	registry
 	gates
@@ -110,6 +111,12 @@ type Options struct {
 	// Knobs are test hooks every session of the server calls (nil: none;
 	// FailpointKnobs for the process tests).
 	Knobs *session.Knobs
+	// Overlay, when set, changes each configuration ReloadFile reads: the
+	// command line's settings over the file's (cmd/proxy).
+	Overlay func(*config.Config)
+	// Fleet, when set, makes the proxy one of a fleet (fleet.go): every
+	// node follows the master the fleet records, never its own checks.
+	Fleet *FleetOptions
 }
 
 // Knobs are the test hooks every session of the server calls.
@@ -143,6 +150,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s := &Server{
 		knobs:     o.Knobs,
+		fleet:     o.Fleet,
 		tls:       tlsCfg,
 		caps:      caps,
 		log:       o.Log,
@@ -154,6 +162,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.current.Store(lv)
 	s.liveConfig.logger = s.log
+	s.liveConfig.overlay = o.Overlay
 	s.registry.conf = &s.liveConfig
 	s.gates.conf = &s.liveConfig
 	var names []string
@@ -203,6 +212,9 @@ func (s *Server) startNodes(ncs []config.Node, opts config.BackendOptions) []*ba
 	var wg sync.WaitGroup
 	for i, nc := range ncs {
 		nodes[i] = backend.NewNode(nc, opts, s.healthChanged)
+		if s.fleet != nil {
+			nodes[i].FollowFleet()
+		}
 		wg.Go(func() {
 			n := nodes[i]
 			n.Start()
@@ -433,6 +445,7 @@ func (s *Server) Stats() Stats {
 	st.PacketMemoryInUse, st.PacketMemoryRefused = s.packets.InUse(), s.packets.Refused()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	st.Nodes = metrics.Nodes(s.allNodes())
+	st.Fleet = s.fleetStats()
 	return st
 }
 
