@@ -333,7 +333,7 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 			continue
 		}
 		if users := usersOfNode(old, name); len(users) > 0 {
-			out = append(out, fmt.Sprintf("nodes changed: node %s is removed but is a node in use by schema %s (remove it from the schema, by a reload, and then the node)", name, strings.Join(users, ", ")))
+			out = append(out, fmt.Sprintf("nodes changed: node %s is removed but is a node in use by schema %s (a reload does not take a node from a schema: needs a restart)", name, strings.Join(users, ", ")))
 			continue
 		}
 		if name == old.Sidecar.Node {

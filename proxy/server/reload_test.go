@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -178,4 +179,187 @@ func TestReload(t *testing.T) {
 		t.Errorf("after removing a replica node1 has %d, want 1", got)
 	}
 	time.Sleep(300 * time.Millisecond)
+}
+
+// TestReloadAddsNodesAndRules: one reload adds a node, a user whose schema
+// uses it and a shard rule on an empty table (for the new user and for the
+// existing one, whose schema gains the node): the new user logs in and its
+// rows land on the subtables the rule names, a session of the old user
+// that began before the reload uses the new rule, and the old user's
+// clients run through every reload without an error. A rule for a table
+// that has rows, and the removal of a node a schema uses, are refused and
+// change nothing; a node no schema uses may come and go.
+func TestReloadAddsNodesAndRules(t *testing.T) {
+	srvs := backends(t)
+	s1, s2 := srvs[0], srvs[1]
+	dbSetup(t, s1, "rn")
+	dbSetup(t, s2, "rn")
+	d1, d2 := openDB(t, directDSN(s1, "rn", "")), openDB(t, directDSN(s2, "rn", ""))
+	mustExec(t, d1, "CREATE TABLE plain (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE t_0000 (id INT PRIMARY KEY, v INT)", "CREATE TABLE t_0001 (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE full_0000 (id INT PRIMARY KEY)", "CREATE TABLE full_0001 (id INT PRIMARY KEY)")
+	mustExec(t, d2, "CREATE TABLE t_0002 (id INT PRIMARY KEY, v INT)", "CREATE TABLE t_0003 (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE full_0002 (id INT PRIMARY KEY)", "CREATE TABLE full_0003 (id INT PRIMARY KEY)", "INSERT INTO full_0003 VALUES (3)")
+
+	start := newConfig(t, s1)
+	p := startProxy(t, start)
+	db := openDB(t, p.dsn("rn", ""))
+	before := conn(t, db) // a session of the old user from before the reloads
+	queryValue(t, before, "SELECT COUNT(*) FROM plain")
+
+	// The old user's load, for the whole test: each worker its own session.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	ops := 0
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			c, err := db.Conn(t.Context())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := w*1_000_000 + i
+				_, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO plain VALUES (%d, %d)", id, w))
+				if err == nil {
+					var v int
+					err = c.QueryRowContext(t.Context(), fmt.Sprintf("SELECT v FROM plain WHERE id = %d", id)).Scan(&v)
+				}
+				mu.Lock()
+				ops++
+				if err != nil {
+					failures = append(failures, err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	stopLoad := func() {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("%d write-and-read pairs of the old user under the reloads, %d failed", ops, len(failures))
+		if len(failures) > 0 {
+			t.Errorf("the old user's statements failed during the reloads: %q", failures[:min(len(failures), 5)])
+		}
+	}
+	defer stopLoad()
+
+	// next is the configuration with node2, the user app2 and a rule for
+	// table on both nodes, for app2 and app.
+	next := func(table string, extra ...config.Node) *config.Config {
+		cfg := newConfig(t, s1, s2)
+		cfg.Nodes = append(cfg.Nodes, extra...)
+		cfg.Users = append(cfg.Users, config.User{User: "app2", Password: appPassword})
+		rule := config.ShardRule{DB: "rn", Table: table, Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}
+		cfg.Schemas = []config.Schema{
+			{User: appUser, Nodes: []string{"node1", "node2"}, Default: "node1", Shard: []config.ShardRule{rule}},
+			{User: "app2", Nodes: []string{"node1", "node2"}, Default: "node1", Shard: []config.ShardRule{rule}},
+		}
+		return cfg
+	}
+	time.Sleep(200 * time.Millisecond) // the load is running
+
+	// Refused: full_0003 on node2 has a row. Nothing changes, node2's pool
+	// included.
+	err := p.srv.Reload(next("full"))
+	if err == nil || !strings.Contains(err.Error(), "online resharding") || !strings.Contains(err.Error(), "full_0003 on node node2") ||
+		!strings.Contains(err.Error(), "nothing changed") {
+		t.Fatalf("a rule for a table with rows: reload gave %v, want a refusal naming full_0003 on node2", err)
+	}
+	t.Logf("refused: %v", err)
+	if n := len(p.srv.Stats().Nodes); n != 1 {
+		t.Errorf("after the refused reload the proxy has %d nodes, want 1", n)
+	}
+	if err := openDB(t, userDSN("app2", appPassword, p.addr, "rn", "")).Ping(); err == nil {
+		t.Errorf("app2 logged in after the refused reload")
+	}
+
+	// Accepted: node2, app2, and the rule for t.
+	begin := time.Now()
+	if err := p.srv.Reload(next("t")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reload adding 1 node, 1 user and 2 rules (2 nodes checked for rows): %v", time.Since(begin))
+	st := p.srv.Stats()
+	if len(st.Nodes) != 2 || st.Nodes[1].Name != "node2" || !st.Nodes[1].Up {
+		t.Fatalf("after the reload the nodes are %+v, want node1 and node2 up", st.Nodes)
+	}
+	rec := httptest.NewRecorder()
+	p.srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if !strings.Contains(rec.Body.String(), `"node2"`) {
+		t.Errorf("/healthz does not list the new node: %s", rec.Body)
+	}
+
+	db2 := openDB(t, userDSN("app2", appPassword, p.addr, "rn", ""))
+	for id := 0; id < 8; id++ {
+		mustExec(t, db2, fmt.Sprintf("INSERT INTO t VALUES (%d, %d)", id, 10*id))
+	}
+	for _, c := range []struct {
+		db   *sql.DB
+		sub  string
+		want string
+	}{{d1, "t_0000", "0,4"}, {d1, "t_0001", "1,5"}, {d2, "t_0002", "2,6"}, {d2, "t_0003", "3,7"}} {
+		if got := queryValue(t, c.db, "SELECT GROUP_CONCAT(id ORDER BY id) FROM "+c.sub); got != c.want {
+			t.Errorf("%s holds ids %s, want %s", c.sub, got, c.want)
+		}
+	}
+	if got := queryValue(t, db2, "SELECT v FROM t WHERE id = 6"); got != "60" {
+		t.Errorf("app2 reads v = %s for id 6 (node2), want 60", got)
+	}
+	// The old user's session from before the reload follows the new rule
+	// to the new node.
+	if got := queryValue(t, before, "SELECT COUNT(*) FROM t"); got != "8" {
+		t.Errorf("the old session counts %s rows of t, want 8", got)
+	}
+	mustExec(t, before, "UPDATE t SET v = 0 WHERE id = 7")
+	if got := queryValue(t, d2, "SELECT v FROM t_0003 WHERE id = 7"); got != "0" {
+		t.Errorf("the old session's update of id 7 left v = %s on node2, want 0", got)
+	}
+
+	// Refused: node2 is removed while the schemas in force use it (here
+	// with app2, and with node2 and the rule from app's schema: the file
+	// validates, the schemas of the sessions connected do not allow it).
+	gone := newConfig(t, s1)
+	gone.Users = append(gone.Users, config.User{User: "app2", Password: appPassword})
+	gone.Schemas = append(gone.Schemas, config.Schema{User: "app2", Nodes: []string{"node1"}, Default: "node1"})
+	err = p.srv.Reload(gone)
+	t.Logf("refused: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "a node in use by schema app, app2") {
+		t.Errorf("removing node2: reload gave %v, want a refusal naming the schemas that use it", err)
+	}
+	// A node no schema uses comes and goes.
+	spare := config.Node{Name: "node3", Master: s2.Addr, User: s2.User, Password: s2.Password, MaxConnsLimit: 2, DownAfterNoalive: 1}
+	if err := p.srv.Reload(next("t", spare)); err != nil {
+		t.Fatalf("adding an unused node: %v", err)
+	}
+	if n := len(p.srv.Stats().Nodes); n != 3 {
+		t.Errorf("after adding node3 the proxy has %d nodes, want 3", n)
+	}
+	if err := p.srv.Reload(next("t")); err != nil {
+		t.Fatalf("removing an unused node: %v", err)
+	}
+	if n := len(p.srv.Stats().Nodes); n != 2 {
+		t.Errorf("after removing node3 the proxy has %d nodes, want 2", n)
+	}
+	// A changed rule is still a reshard.
+	changed := next("t")
+	changed.Schemas[0].Shard[0].Locations = []int{1, 3}
+	if err := p.srv.Reload(changed); err == nil || !strings.Contains(err.Error(), "online resharding") {
+		t.Errorf("a changed rule: reload gave %v, want a refusal pointing to online resharding", err)
+	}
+	time.Sleep(200 * time.Millisecond) // the load runs on after the reloads
+	stopLoad()
 }
