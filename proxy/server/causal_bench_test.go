@@ -18,7 +18,7 @@ import (
 // benchReplicaProxy serves a proxy over master and replica with the given
 // read_consistency until b ends; it returns a client handle with one
 // connection (the text protocol: parameters are interpolated).
-func benchReplicaProxy(b *testing.B, master, replica *mariadbtest.Server, consistency string) *sql.DB {
+func benchReplicaProxy(b *testing.B, master, replica *mariadbtest.Server, consistency string, healthInterval time.Duration) *sql.DB {
 	b.Helper()
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
@@ -26,7 +26,7 @@ func benchReplicaProxy(b *testing.B, master, replica *mariadbtest.Server, consis
 	cfg.Nodes = []config.Node{{Name: "node1", Master: master.Addr, User: master.User, Password: master.Password,
 		Slave: replica.Addr + "@1", MaxConnsLimit: 8, DownAfterNoalive: 1}}
 	cfg.Schemas = []config.Schema{{User: appUser, Nodes: []string{"node1"}, Default: "node1", ReadConsistency: consistency}}
-	cfg.Backend.HealthInterval = 100 * time.Millisecond
+	cfg.Backend.HealthInterval = healthInterval
 	cfg.Backend.MaxReplicaLag = 30 * time.Second
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
@@ -81,11 +81,17 @@ func selects(b *testing.B, db *sql.DB) int {
 // protocol, 10 000 rows) through a proxy in this process over a master
 // and one replica on loopback. idle: nothing writes, so under universal
 // the replica's last health check already covers the master's position
-// and only the position read is added; writes: 200 updates a second
-// straight to the master move the position between reads, so each
-// universal read also waits on the replica (MASTER_GTID_WAIT). The
-// SELECTs each server ran per read are reported (master/op, replica/op):
-// the extra round trips. allocs/op counts the client's and the proxy's.
+// and only the position read is added; idle/universal-wait: the proxy's
+// health check (every 10 minutes) last saw the replica before the
+// master's last write, so each read also runs MASTER_GTID_WAIT, which
+// returns at once (the replica has the write): the full path's round
+// trips without replication delay; writes: 200 updates a second straight
+// to the master move the position between reads, so each universal read
+// waits on the replica for replication too. The SELECTs each server ran
+// per read are reported (master/op, replica/op): the extra round trips.
+// allocs/op counts the client's and the in-process proxy's. Run it in
+// separate processes (-count 1) several times: within one process -count
+// repeats each case back to back, not interleaved.
 func BenchmarkCausalRead(b *testing.B) {
 	if cluster == nil {
 		b.Skip("integration benchmark: needs MariaDB")
@@ -119,10 +125,20 @@ func BenchmarkCausalRead(b *testing.B) {
 	modes := []string{config.ConsistencyStrong, config.ConsistencySession, config.ConsistencyUniversal}
 	clients := map[string]*sql.DB{}
 	for _, m := range modes {
-		clients[m] = benchReplicaProxy(b, master, replica, m)
+		clients[m] = benchReplicaProxy(b, master, replica, m, 100*time.Millisecond)
+	}
+	const waits = "universal-wait"
+	clients[waits] = benchReplicaProxy(b, master, replica, config.ConsistencyUniversal, 10*time.Minute)
+	// After its first check: every read of it waits for this write.
+	if _, err := mdb.Exec("UPDATE cb.w SET n = n + 1 WHERE id = 1"); err != nil {
+		b.Fatal(err)
 	}
 	for _, load := range []string{"idle", "writes"} {
-		for _, m := range modes {
+		cases := modes
+		if load == "idle" {
+			cases = append(cases, waits)
+		}
+		for _, m := range cases {
 			b.Run(load+"/"+m, func(b *testing.B) {
 				db := clients[m]
 				var c string
