@@ -7,6 +7,7 @@
 //	shardgate import DB.TABLE -from user:password@host:port/db.table [-wait]
 //	shardgate status [NAME] [-watch]
 //	shardgate cutover|rollback|complete|cancel|verify|repair NAME
+//	shardgate -etcd ENDPOINTS [-cluster PREFIX] topo load FILE | topo get | fleet
 package main
 
 import (
@@ -51,6 +52,12 @@ commands:
   cancel NAME      before a cutover: stop and drop the new subtables
   verify NAME      compare the rows again
   repair NAME      copy the ranges verify reported again, then verify
+
+fleet commands (-etcd ENDPOINTS [-cluster PREFIX], or SHARDGATE_ETCD and SHARDGATE_CLUSTER):
+  topo load FILE   store a ks.yaml as the fleet's next topology version (checked first)
+  topo get         print the version in force
+  fleet            list the live proxies, the version each serves, the leader, drift and recorded masters
+                   (status with -etcd lists them too)
 `
 
 type client struct {
@@ -97,6 +104,7 @@ func run(args []string, w io.Writer) error {
 	admin := fs.String("admin", envOr("SHARDGATE_ADMIN", "http://127.0.0.1:9797"), "the proxy's admin address (web_addr)")
 	user := fs.String("user", os.Getenv("SHARDGATE_WEB_USER"), "web_user")
 	password := fs.String("password", os.Getenv("SHARDGATE_WEB_PASSWORD"), "web_password")
+	ff := fleetFlagsOf(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,7 +124,17 @@ func run(args []string, w io.Writer) error {
 	case "import":
 		return importTable(c, rest, w)
 	case "status":
+		if *ff.etcd != "" && len(rest) == 0 {
+			// A fleet: the proxies first, then this proxy's workflows.
+			if err := fleetCmd(ff, w); err != nil {
+				return err
+			}
+		}
 		return status(c, rest, w)
+	case "fleet":
+		return fleetCmd(ff, w)
+	case "topo":
+		return topoCmd(ff, rest, w)
 	case move.CmdCutover, move.CmdRollback, move.CmdComplete, move.CmdCancel, move.CmdVerify, move.CmdRepair:
 		if len(rest) != 1 {
 			return fmt.Errorf("%s NAME", cmd)

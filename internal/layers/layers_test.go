@@ -36,7 +36,7 @@ var allowed = map[string]struct {
 	"proxy/metrics":        {[]string{"backend", "deadlock", "digest", "move", "router", "xa"}, []string{"go.uber.org/zap", "github.com/prometheus/client_golang/"}},
 	"cmd/proxy":            {[]string{"config", "fleet", "proxy/metrics", "proxy/server", "topo"}, []string{"go.uber.org/zap"}},
 	"fleet":                {[]string{"backend", "config", "topo"}, []string{"go.uber.org/zap"}},
-	"cmd/shardgate":        {[]string{"move"}, nil},
+	"cmd/shardgate":        {[]string{"config", "move", "topo"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
 	"internal/etcdtest":    {nil, nil},
 	"topo":                 {[]string{"config"}, []string{"go.etcd.io/", "go.uber.org/zap"}},
