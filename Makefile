@@ -23,6 +23,9 @@
 #                    var/bench-deadlock, stopped at the end; ROUNDS=3: about 13 minutes)
 #   make bench-move  online resharding: copy sweep and anchors, catch-up under sysbench, verify, cutover pause
 #                    (bench/move.sh; own servers in var/bench-move, stopped at the end; about 7 minutes)
+#   make bench-fleet fleet mode against one file on point selects (bench/run.sh's ladder plus a fleet proxy on a real
+#                    etcd, interleaved), and the propagation time of 20 topology changes to three proxies
+#                    (bench/fleet.sh; about 8 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -31,7 +34,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet
 
 all: build
 
@@ -97,6 +100,10 @@ bench:
 	bench/run.sh
 	OUT=$${OUT:+$$OUT/xa} bench/xa.sh
 	OUT=$${OUT:+$$OUT/deadlock} bench/deadlock.sh
+	OUT=$${OUT:+$$OUT/fleet} bench/fleet.sh
+
+bench-fleet:
+	bench/fleet.sh
 
 # BASELINE, ROUNDS, DURATION, WARMUP and OUT may be given; the rest is fixed so that runs compare with each other.
 bench-compare:
