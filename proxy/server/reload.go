@@ -372,6 +372,9 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 			if rules[nr.DB+"."+nr.Table] == nil {
 				continue // an existing rule
 			}
+			if placedBefore(old, nr) {
+				continue // another schema has the same rule in force: its rows are where it says
+			}
 			if nr.Sequence != "" {
 				out = append(out, fmt.Sprintf("schema_list[%d] (user %s): the new rule for %s.%s has a sequence (needs a restart: sequences start with the proxy)", i, ns.User, nr.DB, nr.Table))
 				continue
@@ -403,6 +406,19 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 	}
 	sort.Strings(out)
 	return ch, out
+}
+
+// placedBefore reports whether a schema of old has rule r as it is:
+// adding it to another schema places nothing new.
+func placedBefore(old *config.Config, r *config.ShardRule) bool {
+	for i := range old.Schemas {
+		for k := range old.Schemas[i].Shard {
+			if reflect.DeepEqual(&old.Schemas[i].Shard[k], r) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usersOfNode names the users whose schema uses node (in its nodes, as

@@ -201,7 +201,18 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	mustExec(t, d2, "CREATE TABLE t_0002 (id INT PRIMARY KEY, v INT)", "CREATE TABLE t_0003 (id INT PRIMARY KEY, v INT)",
 		"CREATE TABLE full_0002 (id INT PRIMARY KEY)", "CREATE TABLE full_0003 (id INT PRIMARY KEY)", "INSERT INTO full_0003 VALUES (3)")
 
+	// app3's schema gains the rule later, when t has rows: another schema
+	// has it in force already, so it places nothing new.
+	app3 := func(cfg *config.Config, rule *config.ShardRule) {
+		cfg.Users = append(cfg.Users, config.User{User: "app3", Password: appPassword})
+		sc := config.Schema{User: "app3", Nodes: []string{"node1"}, Default: "node1"}
+		if rule != nil {
+			sc.Nodes, sc.Shard = []string{"node1", "node2"}, []config.ShardRule{*rule}
+		}
+		cfg.Schemas = append(cfg.Schemas, sc)
+	}
 	start := newConfig(t, s1)
+	app3(start, nil)
 	p := startProxy(t, start)
 	db := openDB(t, p.dsn("rn", ""))
 	before := conn(t, db) // a session of the old user from before the reloads
@@ -258,8 +269,8 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	defer stopLoad()
 
 	// next is the configuration with node2, the user app2 and a rule for
-	// table on both nodes, for app2 and app.
-	next := func(table string, extra ...config.Node) *config.Config {
+	// table on both nodes, for app2 and app (and app3 with app3Rule).
+	next := func(table string, app3Rule bool, extra ...config.Node) *config.Config {
 		cfg := newConfig(t, s1, s2)
 		cfg.Nodes = append(cfg.Nodes, extra...)
 		cfg.Users = append(cfg.Users, config.User{User: "app2", Password: appPassword})
@@ -268,13 +279,18 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 			{User: appUser, Nodes: []string{"node1", "node2"}, Default: "node1", Shard: []config.ShardRule{rule}},
 			{User: "app2", Nodes: []string{"node1", "node2"}, Default: "node1", Shard: []config.ShardRule{rule}},
 		}
+		if app3Rule {
+			app3(cfg, &rule)
+		} else {
+			app3(cfg, nil)
+		}
 		return cfg
 	}
 	time.Sleep(200 * time.Millisecond) // the load is running
 
 	// Refused: full_0003 on node2 has a row. Nothing changes, node2's pool
 	// included.
-	err := p.srv.Reload(next("full"))
+	err := p.srv.Reload(next("full", false))
 	if err == nil || !strings.Contains(err.Error(), "online resharding") || !strings.Contains(err.Error(), "full_0003 on node node2") ||
 		!strings.Contains(err.Error(), "nothing changed") {
 		t.Fatalf("a rule for a table with rows: reload gave %v, want a refusal naming full_0003 on node2", err)
@@ -289,7 +305,7 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 
 	// Accepted: node2, app2, and the rule for t.
 	begin := time.Now()
-	if err := p.srv.Reload(next("t")); err != nil {
+	if err := p.srv.Reload(next("t", false)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("reload adding 1 node, 1 user and 2 rules (2 nodes checked for rows): %v", time.Since(begin))
@@ -333,6 +349,7 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	// with app2, and with node2 and the rule from app's schema: the file
 	// validates, the schemas of the sessions connected do not allow it).
 	gone := newConfig(t, s1)
+	app3(gone, nil)
 	gone.Users = append(gone.Users, config.User{User: "app2", Password: appPassword})
 	gone.Schemas = append(gone.Schemas, config.Schema{User: "app2", Nodes: []string{"node1"}, Default: "node1"})
 	err = p.srv.Reload(gone)
@@ -342,24 +359,58 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	}
 	// A node no schema uses comes and goes.
 	spare := config.Node{Name: "node3", Master: s2.Addr, User: s2.User, Password: s2.Password, MaxConnsLimit: 2, DownAfterNoalive: 1}
-	if err := p.srv.Reload(next("t", spare)); err != nil {
+	if err := p.srv.Reload(next("t", false, spare)); err != nil {
 		t.Fatalf("adding an unused node: %v", err)
 	}
 	if n := len(p.srv.Stats().Nodes); n != 3 {
 		t.Errorf("after adding node3 the proxy has %d nodes, want 3", n)
 	}
-	if err := p.srv.Reload(next("t")); err != nil {
+	if err := p.srv.Reload(next("t", false)); err != nil {
 		t.Fatalf("removing an unused node: %v", err)
 	}
 	if n := len(p.srv.Stats().Nodes); n != 2 {
 		t.Errorf("after removing node3 the proxy has %d nodes, want 2", n)
 	}
 	// A changed rule is still a reshard.
-	changed := next("t")
+	changed := next("t", false)
 	changed.Schemas[0].Shard[0].Locations = []int{1, 3}
 	if err := p.srv.Reload(changed); err == nil || !strings.Contains(err.Error(), "online resharding") {
 		t.Errorf("a changed rule: reload gave %v, want a refusal pointing to online resharding", err)
 	}
+	// app3 gains the rule app and app2 have, although t has rows now.
+	if err := p.srv.Reload(next("t", true)); err != nil {
+		t.Fatalf("adding a rule another schema has in force: %v", err)
+	}
+	if got := queryValue(t, openDB(t, userDSN("app3", appPassword, p.addr, "rn", "")), "SELECT COUNT(*) FROM t"); got != "8" {
+		t.Errorf("app3 counts %s rows of t, want 8", got)
+	}
+
+	// What a reload costs: 8 nodes added at once (each started and
+	// checked), then removed; a rule of 64 subtables (none exists yet:
+	// 64 + 2 reads).
+	var many []config.Node
+	for i := 0; i < 8; i++ {
+		s := srvs[i%2]
+		many = append(many, config.Node{Name: fmt.Sprintf("extra%d", i), Master: s.Addr, User: s.User, Password: s.Password, MaxConnsLimit: 2, DownAfterNoalive: 1})
+	}
+	begin = time.Now()
+	if err := p.srv.Reload(next("t", true, many...)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reload adding 8 nodes: %v", time.Since(begin))
+	begin = time.Now()
+	if err := p.srv.Reload(next("t", true)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reload removing 8 unused nodes: %v", time.Since(begin))
+	wide := next("t", true)
+	wide.Schemas[0].Shard = append(wide.Schemas[0].Shard, config.ShardRule{DB: "rn", Table: "wide", Key: "id", Type: "hash",
+		Nodes: []string{"node1", "node2"}, Locations: []int{32, 32}})
+	begin = time.Now()
+	if err := p.srv.Reload(wide); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reload adding a rule of 64 subtables: %v", time.Since(begin))
 	time.Sleep(200 * time.Millisecond) // the load runs on after the reloads
 	stopLoad()
 }
