@@ -36,7 +36,7 @@ func (m *Membership) Campaign(ctx context.Context) (*Leadership, error) {
 		if m.sess.Ctx().Err() != nil {
 			return nil, fmt.Errorf("topo: campaign as %s: %w", m.id, ErrMemberGone)
 		}
-		return nil, fmt.Errorf("topo: campaign as %s: %w", m.id, err)
+		return nil, m.s.fail("campaign as "+m.id, err)
 	}
 	lctx, stop := context.WithCancel(m.sess.Ctx())
 	l := &Leadership{m: m, e: e, key: e.Key(), rev: e.Rev(), stop: stop, done: make(chan struct{})}
@@ -91,7 +91,7 @@ func (l *Leadership) SetMaster(ctx context.Context, node, addr string) error {
 	s := l.m.s
 	resp, err := s.cli.Txn(ctx).If(l.Cmp()).Then(clientv3.OpPut(s.masterKey(node), addr)).Commit()
 	if err != nil {
-		return fmt.Errorf("topo: record master of %s: %w", node, err)
+		return s.fail("record master of "+node, err)
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %s cannot record the master of %s", ErrNotLeader, l.m.id, node)
@@ -110,7 +110,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	l.stop()
 	<-l.done
 	if err != nil {
-		return fmt.Errorf("topo: resign as %s: %w", l.m.id, err)
+		return l.m.s.fail("resign as "+l.m.id, err)
 	}
 	return nil
 }
@@ -119,7 +119,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 func (s *Store) Leader(ctx context.Context) (string, error) {
 	resp, err := s.cli.Get(ctx, s.electionPrefix()+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return "", fmt.Errorf("topo: read leader: %w", err)
+		return "", s.fail("read leader", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return "", nil

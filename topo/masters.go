@@ -2,7 +2,6 @@ package topo
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"strings"
 
@@ -21,7 +20,7 @@ func (s *Store) Masters(ctx context.Context) (map[string]string, error) {
 func (s *Store) MastersRev(ctx context.Context) (map[string]string, int64, error) {
 	resp, err := s.cli.Get(ctx, s.mastersPrefix(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, fmt.Errorf("topo: read masters: %w", err)
+		return nil, 0, s.fail("read masters", err)
 	}
 	return s.mastersOf(resp), resp.Header.Revision, nil
 }

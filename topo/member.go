@@ -92,7 +92,7 @@ func (s *Store) Join(ctx context.Context, m Member) (*Membership, error) {
 	}
 	grant, err := s.cli.Grant(ctx, int64(s.o.LeaseTTL))
 	if err != nil {
-		return nil, fmt.Errorf("topo: join: lease: %w", err)
+		return nil, s.fail("join: lease", err)
 	}
 	lease := grant.ID
 	ok := false
@@ -120,7 +120,7 @@ func (s *Store) Join(ctx context.Context, m Member) (*Membership, error) {
 func (s *Store) claimAuto(ctx context.Context, m Member, lease clientv3.LeaseID) (string, error) {
 	resp, err := s.cli.Get(ctx, s.membersPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return "", fmt.Errorf("topo: join: list members: %w", err)
+		return "", s.fail("join: list members", err)
 	}
 	taken := make(map[string]bool, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -149,7 +149,7 @@ func (s *Store) claimAuto(ctx context.Context, m Member, lease clientv3.LeaseID)
 func (s *Store) claim(ctx context.Context, m Member, lease, old clientv3.LeaseID) error {
 	val, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("topo: join: %w", err)
+		return s.fail("join", err)
 	}
 	key := s.memberKey(m.ID)
 	put := clientv3.OpPut(key, string(val), clientv3.WithLease(lease))
@@ -164,7 +164,7 @@ func (s *Store) claim(ctx context.Context, m Member, lease, old clientv3.LeaseID
 	}
 	resp, err := txn.Commit()
 	if err != nil {
-		return fmt.Errorf("topo: join as %s: %w", m.ID, err)
+		return s.fail("join as "+m.ID, err)
 	}
 	if !resp.Succeeded && (old == clientv3.NoLease || !resp.Responses[0].GetResponseTxn().Succeeded) {
 		return fmt.Errorf("%w: %s", ErrIDTaken, m.ID)
@@ -224,7 +224,7 @@ func (m *Membership) Update(ctx context.Context, fn func(*Member)) error {
 		Then(clientv3.OpPut(m.key, string(val), clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("topo: update member %s: %w", m.id, err)
+		return m.s.fail("update member "+m.id, err)
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %s", ErrMemberGone, m.id)
@@ -263,7 +263,7 @@ func (m *Membership) Rejoin(ctx context.Context) (*Membership, error) {
 	})
 	grant, err := s.cli.Grant(ctx, int64(s.o.LeaseTTL))
 	if err != nil {
-		return nil, fmt.Errorf("topo: rejoin as %s: lease: %w", m.id, err)
+		return nil, s.fail("rejoin as "+m.id+": lease", err)
 	}
 	member := m.Member()
 	if err := s.claim(ctx, member, grant.ID, old); err != nil {
@@ -284,7 +284,7 @@ func (m *Membership) Rejoin(ctx context.Context) (*Membership, error) {
 func (s *Store) Members(ctx context.Context) ([]Member, error) {
 	resp, err := s.cli.Get(ctx, s.membersPrefix(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("topo: list members: %w", err)
+		return nil, s.fail("list members", err)
 	}
 	ms := make([]Member, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

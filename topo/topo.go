@@ -62,6 +62,10 @@ type Store struct {
 	o      Options
 	prefix string // Options.Prefix without a trailing "/"
 	lg     *zap.Logger
+
+	// afterRead, set only by tests before any watch starts, runs in a watch's goroutine between its read of the
+	// current state and the start of its etcd watch (the window in which history can be compacted away).
+	afterRead func(what string)
 }
 
 // Open dials etcd and checks that it answers a linearizable read within DialTimeout (or ctx, if sooner); it
@@ -124,6 +128,15 @@ func (s *Store) Healthy(ctx context.Context) error {
 		return fmt.Errorf("topo: etcd at %s unreachable: %w", strings.Join(s.o.Endpoints, ","), err)
 	}
 	return nil
+}
+
+// fail wraps the error of operation op. While etcd is unreachable the client waits for it until ctx ends, so a
+// deadline means "no answer" and the message says so.
+func (s *Store) fail(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("topo: %s: etcd at %s did not answer in time: %w", op, strings.Join(s.o.Endpoints, ","), err)
+	}
+	return fmt.Errorf("topo: %s: %w", op, err)
 }
 
 func (s *Store) topologyKey() string          { return s.prefix + "/topology" }

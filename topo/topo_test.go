@@ -190,6 +190,9 @@ func TestWatchAcrossRestarts(t *testing.T) {
 		if err == nil {
 			t.Fatal("Put succeeded while etcd was down")
 		}
+		if round == 0 {
+			t.Logf("Put while etcd is down: %v", err)
+		}
 		if err := writer.Healthy(ctx); err == nil {
 			t.Fatal("Healthy while etcd was down")
 		}
@@ -222,6 +225,53 @@ func TestWatchAcrossRestarts(t *testing.T) {
 	cancel()
 	for range w { // closed when ctx ends
 	}
+}
+
+// TestWatchAfterCompaction: when the history after a watch's read is compacted before its etcd watch starts,
+// the watch reads again and delivers the newest version, skipping the overwritten ones and repeating none.
+func TestWatchAfterCompaction(t *testing.T) {
+	srv := etcdtest.Start(t)
+	writer, s := open(t, srv), open(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r1, err := writer.Put(ctx, []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest int64
+	compacted := false
+	s.afterRead = func(what string) {
+		if compacted {
+			return
+		}
+		compacted = true
+		prev := r1
+		for _, v := range []string{"v2", "v3", "v4"} {
+			if prev, err = writer.Put(ctx, []byte(v), prev); err != nil {
+				t.Errorf("Put %s: %v", v, err)
+				return
+			}
+		}
+		latest = prev
+		if _, err := writer.Client().Compact(ctx, latest); err != nil {
+			t.Errorf("Compact: %v", err)
+		}
+	}
+	w := s.Watch(ctx)
+	if v := recv(t, w, 5*time.Second); v.Rev != r1 || string(v.YAML) != "v1" {
+		t.Fatalf("first version %d %q, want %d v1", v.Rev, v.YAML, r1)
+	}
+	if v := recv(t, w, 5*time.Second); v.Rev != latest || string(v.YAML) != "v4" {
+		t.Fatalf("after compaction: %d %q, want %d v4", v.Rev, v.YAML, latest)
+	}
+	r5, err := writer.Put(ctx, []byte("v5"), latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := recv(t, w, 5*time.Second); v.Rev != r5 {
+		t.Fatalf("next version %d, want %d", v.Rev, r5)
+	}
+	none(t, w, 200*time.Millisecond)
 }
 
 func TestMasters(t *testing.T) {

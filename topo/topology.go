@@ -22,7 +22,7 @@ type Version struct {
 func (s *Store) Get(ctx context.Context) (Version, error) {
 	resp, err := s.cli.Get(ctx, s.topologyKey())
 	if err != nil {
-		return Version{}, fmt.Errorf("topo: read topology: %w", err)
+		return Version{}, s.fail("read topology", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return Version{}, ErrNoTopology
@@ -42,7 +42,7 @@ func (s *Store) Put(ctx context.Context, yaml []byte, prevRev int64) (int64, err
 	case prevRev == -1:
 		resp, err := s.cli.Put(ctx, key, string(yaml))
 		if err != nil {
-			return 0, fmt.Errorf("topo: store topology: %w", err)
+			return 0, s.fail("store topology", err)
 		}
 		return resp.Header.Revision, nil
 	case prevRev == 0:
@@ -57,7 +57,7 @@ func (s *Store) Put(ctx context.Context, yaml []byte, prevRev int64) (int64, err
 		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {
-		return 0, fmt.Errorf("topo: store topology: %w", err)
+		return 0, s.fail("store topology", err)
 	}
 	if !resp.Succeeded {
 		var cur int64
@@ -150,6 +150,9 @@ func (s *Store) follow(ctx context.Context, what, key string, opts []clientv3.Op
 		backoff = retryMin
 		if !onGet(resp) {
 			return
+		}
+		if s.afterRead != nil {
+			s.afterRead(what)
 		}
 		wctx, wcancel := context.WithCancel(ctx)
 		wopts := append(append([]clientv3.OpOption(nil), opts...), clientv3.WithRev(resp.Header.Revision+1))
