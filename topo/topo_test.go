@@ -227,6 +227,50 @@ func TestWatchAcrossRestarts(t *testing.T) {
 	}
 }
 
+// TestEtcdHangs: an etcd that hangs with its sockets open (SIGSTOP) is reported unhealthy within DialTimeout,
+// refuses changes, and the watch goes on after it continues.
+func TestEtcdHangs(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s, writer := open(t, srv), open(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r1, err := writer.Put(ctx, []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Watch(ctx)
+	if v := recv(t, w, 5*time.Second); v.Rev != r1 {
+		t.Fatalf("first version %d, want %d", v.Rev, r1)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.Healthy(ctx); err == nil {
+		t.Fatal("Healthy while etcd hangs")
+	}
+	t.Logf("Healthy failed %v after etcd hung (DialTimeout 1s)", time.Since(start).Round(time.Millisecond))
+	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = writer.Put(pctx, []byte("refused"), r1)
+	pcancel()
+	if err == nil {
+		t.Fatal("Put succeeded while etcd hung")
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel = context.WithTimeout(ctx, 5*time.Second)
+	r2, err := writer.Put(pctx, []byte("v2"), r1)
+	pcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := recv(t, w, 5*time.Second); v.Rev != r2 || string(v.YAML) != "v2" {
+		t.Fatalf("after the hang: %d %q, want %d v2", v.Rev, v.YAML, r2)
+	}
+	none(t, w, 200*time.Millisecond)
+}
+
 // TestWatchAfterCompaction: when the history after a watch's read is compacted before its etcd watch starts,
 // the watch reads again and delivers the newest version, skipping the overwritten ones and repeating none.
 func TestWatchAfterCompaction(t *testing.T) {

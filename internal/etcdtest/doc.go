@@ -9,7 +9,8 @@
 // free 127.0.0.1 ports (client and peer), and returns once /health reports a leader. Stop (SIGTERM) and Kill
 // (SIGKILL) end the process but keep the data directory and the ports; Restart brings the same member back on the
 // same ports with the same data, so the revision history and the leases survive, as they do when an operator
-// restarts a real etcd. Close kills the process for good.
+// restarts a real etcd. Pause (SIGSTOP) and Resume make it hang with its sockets open, as a hung machine or a
+// network that drops packets does. Close kills the process for good.
 //
 // Invariants:
 //   - Never a fake: the real etcd (Debian's etcd-server, installed by scripts/deps.sh etcd). A missing binary

@@ -168,6 +168,22 @@ func (s *Server) Kill() error {
 	return s.stopLocked(syscall.SIGKILL)
 }
 
+// Pause stops etcd with SIGSTOP: its sockets stay open and nothing answers, as when a machine hangs or a
+// network drops packets. Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues an etcd stopped by Pause.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return fmt.Errorf("etcdtest: etcd on %s is not running", s.ClientURL)
+	}
+	return s.proc.cmd.Process.Signal(sig)
+}
+
 // Restart starts etcd again with the same ports and data directory and waits until it answers. A running server
 // is stopped with SIGTERM first.
 func (s *Server) Restart() error {
@@ -217,6 +233,7 @@ func (s *Server) stopLocked(sig syscall.Signal) error {
 	default:
 	}
 	_ = p.cmd.Process.Signal(sig)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused etcd handles SIGTERM only once continued
 	timer := time.NewTimer(stopTimeout)
 	defer timer.Stop()
 	select {
