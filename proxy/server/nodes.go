@@ -28,8 +28,8 @@ func newNodeSet(order []*backend.Node) *nodeSet {
 func (l *liveConfig) node(name string) *backend.Node { return l.nodeSet.Load().byName[name] }
 
 // nodeMap returns the nodes in force by name; the map is never changed
-// (a reload publishes a new one): sessions and the engine keep it and ask
-// again when a name is missing (session.State.SetNodeSource).
+// (a reload publishes a new one). Sessions and the engine call it for
+// each lookup (session.State.SetNodeSource, engine.Engine.SetNodeSource).
 func (l *liveConfig) nodeMap() map[string]*backend.Node { return l.nodeSet.Load().byName }
 
 // allNodes returns the nodes in force in configuration order (nodes a

@@ -21,6 +21,7 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
+	"github.com/shardgate/shardgate/schema"
 )
 
 // live is what a reload replaces at once: the configuration and what is
@@ -85,7 +86,7 @@ type liveConfig struct {
 	// What a reload needs of the server (set by New): startNodes builds
 	// and starts nodes (pools, health checks); nodesAdded is told of
 	// nodes once they are in force (metrics); rulesAdded of the tables
-	// whose rules a reload added (their definitions are read).
+	// whose rules a reload added (tables.addRules).
 	startNodes func(ncs []config.Node, opts config.BackendOptions) []*backend.Node
 	nodesAdded func(nodes []*backend.Node)
 	rulesAdded func(rt *router.Router, tables []string)
@@ -203,7 +204,7 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 		n.Close() // no schema used it: no session holds its connections
 	}
 	if tables := addedTables(old.router, lv.router); len(tables) > 0 && l.rulesAdded != nil {
-		go l.rulesAdded(lv.router, tables)
+		l.rulesAdded(lv.router, tables)
 	}
 	fields := []zap.Field{zap.Uint64("version", lv.version)}
 	if len(started) > 0 {
@@ -245,6 +246,20 @@ func addedTables(old, rt *router.Router) []string {
 		}
 	}
 	return out
+}
+
+// addRules makes the tables (db.table) whose rules a reload added known
+// with their subtables in rt. Their definitions are not read here (64
+// subtables take about a second): a statement that needs one reads it
+// (router.NeedSchemaError, loadNamed).
+func (t *tables) addRules(rt *router.Router, tables []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ti := range rt.Tables() {
+		if slices.Contains(tables, ti.DB+"."+ti.Table) {
+			t.infos[schema.KeyOf(ti.DB, ti.Table)] = ti
+		}
+	}
 }
 
 // swapRule puts rule in force for db.table: the next statement routes by

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,7 +23,6 @@ import (
 	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/session"
-	"github.com/shardgate/shardgate/router"
 	"github.com/shardgate/shardgate/xa"
 )
 
@@ -185,12 +183,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.engine.SetNodeSource(s.nodeMap)
 	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)
 	s.tables = newTables(s)
-	s.liveConfig.rulesAdded = func(rt *router.Router, tables []string) {
-		for _, t := range tables {
-			db, table, _ := strings.Cut(t, ".")
-			s.tables.ruleChanged(rt, db, table)
-		}
-	}
+	s.liveConfig.rulesAdded = s.tables.addRules
 	s.deadlock = startDetector(cfg, s.log) // deadlock.go
 	if cfg.UsesXA() {
 		s.startXA(cfg)
