@@ -154,22 +154,35 @@ func (s *Store) claim(ctx context.Context, m Member, lease, old clientv3.LeaseID
 	key := s.memberKey(m.ID)
 	put := clientv3.OpPut(key, string(val), clientv3.WithLease(lease))
 	free := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-	txn := s.cli.Txn(ctx).If(free).Then(put)
+	get := clientv3.OpGet(key, clientv3.WithKeysOnly())
+	txn := s.cli.Txn(ctx).If(free).Then(put).Else(get)
 	if old != clientv3.NoLease {
 		// Nested: take the key over from the old lease, or claim it if it is free.
 		txn = s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", old)).
 			Then(put).
-			Else(clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put}, nil))
+			Else(clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put}, []clientv3.Op{get}))
 	}
 	resp, err := txn.Commit()
 	if err != nil {
 		return s.fail("join as "+m.ID, err)
 	}
-	if !resp.Succeeded && (old == clientv3.NoLease || !resp.Responses[0].GetResponseTxn().Succeeded) {
-		return fmt.Errorf("%w: %s", ErrIDTaken, m.ID)
+	if resp.Succeeded {
+		return nil
 	}
-	return nil
+	rr := resp.Responses[0].GetResponseRange()
+	if old != clientv3.NoLease {
+		nested := resp.Responses[0].GetResponseTxn()
+		if nested.Succeeded {
+			return nil
+		}
+		rr = nested.Responses[0].GetResponseRange()
+	}
+	holder := "?"
+	if rr != nil && len(rr.Kvs) > 0 {
+		holder = fmt.Sprintf("lease %x since revision %d", rr.Kvs[0].Lease, rr.Kvs[0].CreateRevision)
+	}
+	return fmt.Errorf("%w: %s is held by %s", ErrIDTaken, m.ID, holder)
 }
 
 // session starts keeping lease alive for the member m, whose key is written already.

@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 var (
@@ -96,6 +98,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		DialKeepAliveTimeout: o.DialTimeout,
 		// The client warns at every retry while etcd is down; the package reports what matters itself.
 		Logger: lg.Named("etcd").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
+		// gRPC's reconnect backoff grows to 120 s: after an outage a proxy would not see etcd again (versions,
+		// its lease, the election) for that long. Capped at retryMax, it is back within a second.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: retryMax},
+			MinConnectTimeout: o.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("topo: etcd client for %v: %w", o.Endpoints, err)

@@ -450,6 +450,15 @@ func TestMemberNamesReused(t *testing.T) {
 	case <-time.After(time.Duration(testTTL+2) * time.Second):
 		t.Fatal("Done not closed after the lease was revoked")
 	}
+	// Its name is free: Rejoin claims it again.
+	back, err := ms[2].Rejoin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if back.ID() != "proxy-3" {
+		t.Fatalf("rejoined as %s, want proxy-3", back.ID())
+	}
 }
 
 // TestMemberExpires: a proxy that stops renewing (its client closed without revoking, as a killed process)
@@ -526,10 +535,10 @@ func TestRejoin(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	// etcd renews every lease when it restarts, so the old key is still there, held by the old lease.
+	// etcd renews every lease when it restarts, so the old key is normally still there, held by the old lease.
 	m2, err := m.Rejoin(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Rejoin (old lease %x): %v", m.Lease(), err)
 	}
 	defer m2.Close()
 	if m2.ID() != m.ID() || m2.Member().Addr != "a" {

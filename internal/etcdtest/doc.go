@@ -6,10 +6,10 @@
 //
 // Lifecycle: Start (or New, for a TestMain that shares one server among a package's tests) runs the etcd binary
 // from PATH, /usr/bin or /usr/local/bin with its data directory, log and nothing else under one directory, on two
-// free 127.0.0.1 ports (client and peer), and returns once /health reports a leader. Stop (SIGTERM) and Kill
-// (SIGKILL) end the process but keep the data directory and the ports; Restart brings the same member back on the
-// same ports with the same data, so the revision history and the leases survive, as they do when an operator
-// restarts a real etcd. Pause (SIGSTOP) and Resume make it hang with its sockets open, as a hung machine or a
+// free 127.0.0.1 ports below the kernel's ephemeral range (client and peer), and returns once /health reports
+// a leader and the member answering is this one. Stop (SIGTERM) and Kill (SIGKILL) end the process but keep the
+// data directory and the ports; Restart brings the same member back on the same ports with the same data, so the
+// revision history and the leases survive, as they do when an operator restarts a real etcd. Pause (SIGSTOP) and Resume make it hang with its sockets open, as a hung machine or a
 // network that drops packets does. Close kills the process for good.
 //
 // Invariants:

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -55,6 +57,7 @@ type Server struct {
 	PeerURL string
 
 	bin   string // path of the etcd binary
+	name  string // --name, random per New: tells this etcd from another that took its port
 	token string // --initial-cluster-token, random per New
 
 	mu     sync.Mutex // serialises start, Stop, Kill, Restart and Close
@@ -111,6 +114,7 @@ func New(dir string) (*Server, error) {
 		DataDir: filepath.Join(dir, "data"),
 		Log:     filepath.Join(dir, "etcd.log"),
 		bin:     bin,
+		name:    "etcdtest-" + hex.EncodeToString(tok[:4]),
 		token:   "etcdtest-" + hex.EncodeToString(tok[:]),
 	}
 	s.mu.Lock()
@@ -252,7 +256,7 @@ func (s *Server) spawn() error {
 		return fmt.Errorf("etcdtest: etcd on %s is already running", s.ClientURL)
 	}
 	logOffset := fileSize(s.Log)
-	const name = "etcdtest"
+	name := s.name
 	args := []string{
 		"--name=" + name,
 		"--data-dir=" + s.DataDir,
@@ -300,7 +304,9 @@ func (s *Server) spawn() error {
 	return nil
 }
 
-// waitReady polls /health until it reports a leader, the process exits, or readyTimeout passes.
+// waitReady polls /health until it reports a leader, the process exits, or readyTimeout passes. A healthy
+// answer counts only from this server: while it was down another process (often another test's etcd) may have
+// been given its port, and a test must not go on against that one.
 func (s *Server) waitReady(p *process, logOffset int64) error {
 	hc := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(readyTimeout)
@@ -315,14 +321,12 @@ func (s *Server) waitReady(p *process, logOffset int64) error {
 			return fmt.Errorf("etcdtest: etcd exited during start (%v)%s", p.err, tail)
 		default:
 		}
-		resp, err := hc.Get(s.ClientURL + "/health")
+		err := s.health(hc)
 		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"health":"true"`)) {
-				return nil
+			if err = s.ours(hc); err != nil {
+				return err
 			}
-			err = fmt.Errorf("/health: %s %s", resp.Status, bytes.TrimSpace(body))
+			return nil
 		}
 		last = err
 		if time.Now().After(deadline) {
@@ -330,6 +334,44 @@ func (s *Server) waitReady(p *process, logOffset int64) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// health asks /health whether the etcd on the client port has a leader.
+func (s *Server) health(hc *http.Client) error {
+	resp, err := hc.Get(s.ClientURL + "/health")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"health":"true"`)) {
+		return fmt.Errorf("/health: %s %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// ours checks, through the JSON gateway's member list, that the etcd answering on the client port is this
+// server (its random --name); otherwise the port was taken by another process, reported as errBind.
+func (s *Server) ours(hc *http.Client) error {
+	resp, err := hc.Post(s.ClientURL+"/v3/cluster/member/list", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return fmt.Errorf("etcdtest: member list on %s: %w", s.ClientURL, err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Members []struct {
+			Name string `json:"name"`
+		} `json:"members"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&list); err != nil {
+		return fmt.Errorf("etcdtest: member list on %s: %w", s.ClientURL, err)
+	}
+	for _, m := range list.Members {
+		if m.Name == s.name {
+			return nil
+		}
+	}
+	return fmt.Errorf("etcdtest: another etcd (members %v) answers on %s: %w", list.Members, s.ClientURL, errBind)
 }
 
 // logTail returns the last lines of the log written since offset, formatted for an error message.
@@ -366,13 +408,44 @@ func findEtcd() (string, error) {
 	return "", ErrNotInstalled
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1. Another process may take it before etcd binds it;
-// New retries with other ports when that happens.
+// freePort returns a free TCP port on 127.0.0.1, outside the kernel's ephemeral range when it can: a port the
+// kernel hands out for bind(0) and outgoing connections could be given to another process while this etcd is
+// stopped, and Restart needs it back. Another process may still take it before etcd binds it; New retries with
+// other ports then, and Restart reports it.
 func freePort() (int, error) {
+	lo := ephemeralStart()
+	for range 50 {
+		// Registered ports below the ephemeral range, above the well-known ones most services use.
+		port := 10000 + mrand.IntN(lo-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("etcdtest: free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralStart is the first port of the kernel's range for bind(0) and outgoing connections (Linux's default
+// if unknown), above 10000.
+func ephemeralStart() int {
+	const linuxDefault = 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return linuxDefault
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 10000 {
+		return linuxDefault
+	}
+	return lo
 }
