@@ -72,7 +72,7 @@ func (h *handler) watchesReadOnly(node string) bool {
 	if !c.srv.hasReplicas.Load() || c.srv.cfg().Backend.MasterSwitchWait <= 0 {
 		return false
 	}
-	n := c.srv.nodes[node]
+	n := c.srv.node(node)
 	return n != nil && len(n.Replicas()) > 0
 }
 
@@ -85,7 +85,7 @@ func (h *handler) beforeMasterStatement(node string) (from string) {
 	if !h.watchesReadOnly(node) || h.c.st.HoldsNode(node) {
 		return ""
 	}
-	n := h.c.srv.nodes[node]
+	n := h.c.srv.node(node)
 	from = n.Addr()
 	if h.c.st.InTxn() && n.ReadOnly() {
 		n.AwaitMove(from)
@@ -98,7 +98,7 @@ func (h *handler) beforeMasterStatement(node string) (from string) {
 // one at from and runs the statement again there (run); without a move
 // in master_switch_wait the client gets the server's 1290.
 func (h *handler) afterReadOnly(node, from string, run func() (backend.Outcome, error)) (backend.Outcome, error) {
-	n := h.c.srv.nodes[node]
+	n := h.c.srv.node(node)
 	if n.AwaitMove(from) {
 		return run()
 	}
