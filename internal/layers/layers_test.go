@@ -39,7 +39,7 @@ var allowed = map[string]struct {
 	"cmd/shardgate":        {[]string{"config", "move", "topo"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
 	"internal/etcdtest":    {nil, nil},
-	"topo":                 {[]string{"config"}, []string{"go.etcd.io/", "go.uber.org/zap"}},
+	"topo":                 {[]string{"config"}, []string{"go.etcd.io/", "go.uber.org/zap", "google.golang.org/grpc"}},
 	"internal/fakebackend": {[]string{"mysql"}, nil},
 	"internal/layers":      {nil, nil},
 	"internal/doccheck":    {nil, nil},
