@@ -42,16 +42,17 @@ for _ in $(seq 100); do
 	etcdctl --endpoints "$FLEET_ETCD" endpoint health >/dev/null 2>&1 && break
 	sleep 0.1
 done
-etcdctl --endpoints "$FLEET_ETCD" endpoint health >/dev/null || { echo "fleet.sh: etcd did not start, see $OUT/etcd.log" >&2; exit 1; }
+etcdctl --endpoints "$FLEET_ETCD" endpoint health >/dev/null 2>&1 || { echo "fleet.sh: etcd did not start, see $OUT/etcd.log" >&2; exit 1; }
 log "etcd $(etcd --version | head -1) up on $FLEET_ETCD"
 
 # 1. Cost of fleet mode on point selects.
-sed -e 's/^addr: .*/addr: 127.0.0.1:9688/' -e 's/^web_addr: .*/web_addr: 127.0.0.1:9788/' etc/ks-unsharded.yaml >"$OUT/ks-fleet.yaml"
+FLEET_CFG=$OUT/ks-fleet.yaml
+sed -e 's/^addr: .*/addr: 127.0.0.1:9688/' -e 's/^web_addr: .*/web_addr: 127.0.0.1:9788/' etc/ks-unsharded.yaml >"$FLEET_CFG"
 export FLEET_CLUSTER=/bench/cost
-bin/shardgate -etcd "$FLEET_ETCD" -cluster "$FLEET_CLUSTER" topo load "$OUT/ks-fleet.yaml"
+bin/shardgate -etcd "$FLEET_ETCD" -cluster "$FLEET_CLUSTER" topo load "$FLEET_CFG"
 OUT=$OUT/cost PATHS="direct relay proxy" SHARDED_CONFIG="" SPLIT=0 RANGE_CONFIG="" \
 	TESTS=${TESTS:-oltp_point_select} THREADS=${THREADS:-"1 16"} MODES=${MODES:-disable} DURATION=${DURATION:-10} \
-	ROUNDS=${ROUNDS:-5} VARIANTS="fleet=$OUT/ks-fleet.yaml@bench/fleet-proxy.sh" bench/run.sh
+	ROUNDS=${ROUNDS:-5} VARIANTS="fleet=$FLEET_CFG@bench/fleet-proxy.sh" bench/run.sh
 
 # 2. Propagation to three proxies.
 export FLEET_CLUSTER=/bench/prop
