@@ -394,7 +394,7 @@ func TestProcessFleetPropagation(t *testing.T) {
 		var vs []string
 		for v, n := range seen[i] {
 			vs = append(vs, fmt.Sprintf("%d (%d samples)", v, n))
-			if v != rev1 && v != rev2 {
+			if v != rev1 && v != rev2 && v != -1 { // -1: /metrics did not answer in time
 				t.Errorf("proxy %d served topology version %d, neither %d nor %d", i, v, rev1, rev2)
 			}
 		}
