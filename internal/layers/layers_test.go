@@ -46,6 +46,7 @@ var allowed = map[string]struct {
 	"clients":              {nil, nil},
 	"bench/conns":          {[]string{"backend", "mysql"}, nil},
 	"bench/hostile":        {[]string{"backend", "internal/mariadbtest", "mysql"}, []string{"github.com/go-sql-driver/mysql"}},
+	"bench/fleetprop":      {[]string{"topo"}, nil},
 	"bench/relay":          {nil, nil},
 	"bench/report":         {nil, nil},
 	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},

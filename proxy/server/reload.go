@@ -146,29 +146,56 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 	}
 	lv.version = old.version + 1
 	cur := l.nodeSet.Load()
+	started, err := l.startAdded(cfg, ch, cur)
+	if err != nil {
+		return fmt.Errorf("reload refused, nothing changed: %w", err)
+	}
+	l.setReplicas(cfg, cur)
+	removed := l.publishNodes(ch, cur, started)
+	l.current.Store(lv)
+	for _, n := range removed {
+		n.Close() // no schema used it: no session holds its connections
+	}
+	if tables := addedTables(old.router, lv.router); len(tables) > 0 && l.rulesAdded != nil {
+		l.rulesAdded(lv.router, tables)
+	}
+	l.logReload(lv, ch, started, removed)
+	return nil
+}
+
+// startAdded starts the nodes the reload adds and checks that the rules
+// it adds place no table that has rows; on a refusal the started nodes
+// are closed again.
+func (l *liveConfig) startAdded(cfg *config.Config, ch reloadChange, cur *nodeSet) ([]*backend.Node, error) {
 	var started []*backend.Node
 	if len(ch.addNodes) > 0 {
 		started = l.startNodes(ch.addNodes, cfg.Backend)
 	}
-	if len(ch.addRules) > 0 {
-		lookup := func(name string) *backend.Node {
-			if n := cur.byName[name]; n != nil {
+	if len(ch.addRules) == 0 {
+		return started, nil
+	}
+	lookup := func(name string) *backend.Node {
+		if n := cur.byName[name]; n != nil {
+			return n
+		}
+		for _, n := range started {
+			if n.Name == name {
 				return n
 			}
-			for _, n := range started {
-				if n.Name == name {
-					return n
-				}
-			}
-			return nil
 		}
-		if err := checkNoRows(cfg, ch.addRules, lookup); err != nil {
-			for _, n := range started {
-				n.Close()
-			}
-			return fmt.Errorf("reload refused, nothing changed: %w", err)
-		}
+		return nil
 	}
+	if err := checkNoRows(cfg, ch.addRules, lookup); err != nil {
+		for _, n := range started {
+			n.Close()
+		}
+		return nil, err
+	}
+	return started, nil
+}
+
+// setReplicas gives the nodes in force the replicas cfg lists.
+func (l *liveConfig) setReplicas(cfg *config.Config, cur *nodeSet) {
 	for _, nc := range cfg.Nodes {
 		n := cur.byName[nc.Name]
 		if n == nil {
@@ -178,6 +205,12 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 			l.logger.Info("replicas changed", zap.String("node", n.Name), zap.Int("added", added), zap.Int("removed", removed))
 		}
 	}
+}
+
+// publishNodes publishes the node set with the started nodes and without
+// the removed ones (before the configuration that uses them), and
+// returns the removed nodes.
+func (l *liveConfig) publishNodes(ch reloadChange, cur *nodeSet, started []*backend.Node) []*backend.Node {
 	var removed []*backend.Node
 	if len(started) > 0 || len(ch.removeNodes) > 0 {
 		order := make([]*backend.Node, 0, len(cur.order)+len(started))
@@ -188,7 +221,6 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 			}
 			order = append(order, n)
 		}
-		// Published before the configuration that uses them.
 		l.nodeSet.Store(newNodeSet(append(order, started...)))
 		if len(started) > 0 {
 			l.nodesAdded(started)
@@ -199,13 +231,10 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 			l.hasReplicas.Store(true)
 		}
 	}
-	l.current.Store(lv)
-	for _, n := range removed {
-		n.Close() // no schema used it: no session holds its connections
-	}
-	if tables := addedTables(old.router, lv.router); len(tables) > 0 && l.rulesAdded != nil {
-		l.rulesAdded(lv.router, tables)
-	}
+	return removed
+}
+
+func (l *liveConfig) logReload(lv *live, ch reloadChange, started, removed []*backend.Node) {
 	fields := []zap.Field{zap.Uint64("version", lv.version)}
 	if len(started) > 0 {
 		fields = append(fields, zap.Strings("nodes_added", nodeNames(started)))
@@ -221,7 +250,6 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 		fields = append(fields, zap.Strings("rules_added", rules))
 	}
 	l.logger.Info("configuration reloaded", fields...)
-	return nil
 }
 
 func nodeNames(ns []*backend.Node) []string {
@@ -326,11 +354,38 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 	a.ClientWriteTimeout, a.IdleInTransactionTimeout = b.ClientWriteTimeout, b.IdleInTransactionTimeout
 	a.LogLevel = b.LogLevel // the -log-level flag may override the file's; not applied by a reload
 	var ch reloadChange
+	out := compareNodes(old, cfg, &ch)
+	a.Nodes = b.Nodes
+	out = append(out, compareSchemas(old, cfg, &ch)...)
+	if cfg.UsesXA() && !old.UsesXA() {
+		out = append(out, "transaction_mode xa appears (needs a restart: the XA coordinator starts with the proxy)")
+	}
+	a.Schemas = b.Schemas
+	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
+	t := av.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			key := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+			if key == "" {
+				key = t.Field(i).Name
+			}
+			out = append(out, key+" changed (needs a restart; a reload changes only "+strings.Join(reloadable, ", ")+")")
+		}
+	}
+	sort.Strings(out)
+	return ch, out
+}
+
+// compareNodes records the nodes cfg adds and removes in ch: new ones are
+// added; one that stays keeps everything but its replicas; one no schema
+// uses may go. It names the changes a reload cannot apply.
+func compareNodes(old, cfg *config.Config, ch *reloadChange) []string {
 	var out []string
-	// Nodes: new ones are added; one that stays keeps everything but its
-	// replicas; one no schema uses may go.
-	for i := range b.Nodes {
-		nn := b.Nodes[i]
+	for i := range cfg.Nodes {
+		nn := cfg.Nodes[i]
 		prev := old.Node(nn.Name)
 		if prev == nil {
 			ch.addNodes = append(ch.addNodes, nn)
@@ -357,11 +412,17 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 		}
 		ch.removeNodes = append(ch.removeNodes, name)
 	}
-	a.Nodes = b.Nodes
-	// Schemas may come and go with their users; a schema that stays keeps
-	// its default, its nodes and its rules, and may gain nodes and rules.
-	for i := range b.Schemas {
-		ns := &b.Schemas[i]
+	return out
+}
+
+// compareSchemas records the rules cfg adds to existing schemas in ch.
+// Schemas may come and go with their users; a schema that stays keeps its
+// default, its nodes and its rules, and may gain nodes and rules. It names
+// the changes a reload cannot apply.
+func compareSchemas(old, cfg *config.Config, ch *reloadChange) []string {
+	var out []string
+	for i := range cfg.Schemas {
+		ns := &cfg.Schemas[i]
 		prev := old.SchemaFor(ns.User)
 		if prev == nil {
 			continue
@@ -384,43 +445,21 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 		}
 		for k := range ns.Shard {
 			nr := &ns.Shard[k]
-			if rules[nr.DB+"."+nr.Table] == nil {
-				continue // an existing rule
-			}
-			if placedBefore(old, nr) {
-				continue // another schema has the same rule in force: its rows are where it says
-			}
-			if nr.Sequence != "" {
+			switch {
+			case rules[nr.DB+"."+nr.Table] == nil: // an existing rule
+			case placedBefore(old, nr): // another schema has the same rule in force: its rows are where it says
+			case nr.Sequence != "":
 				out = append(out, fmt.Sprintf("schema_list[%d] (user %s): the new rule for %s.%s has a sequence (needs a restart: sequences start with the proxy)", i, ns.User, nr.DB, nr.Table))
-				continue
+			default:
+				ch.addRules = append(ch.addRules, addedRule{user: ns.User, rule: *nr})
 			}
-			ch.addRules = append(ch.addRules, addedRule{user: ns.User, rule: *nr})
 		}
 		gone := slices.ContainsFunc(prev.Nodes, func(n string) bool { return !slices.Contains(ns.Nodes, n) })
 		if gone || prev.Default != ns.Default {
 			out = append(out, fmt.Sprintf("schema_list[%d] (user %s): nodes or default changed (needs a restart; a reload may only add nodes to a schema)", i, ns.User))
 		}
 	}
-	if cfg.UsesXA() && !old.UsesXA() {
-		out = append(out, "transaction_mode xa appears (needs a restart: the XA coordinator starts with the proxy)")
-	}
-	a.Schemas = b.Schemas
-	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
-	t := av.Type()
-	for i := 0; i < t.NumField(); i++ {
-		if !t.Field(i).IsExported() {
-			continue
-		}
-		if !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
-			key := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-			if key == "" {
-				key = t.Field(i).Name
-			}
-			out = append(out, key+" changed (needs a restart; a reload changes only "+strings.Join(reloadable, ", ")+")")
-		}
-	}
-	sort.Strings(out)
-	return ch, out
+	return out
 }
 
 // placedBefore reports whether a schema of old has rule r as it is:

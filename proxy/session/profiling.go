@@ -15,9 +15,15 @@ import (
 // ends (PROFILING::finish_current_query), so SET profiling = 0 before
 // them and SET profiling = 1 after them are not recorded either.
 
+// profiles are the connections the client turned profiling on (SET
+// profiling = 1, reported by the server); part of State (embedded).
+type profiles struct {
+	profiled []*backend.Conn
+}
+
 // noteProfiling records what the server reported a client's statement
 // did to profiling on bc (session tracking: ON or OFF).
-func (s *State) noteProfiling(bc *backend.Conn, value string) {
+func (s *profiles) noteProfiling(bc *backend.Conn, value string) {
 	on := value == "ON" || value == "on" || value == "1"
 	i := slices.Index(s.profiled, bc)
 	switch {
@@ -30,7 +36,7 @@ func (s *State) noteProfiling(bc *backend.Conn, value string) {
 
 // ownExec runs q, a statement of the proxy's own, on bc, out of the
 // client's profiles when the client turned profiling on there.
-func (s *State) ownExec(bc *backend.Conn, q string) (*backend.Result, error) {
+func (s *profiles) ownExec(bc *backend.Conn, q string) (*backend.Result, error) {
 	if !slices.Contains(s.profiled, bc) {
 		return bc.Exec(q)
 	}

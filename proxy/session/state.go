@@ -15,14 +15,11 @@ import (
 // State is one client session's state and the backend connections it
 // holds. It is owned by the goroutine serving the client.
 type State struct {
-	nodes      map[string]*backend.Node
-	nodeSource func() map[string]*backend.Node // nodes.go
+	nodeSet // nodes.go
 	// locked names the nodes where the session holds table locks (LOCK
 	// TABLES), on the connection it keeps there.
-	locked []string
-	// profiled are the connections the client turned profiling on
-	// (profiling.go).
-	profiled []*backend.Conn
+	locked   []string
+	profiles // profiling.go
 
 	Variant uint32 // the client capabilities that select a backend pool partition
 	DB      string
@@ -82,7 +79,7 @@ type State struct {
 // New returns the state of a session that logged in with collation coll
 // and the given client capabilities.
 func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant uint32, multiStmts bool) *State {
-	s := &State{nodes: nodes, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
+	s := &State{nodeSet: nodeSet{nodes: nodes}, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
 	s.txnState.s, s.varState.s, s.readState.s, s.stmtState.s = s, s, s, s
 	s.RowCount = -1
 	s.ctx, s.knobs = context.Background(), noKnobs
