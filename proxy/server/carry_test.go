@@ -84,14 +84,60 @@ func TestSessionCounts(t *testing.T) {
 	}
 }
 
+// TestSessionCountsPrepared: ROW_COUNT() and FOUND_ROWS() after a
+// prepared statement's execution (COM_STMT_EXECUTE) are MariaDB's.
+func TestSessionCountsPrepared(t *testing.T) {
+	e, direct := carryEnv(t, "carry_counts_ps")
+	px, dx := conn(t, e.app), conn(t, direct)
+	for _, q := range []string{
+		"INSERT INTO t VALUES (6, 'f'), (7, 'g'), (8, 'h')",
+		"UPDATE t SET note = 'x' WHERE id IN (1, 2, 3)",
+		"SELECT * FROM t WHERE id > 1",
+		"SELECT * FROM t WHERE id = 2",
+		"DELETE FROM t WHERE id IN (7, 8)",
+		"SELECT * FROM t WHERE id < 0",
+		"UPDATE t SET note = 'y' WHERE id = 1",
+		"SELECT SQL_CALC_FOUND_ROWS note FROM t WHERE id IN (2) ORDER BY note LIMIT 1",
+	} {
+		probe := "SELECT ROW_COUNT()"
+		if strings.HasPrefix(q, "SELECT") {
+			probe = "SELECT ROW_COUNT(), FOUND_ROWS()"
+		}
+		want, wantErr := preparedThen(dx, q, probe)
+		got, gotErr := preparedThen(px, q, probe)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%s: through the proxy %v, directly %v", q, gotErr, wantErr)
+		}
+		if got != want {
+			t.Errorf("after the execution of %s, %s:\n through the proxy %s\n directly          %s", q, probe, got, want)
+		}
+	}
+}
+
+// preparedThen executes q as a prepared statement, then runs probe as
+// text (statementThen).
+func preparedThen(c *sql.Conn, q, probe string) (string, error) {
+	return statementThen(c, q, probe, true)
+}
+
 // statementThen runs q (its error returned) then probe on c, and returns
-// probe's column names and row.
-func statementThen(c *sql.Conn, q, probe string) (string, error) {
+// probe's column names and row; prepared: q is executed as a prepared
+// statement.
+func statementThen(c *sql.Conn, q, probe string, prepared ...bool) (string, error) {
 	ctx := context.Background()
 	var qerr error
-	if rows, err := c.QueryContext(ctx, q); err != nil {
+	var rows *sql.Rows
+	if len(prepared) > 0 && prepared[0] {
+		st, err := c.PrepareContext(ctx, q)
+		if err == nil {
+			rows, err = st.QueryContext(ctx)
+			st.Close()
+		}
 		qerr = err
 	} else {
+		rows, qerr = c.QueryContext(ctx, q)
+	}
+	if qerr == nil {
 		for rows.Next() {
 		}
 		rows.Close()

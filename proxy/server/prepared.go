@@ -51,6 +51,11 @@ type stmtHandler struct {
 	// execTables are the logical tables whose subtables the execution
 	// reads: its column definitions name them (engine.RelayResultLogical).
 	execTables []string
+	// execRes is the response an execution forwarded (executeOn), for
+	// the session's ROW_COUNT() and FOUND_ROWS(); execForwarded says
+	// there was one.
+	execRes       backend.Outcome
+	execForwarded bool
 	// stmtBudget accounts for the session's statements and closes their
 	// backend statements (prepared_budget.go).
 	stmtBudget
@@ -434,5 +439,9 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		}
 		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", stmt.Keyword)
 	}
-	return s.execute(ps, p)
+	s.execRes, s.execForwarded = backend.Outcome{}, false
+	h.x.Rows = 0
+	err := s.execute(ps, p)
+	h.counts.note(s.execForwarded, s.execRes, err) // what ROW_COUNT() and FOUND_ROWS() say next
+	return err
 }

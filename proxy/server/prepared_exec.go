@@ -263,9 +263,11 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 	if watch {
 		relay = readOnlyGuard(relay, from != "")
 	}
-	if _, err = h.x.RunOn(bc, s.pbuf, cursor, relay); err == nil && cursor {
+	res, err := h.x.RunOn(bc, s.pbuf, cursor, relay)
+	if err == nil && cursor {
 		ps.Cursor, ps.CursorID = bc, st.ID
 	}
+	s.execRes, s.execForwarded = res, !cursor
 	if from != "" && errors.Is(err, errReadOnlyMaster) {
 		_, err = h.afterReadOnly(node, from, func() (backend.Outcome, error) {
 			return backend.Outcome{}, s.executeOn(ps, e, node, q, order, false)
