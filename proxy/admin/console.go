@@ -41,6 +41,8 @@ type Env struct {
 	ReplicaAdded func()
 	// Workflows runs data movement; nil without the sidecar's node.
 	Workflows Workflows
+	// Plans computes and applies ks.yaml edits (plan.go); nil refuses.
+	Plans Planner
 }
 
 // Workflows is the data movement the console starts and commands.
@@ -91,6 +93,8 @@ func (c *Console) HTTP() http.Handler {
 	mux.Handle("/admin/switch_master", c.auth(http.HandlerFunc(c.serveSwitchMaster)))
 	mux.Handle("/admin/reload", c.auth(http.HandlerFunc(c.serveReload)))
 	mux.Handle("/admin/config", c.auth(http.HandlerFunc(c.serveAdminConfig)))
+	mux.Handle("/admin/plan", c.auth(http.HandlerFunc(c.servePlan)))
+	mux.Handle("/admin/apply", c.auth(http.HandlerFunc(c.serveApply)))
 	mux.Handle("/changes", c.auth(http.HandlerFunc(c.serveChanges)))
 	mux.Handle("/admin/workflows", c.auth(http.HandlerFunc(c.flows.serve)))
 	mux.Handle("/admin/workflows/", c.auth(http.HandlerFunc(c.flows.serve)))

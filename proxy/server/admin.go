@@ -30,6 +30,7 @@ func newConsole(s *Server, configPath string) *admin.Console {
 		ReloadFile:   s.ReloadFile,
 		ConfigPath:   configPath,
 		ReplicaAdded: func() { s.hasReplicas.Store(true) },
+		Plans:        planner{s},
 	}
 	if s.flows != nil {
 		env.Workflows = s.flows

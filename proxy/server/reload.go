@@ -131,9 +131,14 @@ func (l *liveConfig) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	// Tables a workflow cut over keep their new rule.
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.reloadLocked(cfg)
+}
+
+// reloadLocked is Reload with l.mu held (cfg validated).
+func (l *liveConfig) reloadLocked(cfg *config.Config) error {
+	// Tables a workflow cut over keep their new rule.
 	cfg = withRules(cfg, l.overrides)
 	old := l.lv()
 	ch, diff := compareConfigs(old.cfg, cfg)
