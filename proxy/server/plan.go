@@ -154,7 +154,8 @@ func (pl planner) plan(lv *live, cfg *config.Config) (*admin.Plan, *config.Confi
 		sc := &cfg.Schemas[i]
 		prev := lv.cfg.SchemaFor(sc.User)
 		if prev == nil {
-			continue // a new user's schema: compareConfigs has its say
+			p.Refused = append(p.Refused, unlikeInForce(lv.cfg, sc)...)
+			continue
 		}
 		for k := range sc.Shard {
 			nr := &sc.Shard[k]
@@ -270,7 +271,7 @@ func (pl planner) sizes(p *admin.Plan) {
 		case p.CopyRate > 0:
 			r.Rows, r.Bytes = rows, bytes
 			r.EstimateSeconds = float64(rows) / p.CopyRate
-			r.Estimate = fmt.Sprintf("about %s at %.0f rows/s", (time.Duration(r.EstimateSeconds*1000) * time.Millisecond).Round(100*time.Millisecond), p.CopyRate)
+			r.Estimate = fmt.Sprintf("about %s at %.0f rows/s", (time.Duration(r.EstimateSeconds*1000) * time.Millisecond).Round(time.Millisecond), p.CopyRate)
 		default:
 			r.Rows, r.Bytes = rows, bytes
 			r.Estimate = "no rate measured yet"
@@ -344,6 +345,24 @@ func sameRule(a, b *config.ShardRule) bool {
 	x, y := *a, *b
 	x.Generation = y.Generation
 	return reflect.DeepEqual(x, y)
+}
+
+// unlikeInForce names the rules of a new user's schema that place a
+// table another way than a rule in force: the new user would not find
+// the rows where they are.
+func unlikeInForce(old *config.Config, sc *config.Schema) []string {
+	var out []string
+	for k := range sc.Shard {
+		nr := &sc.Shard[k]
+		for i := range old.Schemas {
+			if pr := ruleIn(&old.Schemas[i], nr.DB, nr.Table); pr != nil && !sameRule(pr, nr) {
+				out = append(out, fmt.Sprintf("the schema of new user %s has a rule for %s.%s unlike the one in force (user %s's): give it the rule in force, and move the rows in that schema",
+					sc.User, nr.DB, nr.Table, old.Schemas[i].User))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // userChanges names the users b adds to a and removes from it.
