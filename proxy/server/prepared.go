@@ -37,8 +37,17 @@ import (
 // owned by the conn's goroutine.
 type stmtHandler struct {
 	h *handler
-	// exec and args are scratch for one COM_STMT_EXECUTE: its parameters
-	// and their values as the router takes them.
+	execScratch
+	// stmtBudget accounts for the session's statements and closes their
+	// backend statements (prepared_budget.go).
+	stmtBudget
+}
+
+// execScratch is what one COM_STMT_EXECUTE uses and leaves: reused by the
+// next, owned by the handler's goroutine.
+type execScratch struct {
+	// exec and args are its parameters and their values as the router
+	// takes them.
 	exec mysql.StmtExecute
 	args []router.Arg
 	pbuf []byte // scratch for packets sent to backends
@@ -56,9 +65,6 @@ type stmtHandler struct {
 	// there was one.
 	execRes       backend.Outcome
 	execForwarded bool
-	// stmtBudget accounts for the session's statements and closes their
-	// backend statements (prepared_budget.go).
-	stmtBudget
 }
 
 // prepare answers COM_STMT_PREPARE.
