@@ -7,6 +7,7 @@
 //	shardgate import DB.TABLE -from user:password@host:port/db.table [-wait]
 //	shardgate status [NAME] [-watch]
 //	shardgate cutover|rollback|complete|cancel|verify|repair NAME
+//	shardgate plan FILE | apply FILE [-wait]
 //	shardgate -etcd ENDPOINTS [-cluster PREFIX] topo load FILE | topo get | fleet
 package main
 
@@ -52,6 +53,12 @@ commands:
   cancel NAME      before a cutover: stop and drop the new subtables
   verify NAME      compare the rows again
   repair NAME      copy the ranges verify reported again, then verify
+  plan FILE        compare a ks.yaml with the configuration in force (with -etcd: the fleet's
+                   topology): nodes and users added or removed, new rules, rules whose rows move,
+                   and what cannot change
+  apply FILE [-wait]
+                   plan, then apply: reload the file (with -etcd: store it in etcd), the tables
+                   whose rows move keeping their rule, and start one reshard workflow each
 
 fleet commands (-etcd ENDPOINTS [-cluster PREFIX], or SHARDGATE_ETCD and SHARDGATE_CLUSTER):
   topo load FILE   store a ks.yaml as the fleet's next topology version (checked first)
@@ -131,6 +138,10 @@ func run(args []string, w io.Writer) error {
 			}
 		}
 		return status(c, rest, w)
+	case "plan":
+		return planCmd(c, ff, rest, w)
+	case "apply":
+		return applyCmd(c, ff, rest, w)
 	case "fleet":
 		return fleetCmd(ff, w)
 	case "topo":

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	yaml "gopkg.in/yaml.v3"
+
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/move"
+	"github.com/shardgate/shardgate/proxy/admin"
+	"github.com/shardgate/shardgate/topo"
+)
+
+// plan FILE and apply FILE: a ks.yaml edit is compared with the
+// configuration in force (POST /admin/plan) and applied against the
+// version planned (POST /admin/apply). With -etcd the topology in etcd is
+// the one in force: the plan is computed by the proxy at -admin, which
+// must serve etcd's version, and the apply writes etcd (compare-and-swap
+// on the planned revision) with the moving tables keeping their rule,
+// then starts their workflows through that proxy. The cutover still
+// pauses that proxy only: the fleet-wide cutover is not built.
+
+// planCmd prints the plan of FILE.
+func planCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("plan FILE")
+	}
+	text, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	p, _, err := planOf(c, ff, text)
+	if err != nil {
+		return err
+	}
+	printPlan(w, p)
+	if len(p.Refused) > 0 {
+		return fmt.Errorf("%d changes cannot be made: an apply of this file changes nothing", len(p.Refused))
+	}
+	return nil
+}
+
+// applyCmd plans FILE, shows the plan, applies it and, with -wait, shows
+// the progress of the workflows it started until they are in sync.
+func applyCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	wait := fs.Bool("wait", false, "show the started workflows' progress until they are in sync")
+	pos, err := interleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("apply FILE [-wait]")
+	}
+	text, err := os.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	p, st, err := planOf(c, ff, text)
+	if err != nil {
+		return err
+	}
+	printPlan(w, p)
+	if len(p.Refused) > 0 {
+		return fmt.Errorf("%d changes cannot be made: nothing applied", len(p.Refused))
+	}
+	if p.Empty() {
+		return nil
+	}
+	var done admin.Applied
+	if st != nil {
+		done, err = applyFleet(c, st, p, text)
+		st.Close()
+	} else {
+		err = c.postRaw("/admin/apply", admin.ApplyRequest{Config: string(text), Version: p.Version}, &done)
+	}
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	printApplied(w, &done, st != nil)
+	if !*wait {
+		return nil
+	}
+	for _, name := range done.Started {
+		if err := watch(c, name, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planOf asks the proxy for the plan of text. With -etcd it also opens
+// the store (returned, to be closed) and checks that the proxy serves the
+// topology in etcd, which the plan then carries as TopologyVersion.
+func planOf(c *client, ff fleetFlags, text []byte) (*admin.Plan, *topo.Store, error) {
+	var rev int64
+	var st *topo.Store
+	if *ff.etcd != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		if st, err = ff.open(ctx); err != nil {
+			return nil, nil, err
+		}
+		v, err := st.Get(ctx)
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		rev = v.Rev
+	}
+	var p admin.Plan
+	if err := c.postRaw("/admin/plan", string(text), &p); err != nil {
+		if st != nil {
+			st.Close()
+		}
+		return nil, nil, fmt.Errorf("plan: %w", err)
+	}
+	if st != nil && p.TopologyVersion != rev {
+		st.Close()
+		return nil, nil, fmt.Errorf("the proxy at -admin serves topology version %d, etcd holds version %d: wait until it applies it (shardgate fleet), or ask another proxy", p.TopologyVersion, rev)
+	}
+	return &p, st, nil
+}
+
+// applyFleet writes the directly applicable part of text to etcd (the
+// moving tables keep the rule in force), conditioned on the planned
+// revision, then starts the workflows through the proxy.
+func applyFleet(c *client, st *topo.Store, p *admin.Plan, text []byte) (admin.Applied, error) {
+	done := admin.Applied{Plan: p}
+	keep := map[string]config.ShardRule{}
+	for _, r := range p.Reshards {
+		keep[r.Table] = r.From
+	}
+	direct, err := withRulesText(text, keep)
+	if err != nil {
+		return done, err
+	}
+	if p.Reload {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rev, err := st.Put(ctx, direct, p.TopologyVersion)
+		if err != nil {
+			return done, fmt.Errorf("topology change refused: %w (plan again)", err)
+		}
+		done.Reloaded, done.Version = true, uint64(rev)
+	}
+	for _, r := range p.Reshards {
+		if r.Workflow != "" {
+			continue
+		}
+		req := map[string]any{"table": r.Table, "type": r.To.Type, "key": r.To.Key, "nodes": r.To.Nodes, "locations": r.To.Locations,
+			"table_row_limit": r.To.TableRowLimit, "date_range": r.To.DateRange}
+		var wf move.Workflow
+		if err := c.do("POST", "/admin/workflows", req, &wf); err != nil {
+			return done, fmt.Errorf("%s: %w (started so far: %s)", r.Table, err, strings.Join(done.Started, ", "))
+		}
+		done.Started = append(done.Started, wf.Spec.Name)
+	}
+	return done, nil
+}
+
+// withRulesText returns the ks.yaml text with the shard rules of the
+// tables in rules (db.table) replaced, the rest as written.
+func withRulesText(text []byte, rules map[string]config.ShardRule) ([]byte, error) {
+	if len(rules) == 0 {
+		return text, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, err
+	}
+	for _, sc := range child(doc.Content[0], "schema_list").Content {
+		shard := child(sc, "shard")
+		for i, item := range shard.Content {
+			db, table := child(item, "db"), child(item, "table")
+			r, ok := rules[db.Value+"."+table.Value]
+			if !ok {
+				continue
+			}
+			n, err := ruleNode(r)
+			if err != nil {
+				return nil, err
+			}
+			shard.Content[i] = n
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+// ruleNode is r as a YAML mapping of its keys that are set (a key left
+// out takes its default, as when the operator writes the rule).
+func ruleNode(r config.ShardRule) (*yaml.Node, error) {
+	var n yaml.Node
+	if err := n.Encode(r); err != nil {
+		return nil, err
+	}
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		v := n.Content[i+1]
+		if v.Kind == yaml.SequenceNode && len(v.Content) == 0 || v.Kind == yaml.ScalarNode && (v.Value == "" || v.Value == "0" || v.Value == "false") {
+			continue
+		}
+		if v.Kind == yaml.SequenceNode {
+			v.Style = yaml.FlowStyle
+		}
+		kept = append(kept, n.Content[i], v)
+	}
+	n.Content = kept
+	return &n, nil
+}
+
+// child is the value of key in mapping n (an empty node when there is
+// none).
+func child(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+	}
+	return &yaml.Node{}
+}
+
+// printPlan writes p for a reader.
+func printPlan(w io.Writer, p *admin.Plan) {
+	fmt.Fprintf(w, "plan against configuration version %d", p.Version)
+	if p.TopologyVersion != 0 {
+		fmt.Fprintf(w, " (topology version %d)", p.TopologyVersion)
+	}
+	fmt.Fprintf(w, ", computed in %.0f ms\n", p.Seconds*1000)
+	if p.Empty() {
+		fmt.Fprintln(w, "nothing to change: the file is what is in force")
+	}
+	list := func(what string, names []string) {
+		if len(names) > 0 {
+			fmt.Fprintf(w, "%-15s %s\n", what+":", strings.Join(names, ", "))
+		}
+	}
+	list("nodes added", p.NodesAdded)
+	list("nodes removed", p.NodesRemoved)
+	list("users added", p.UsersAdded)
+	list("users removed", p.UsersRemoved)
+	if len(p.Rules) > 0 {
+		fmt.Fprintln(w, "new rules, applied by the reload (their tables have no rows):")
+		for _, r := range p.Rules {
+			fmt.Fprintf(w, "  %s (user %s): %s", r.Table, r.User, layout(&r.Rule))
+			if r.Note != "" {
+				fmt.Fprintf(w, " (%s)", r.Note)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(p.Reshards) > 0 {
+		fmt.Fprintln(w, "rows to move, one reshard workflow each:")
+		for _, r := range p.Reshards {
+			fmt.Fprintf(w, "  %s (user %s): %s -> %s\n", r.Table, r.User, layout(&r.From), layout(&r.To))
+			if r.Workflow != "" {
+				fmt.Fprintf(w, "    already moving in workflow %s: nothing to start\n", r.Workflow)
+				continue
+			}
+			fmt.Fprintf(w, "    %d rows, %s to copy; %s\n", r.Rows, sizeOf(r.Bytes), r.Estimate)
+		}
+	}
+	if p.Reload && len(p.NodesAdded)+len(p.NodesRemoved)+len(p.UsersAdded)+len(p.UsersRemoved)+len(p.Rules) == 0 {
+		fmt.Fprintln(w, "settings: other reloadable keys change (passwords, allow_ips, limits, replicas, ...)")
+	}
+	if len(p.Refused) > 0 {
+		fmt.Fprintln(w, "cannot change:")
+		for _, r := range p.Refused {
+			fmt.Fprintf(w, "  %s\n", r)
+		}
+	}
+}
+
+// printApplied writes what an apply did.
+func printApplied(w io.Writer, done *admin.Applied, fleet bool) {
+	switch {
+	case done.Reloaded && fleet:
+		fmt.Fprintf(w, "applied: topology version %d stored; every proxy applies it (shardgate fleet shows which did)\n", done.Version)
+	case done.Reloaded:
+		fmt.Fprintf(w, "applied: configuration version %d in force\n", done.Version)
+	}
+	for _, name := range done.Started {
+		fmt.Fprintf(w, "workflow %s started (shardgate status %s; cut over with shardgate cutover %s)\n", name, name, name)
+	}
+	if fleet && len(done.Started) > 0 {
+		fmt.Fprintln(w, "note: the cutover pauses the proxy that runs the workflow only; stop the others' writes to the table across it")
+	}
+}
+
+// layout is a rule's placement in a few words: type(key) node:subtables ...
+func layout(r *config.ShardRule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s(%s)", r.Type, r.Key)
+	for i, n := range r.Nodes {
+		if i < len(r.Locations) {
+			fmt.Fprintf(&b, " %s:%d", n, r.Locations[i])
+		} else {
+			fmt.Fprintf(&b, " %s", n)
+		}
+	}
+	if r.TableRowLimit > 0 {
+		fmt.Fprintf(&b, " limit %d", r.TableRowLimit)
+	}
+	if r.Generation > 0 {
+		fmt.Fprintf(&b, " g%d", r.Generation)
+	}
+	return b.String()
+}
+
+func sizeOf(n int64) string {
+	switch {
+	case n < 0:
+		return "? bytes"
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// postRaw posts body (a string as it is, anything else as JSON) and
+// decodes the JSON answer into out.
+func (c *client) postRaw(path string, body any, out any) error {
+	s, ok := body.(string)
+	if !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		s = string(b)
+	}
+	req, err := http.NewRequest("POST", strings.TrimRight(c.base, "/")+path, strings.NewReader(s))
+	if err != nil {
+		return err
+	}
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(strings.TrimSpace(string(b)))
+	}
+	return json.Unmarshal(b, out)
+}
