@@ -181,18 +181,36 @@ func (a *Agent) Run(p Proxy) {
 	go func() { defer a.wg.Done(); a.leaderLoop(ctx) }()
 }
 
-// Close stops the agent and leaves the fleet (its member key goes at
-// once, and leadership with it).
+// Close stops the agent, leaves the fleet (its member key goes at once,
+// and leadership with it) and closes the store. It returns within a few
+// seconds whether etcd answers or not: a call etcd does not answer (the
+// election's own resign after a cancelled campaign waits on the client,
+// not on a context) ends when the store's client is closed.
 func (a *Agent) Close() {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	a.wg.Wait()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.member != nil {
-		a.member.Close()
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
 	}
+	left := make(chan struct{})
+	go func() {
+		a.mu.Lock()
+		if a.member != nil {
+			a.member.Close()
+		}
+		a.mu.Unlock()
+		close(left)
+	}()
+	select {
+	case <-left:
+	case <-time.After(2 * time.Second): // etcd away: the lease ends by itself
+	}
+	a.o.Store.Close()
+	<-done
 }
 
 // Status returns the fleet as this proxy last saw it.
