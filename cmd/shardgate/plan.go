@@ -12,11 +12,8 @@ import (
 	"strings"
 	"time"
 
-	yaml "gopkg.in/yaml.v3"
-
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/move"
-	"github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/topo"
 )
 
@@ -76,12 +73,12 @@ func applyCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
 	if p.Empty() {
 		return nil
 	}
-	var done admin.Applied
+	var done move.Applied
 	if st != nil {
 		done, err = applyFleet(c, st, p, text)
 		st.Close()
 	} else {
-		err = c.postRaw("/admin/apply", admin.ApplyRequest{Config: string(text), Version: p.Version}, &done)
+		err = c.postRaw("/admin/apply", move.ApplyRequest{Config: string(text), Version: p.Version}, &done)
 	}
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -101,7 +98,7 @@ func applyCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
 // planOf asks the proxy for the plan of text. With -etcd it also opens
 // the store (returned, to be closed) and checks that the proxy serves the
 // topology in etcd, which the plan then carries as TopologyVersion.
-func planOf(c *client, ff fleetFlags, text []byte) (*admin.Plan, *topo.Store, error) {
+func planOf(c *client, ff fleetFlags, text []byte) (*move.Plan, *topo.Store, error) {
 	var rev int64
 	var st *topo.Store
 	if *ff.etcd != "" {
@@ -118,7 +115,7 @@ func planOf(c *client, ff fleetFlags, text []byte) (*admin.Plan, *topo.Store, er
 		}
 		rev = v.Rev
 	}
-	var p admin.Plan
+	var p move.Plan
 	if err := c.postRaw("/admin/plan", string(text), &p); err != nil {
 		if st != nil {
 			st.Close()
@@ -135,13 +132,13 @@ func planOf(c *client, ff fleetFlags, text []byte) (*admin.Plan, *topo.Store, er
 // applyFleet writes the directly applicable part of text to etcd (the
 // moving tables keep the rule in force), conditioned on the planned
 // revision, then starts the workflows through the proxy.
-func applyFleet(c *client, st *topo.Store, p *admin.Plan, text []byte) (admin.Applied, error) {
-	done := admin.Applied{Plan: p}
+func applyFleet(c *client, st *topo.Store, p *move.Plan, text []byte) (move.Applied, error) {
+	done := move.Applied{Plan: p}
 	keep := map[string]config.ShardRule{}
 	for _, r := range p.Reshards {
 		keep[r.Table] = r.From
 	}
-	direct, err := withRulesText(text, keep)
+	direct, err := config.WithRulesText(text, keep)
 	if err != nil {
 		return done, err
 	}
@@ -169,71 +166,8 @@ func applyFleet(c *client, st *topo.Store, p *admin.Plan, text []byte) (admin.Ap
 	return done, nil
 }
 
-// withRulesText returns the ks.yaml text with the shard rules of the
-// tables in rules (db.table) replaced, the rest as written.
-func withRulesText(text []byte, rules map[string]config.ShardRule) ([]byte, error) {
-	if len(rules) == 0 {
-		return text, nil
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
-		return nil, err
-	}
-	for _, sc := range child(doc.Content[0], "schema_list").Content {
-		shard := child(sc, "shard")
-		for i, item := range shard.Content {
-			db, table := child(item, "db"), child(item, "table")
-			r, ok := rules[db.Value+"."+table.Value]
-			if !ok {
-				continue
-			}
-			n, err := ruleNode(r)
-			if err != nil {
-				return nil, err
-			}
-			shard.Content[i] = n
-		}
-	}
-	return yaml.Marshal(&doc)
-}
-
-// ruleNode is r as a YAML mapping of its keys that are set (a key left
-// out takes its default, as when the operator writes the rule).
-func ruleNode(r config.ShardRule) (*yaml.Node, error) {
-	var n yaml.Node
-	if err := n.Encode(r); err != nil {
-		return nil, err
-	}
-	var kept []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		v := n.Content[i+1]
-		if v.Kind == yaml.SequenceNode && len(v.Content) == 0 || v.Kind == yaml.ScalarNode && (v.Value == "" || v.Value == "0" || v.Value == "false") {
-			continue
-		}
-		if v.Kind == yaml.SequenceNode {
-			v.Style = yaml.FlowStyle
-		}
-		kept = append(kept, n.Content[i], v)
-	}
-	n.Content = kept
-	return &n, nil
-}
-
-// child is the value of key in mapping n (an empty node when there is
-// none).
-func child(n *yaml.Node, key string) *yaml.Node {
-	if n != nil && n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				return n.Content[i+1]
-			}
-		}
-	}
-	return &yaml.Node{}
-}
-
 // printPlan writes p for a reader.
-func printPlan(w io.Writer, p *admin.Plan) {
+func printPlan(w io.Writer, p *move.Plan) {
 	fmt.Fprintf(w, "plan against configuration version %d", p.Version)
 	if p.TopologyVersion != 0 {
 		fmt.Fprintf(w, " (topology version %d)", p.TopologyVersion)
@@ -284,7 +218,7 @@ func printPlan(w io.Writer, p *admin.Plan) {
 }
 
 // printApplied writes what an apply did.
-func printApplied(w io.Writer, done *admin.Applied, fleet bool) {
+func printApplied(w io.Writer, done *move.Applied, fleet bool) {
 	switch {
 	case done.Reloaded && fleet:
 		fmt.Fprintf(w, "applied: topology version %d stored; every proxy applies it (shardgate fleet shows which did)\n", done.Version)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/etcdtest"
-	"github.com/shardgate/shardgate/proxy/admin"
+	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/server"
 	"github.com/shardgate/shardgate/topo"
@@ -29,9 +29,9 @@ func TestPrintPlan(t *testing.T) {
 	from := config.ShardRule{DB: "shop", Table: "orders", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}}
 	to := from
 	to.Nodes, to.Locations, to.Generation = []string{"node1", "node2", "node3"}, []int{3, 3, 2}, 1
-	p := &admin.Plan{Version: 7, TopologyVersion: 42, NodesAdded: []string{"node3"}, UsersAdded: []string{"report"}, Reload: true,
-		Rules:    []admin.PlanRule{{User: "app", Table: "shop.carts", Rule: config.ShardRule{DB: "shop", Table: "carts", Key: "user_id", Type: "hash", Nodes: []string{"node3"}, Locations: []int{4}}}},
-		Reshards: []admin.PlanReshard{{User: "app", Table: "shop.orders", From: from, To: to, Rows: 1000000, Bytes: 250 << 20, Estimate: "about 7.8s at 128000 rows/s"}},
+	p := &move.Plan{Version: 7, TopologyVersion: 42, NodesAdded: []string{"node3"}, UsersAdded: []string{"report"}, Reload: true,
+		Rules:    []move.PlanRule{{User: "app", Table: "shop.carts", Rule: config.ShardRule{DB: "shop", Table: "carts", Key: "user_id", Type: "hash", Nodes: []string{"node3"}, Locations: []int{4}}}},
+		Reshards: []move.PlanReshard{{User: "app", Table: "shop.orders", From: from, To: to, Rows: 1000000, Bytes: 250 << 20, Estimate: "about 7.8s at 128000 rows/s"}},
 		Refused:  []string{"shop.items: the rule changes from hash to global: only hash and range tables can be resharded"}, Seconds: 0.012}
 	var b bytes.Buffer
 	printPlan(&b, p)
@@ -50,55 +50,9 @@ cannot change:
 		t.Errorf("printPlan:\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
-	printPlan(&b, &admin.Plan{Version: 3, Reshards: []admin.PlanReshard{{Table: "shop.orders", User: "app", From: from, To: to, Workflow: "grow"}}})
+	printPlan(&b, &move.Plan{Version: 3, Reshards: []move.PlanReshard{{Table: "shop.orders", User: "app", From: from, To: to, Workflow: "grow"}}})
 	if !strings.Contains(b.String(), "nothing to change") || !strings.Contains(b.String(), "already moving in workflow grow: nothing to start") {
 		t.Errorf("a plan whose move runs:\n%s", b.String())
-	}
-}
-
-// TestWithRulesText: the fleet's apply stores the file with the moving
-// tables' rules replaced by the ones in force, the rest as written.
-func TestWithRulesText(t *testing.T) {
-	text := []byte(`addr: 127.0.0.1:9696
-user_list:
-  - user: app
-    password: pw
-nodes:
-  - name: node1
-    master: 127.0.0.1:3307
-    user: root
-  - name: node2
-    master: 127.0.0.1:3308
-    user: root
-schema_list:
-  - user: app
-    nodes: [node1, node2]
-    default: node1
-    shard:
-      - db: shop
-        table: orders
-        key: id
-        type: hash
-        nodes: [node1, node2]
-        locations: [4, 4]   # the new layout
-      - db: shop
-        table: carts
-        key: id
-        type: hash
-        nodes: [node1, node2]
-        locations: [1, 1]
-`)
-	old := config.ShardRule{DB: "shop", Table: "orders", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}, SequenceBlock: 1000, Sequence: "id"}
-	out, err := withRulesText(text, map[string]config.ShardRule{"shop.orders": old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if got := cfg.Schemas[0].Shard; len(got) != 2 || got[0].Locations[0] != 1 || got[0].Sequence != "id" || got[1].Table != "carts" || cfg.Nodes[1].Master != "127.0.0.1:3308" {
-		t.Fatalf("rules after: %+v\n%s", got, out)
 	}
 }
 

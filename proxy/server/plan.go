@@ -38,7 +38,7 @@ type planner struct{ s *Server }
 
 // Plan compares the ks.yaml text with the configuration in force
 // (admin.Planner).
-func (pl planner) Plan(text []byte) (*admin.Plan, error) {
+func (pl planner) Plan(text []byte) (*move.Plan, error) {
 	cfg, err := pl.parse(text)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (pl planner) Plan(text []byte) (*admin.Plan, error) {
 // Apply puts the ks.yaml text in force if the configuration is still
 // version (admin.Planner): the reloadable part by a reload, each moving
 // table by a reshard workflow.
-func (pl planner) Apply(text []byte, version uint64) (*admin.Applied, error) {
+func (pl planner) Apply(text []byte, version uint64) (*move.Applied, error) {
 	s := pl.s
 	if s.fleet != nil {
 		return nil, fmt.Errorf("%w: in a fleet the topology is in etcd: shardgate -etcd ENDPOINTS apply FILE writes it", admin.ErrConflict)
@@ -80,7 +80,7 @@ func (pl planner) Apply(text []byte, version uint64) (*admin.Applied, error) {
 		s.liveConfig.mu.Unlock()
 		return nil, fmt.Errorf("%w: nothing changed: %d tables' rows must move, and workflows need the sidecar database's node", admin.ErrConflict, moves)
 	}
-	res := &admin.Applied{Plan: p, Version: lv.version}
+	res := &move.Applied{Plan: p, Version: lv.version}
 	if p.Reload {
 		err := direct.Validate()
 		if err == nil {
@@ -108,7 +108,7 @@ func (pl planner) Apply(text []byte, version uint64) (*admin.Applied, error) {
 
 // startReshard starts the workflow that moves r's table to r.To, by the
 // path POST /admin/workflows takes.
-func (pl planner) startReshard(r admin.PlanReshard) (string, error) {
+func (pl planner) startReshard(r move.PlanReshard) (string, error) {
 	to := r.To
 	sp, err := pl.s.flows.Spec(admin.MoveRequest{Table: r.Table, Type: to.Type, Key: to.Key, Nodes: to.Nodes, Locations: to.Locations,
 		TableRowLimit: to.TableRowLimit, DateRange: to.DateRange})
@@ -141,9 +141,9 @@ func (pl planner) parse(text []byte) (*config.Config, error) {
 // plan classifies the changes from lv to cfg. It returns the plan and
 // the configuration a reload applies: cfg with every table that has a
 // rule in force keeping that rule (its move is a workflow's).
-func (pl planner) plan(lv *live, cfg *config.Config) (*admin.Plan, *config.Config) {
+func (pl planner) plan(lv *live, cfg *config.Config) (*move.Plan, *config.Config) {
 	began := time.Now()
-	p := &admin.Plan{Version: lv.version}
+	p := &move.Plan{Version: lv.version}
 	if st := pl.s.fleetStats(); st != nil {
 		p.TopologyVersion = st.Applied
 	}
@@ -187,7 +187,7 @@ func (pl planner) plan(lv *live, cfg *config.Config) (*admin.Plan, *config.Confi
 // classify puts the change of a table's rule from pr (in force) to nr
 // (the file's) in p: a reshard, one a running workflow already makes, or
 // a refusal.
-func (pl planner) classify(p *admin.Plan, user string, pr, nr *config.ShardRule, running map[string]move.Status) {
+func (pl planner) classify(p *move.Plan, user string, pr, nr *config.ShardRule, running map[string]move.Status) {
 	table := nr.DB + "." + nr.Table
 	if pr.Type != "hash" && pr.Type != "range" || nr.Type != "hash" && nr.Type != "range" {
 		p.Refused = append(p.Refused, fmt.Sprintf("%s: the rule changes from %s to %s: only hash and range tables can be resharded", table, pr.Type, nr.Type))
@@ -203,7 +203,7 @@ func (pl planner) classify(p *admin.Plan, user string, pr, nr *config.ShardRule,
 		p.Refused = append(p.Refused, fmt.Sprintf("%s: the rule changes in keys a reshard does not change (it moves to new type, key, nodes, locations, table_row_limit; sequence and the others stay): change them after the move", table))
 		return
 	}
-	rs := admin.PlanReshard{User: user, Table: table, From: *pr, To: to}
+	rs := move.PlanReshard{User: user, Table: table, From: *pr, To: to}
 	if wf, ok := running[table]; ok {
 		if !sameRule(&wf.Spec.To, &to) {
 			p.Refused = append(p.Refused, fmt.Sprintf("%s: workflow %s (%s) moves it to another layout (%s): cancel it first", table, wf.Spec.Name, wf.State.Phase,
@@ -217,9 +217,9 @@ func (pl planner) classify(p *admin.Plan, user string, pr, nr *config.ShardRule,
 
 // newRules puts the rules a reload adds in p: directly applied when
 // their tables have no rows, refused otherwise (checkNoRows' reason).
-func (pl planner) newRules(p *admin.Plan, cfg *config.Config, added []addedRule) {
+func (pl planner) newRules(p *move.Plan, cfg *config.Config, added []addedRule) {
 	for _, ar := range added {
-		r := admin.PlanRule{User: ar.user, Table: ar.rule.DB + "." + ar.rule.Table, Rule: ar.rule}
+		r := move.PlanRule{User: ar.user, Table: ar.rule.DB + "." + ar.rule.Table, Rule: ar.rule}
 		nodes := slices.Clone(ar.rule.Nodes)
 		if sc := cfg.SchemaFor(ar.user); sc != nil {
 			nodes = append(nodes, sc.Default)
@@ -260,7 +260,7 @@ func (pl planner) workflows() (map[string]move.Status, float64) {
 
 // sizes fills in the rows and bytes of every reshard's source subtables
 // and the time their copy takes at the plan's rate.
-func (pl planner) sizes(p *admin.Plan) {
+func (pl planner) sizes(p *move.Plan) {
 	for i := range p.Reshards {
 		r := &p.Reshards[i]
 		r.Rows, r.Bytes = -1, -1

@@ -16,7 +16,6 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/move"
-	sgadmin "github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/proxy/server"
 )
 
@@ -78,7 +77,7 @@ func newWeb(t *testing.T, p *proxy) string {
 }
 
 // plan asks the proxy for the plan of text.
-func plan(t *testing.T, web, text string) *sgadmin.Plan {
+func plan(t *testing.T, web, text string) *move.Plan {
 	t.Helper()
 	resp, err := http.Post(web+"/admin/plan", "application/yaml", strings.NewReader(text))
 	if err != nil {
@@ -86,7 +85,7 @@ func plan(t *testing.T, web, text string) *sgadmin.Plan {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var p sgadmin.Plan
+	var p move.Plan
 	if resp.StatusCode != 200 {
 		t.Fatalf("plan: %d %s", resp.StatusCode, body)
 	}
@@ -140,12 +139,12 @@ func TestPlanApply(t *testing.T) {
 	if r := plan(t, web, moved); len(r.Refused) != 1 || !strings.Contains(r.Refused[0], "node node2: only slave may change by reload") {
 		t.Fatalf("a moved node: refused %q", r.Refused)
 	}
-	if code, body := admin(t, web, "POST", "/admin/apply", sgadmin.ApplyRequest{Config: moved, Version: pl.Version}, nil); code != 409 || !strings.Contains(body, "nothing changed") {
+	if code, body := admin(t, web, "POST", "/admin/apply", move.ApplyRequest{Config: moved, Version: pl.Version}, nil); code != 409 || !strings.Contains(body, "nothing changed") {
 		t.Fatalf("apply of a refused plan: %d %s", code, body)
 	}
 
-	var done sgadmin.Applied
-	if code, body := admin(t, web, "POST", "/admin/apply", sgadmin.ApplyRequest{Config: after, Version: pl.Version}, &done); code != 200 {
+	var done move.Applied
+	if code, body := admin(t, web, "POST", "/admin/apply", move.ApplyRequest{Config: after, Version: pl.Version}, &done); code != 200 {
 		t.Fatalf("apply: %d %s", code, body)
 	}
 	if !done.Reloaded || done.Version != pl.Version+1 || len(done.Started) != 1 {
@@ -156,7 +155,7 @@ func TestPlanApply(t *testing.T) {
 	if got := queryValue(t, openDB(t, directDSN(servers[1], "pl", "")), "SELECT COUNT(*) FROM e_0001"); got != "1" {
 		t.Fatalf("the new rule does not route: e_0001 holds %s rows", got)
 	}
-	if code, body := admin(t, web, "POST", "/admin/apply", sgadmin.ApplyRequest{Config: after, Version: pl.Version}, nil); code != 409 || !strings.Contains(body, "plan again") {
+	if code, body := admin(t, web, "POST", "/admin/apply", move.ApplyRequest{Config: after, Version: pl.Version}, nil); code != 409 || !strings.Contains(body, "plan again") {
 		t.Fatalf("apply against a stale version: %d %s", code, body)
 	}
 	st := waitPhase(t, web, done.Started[0], move.PhaseReady, time.Minute)
@@ -166,8 +165,8 @@ func TestPlanApply(t *testing.T) {
 		t.Fatalf("the same file planned again: %+v", again)
 	}
 	t.Logf("planned again while the workflow runs: %s, estimate %s", again.Reshards[0].Workflow, again.Reshards[0].Estimate)
-	var twice sgadmin.Applied
-	if code, body := admin(t, web, "POST", "/admin/apply", sgadmin.ApplyRequest{Config: after, Version: again.Version}, &twice); code != 200 || twice.Reloaded || len(twice.Started) != 0 {
+	var twice move.Applied
+	if code, body := admin(t, web, "POST", "/admin/apply", move.ApplyRequest{Config: after, Version: again.Version}, &twice); code != 200 || twice.Reloaded || len(twice.Started) != 0 {
 		t.Fatalf("the same file applied again: %d %s", code, body)
 	}
 	if code, body := admin(t, web, "POST", "/admin/workflows/"+st.Spec.Name+"/cutover", nil, nil); code != 200 {
