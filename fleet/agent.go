@@ -60,8 +60,9 @@ type Agent struct {
 	status          atomic.Pointer[Status]
 	leader          atomic.Bool
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // Status is the fleet as this proxy last saw it, for the status page,
@@ -186,7 +187,9 @@ func (a *Agent) Run(p Proxy) {
 // seconds whether etcd answers or not: a call etcd does not answer (the
 // election's own resign after a cancelled campaign waits on the client,
 // not on a context) ends when the store's client is closed.
-func (a *Agent) Close() {
+func (a *Agent) Close() { a.closeOnce.Do(a.close) }
+
+func (a *Agent) close() {
 	if a.cancel != nil {
 		a.cancel()
 	}
@@ -194,7 +197,7 @@ func (a *Agent) Close() {
 	go func() { a.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Second):
 	}
 	left := make(chan struct{})
 	go func() {
@@ -207,7 +210,7 @@ func (a *Agent) Close() {
 	}()
 	select {
 	case <-left:
-	case <-time.After(2 * time.Second): // etcd away: the lease ends by itself
+	case <-time.After(time.Second): // etcd away: the lease ends by itself
 	}
 	a.o.Store.Close()
 	<-done

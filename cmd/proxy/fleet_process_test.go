@@ -946,3 +946,19 @@ func median(xs []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// TestProcessFleetShutdownWithoutEtcd: SIGTERM ends a proxy of a fleet
+// within shutdown_timeout and its margin, with status 0, also when etcd
+// is gone (leaving the fleet is bounded: the lease then ends by itself).
+func TestProcessFleetShutdownWithoutEtcd(t *testing.T) {
+	srv := servers(t)
+	f := newFleetEnv(t)
+	rev := f.put(t, topoYAML([]fleetNode{{name: "node1", master: srv[0]}}, []fleetSchema{{user: appUser, nodes: []string{"node1"}}}))
+	ps := []*proc{f.start(t), f.start(t)}
+	waitApplied(t, ps, rev, 10*time.Second)
+	ps[0].terminate(t, "etcd answering", time.Now())
+	if err := f.etcd.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ps[1].terminate(t, "etcd killed", time.Now())
+}

@@ -85,7 +85,7 @@ func run(cfgPath string, f flags) error {
 		if cfg, agent, err = joinFleet(f); err != nil {
 			return err
 		}
-		defer agent.Close()
+		defer agent.Close() // on an error before the shutdown; a no-op after it
 	} else if cfg, err = config.Load(cfgPath); err != nil {
 		return err
 	} else {
@@ -211,6 +211,15 @@ wait:
 	defer watchdog.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// The proxy leaves the fleet while its clients drain (bounded: a few
+	// seconds when etcd does not answer).
+	left := make(chan struct{})
+	go func() {
+		if agent != nil {
+			agent.Close()
+		}
+		close(left)
+	}()
 	// The admin and metrics listeners drain alongside the clients, not
 	// before them (a request that hangs would take the clients' time), and
 	// are closed at the deadline.
@@ -226,6 +235,10 @@ wait:
 		log.Warn("shutdown timed out; closed remaining connections", zap.Error(err))
 	}
 	sideWG.Wait()
+	select {
+	case <-left:
+	case <-ctx.Done():
+	}
 	log.Info("stopped")
 	return nil
 }
