@@ -113,6 +113,10 @@ func Join(ctx context.Context, o Options) (*Agent, error) {
 	return a, nil
 }
 
+// SetLogger makes the agent log to l from Run on (the proxy's log, once
+// its configuration is read); call it before Run.
+func (a *Agent) SetLogger(l *zap.Logger) { a.log = l.With(zap.String("member", a.id)) }
+
 // ID is the proxy's name in the fleet (its XA instance name too).
 func (a *Agent) ID() string { return a.id }
 

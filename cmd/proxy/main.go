@@ -121,6 +121,7 @@ func run(cfgPath string, f flags) error {
 		return err
 	}
 	if agent != nil {
+		agent.SetLogger(log.With(zap.String("fleet", f.cluster)))
 		agent.Run(srv)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
