@@ -16,6 +16,7 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/move"
+	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/server"
 )
 
@@ -206,4 +207,29 @@ func TestPlanHundredRules(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("plan of 100 rules (50 reshards, 50 new rules, 2 nodes): min %v, median %v, max %v over %d runs", took[0], took[len(took)/2], took[len(took)-1], len(took))
+}
+
+// TestPlanInFleet: a proxy of a fleet plans with the topology version it
+// serves, and refuses an apply through its admin API (the topology is in
+// etcd; shardgate -etcd apply writes it there).
+func TestPlanInFleet(t *testing.T) {
+	servers := backends(t)
+	text := planYAML(servers, "plf_sidecar", []string{appUser}, hashRule("plf", "t", "1, 1"))
+	path := filepath.Join(t.TempDir(), "ks.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxyWith(t, cfg, server.Options{Fleet: &server.FleetOptions{Status: func() *metrics.FleetStats { return &metrics.FleetStats{Applied: 17} }}})
+	web := newWeb(t, p)
+	edited := planYAML(servers, "plf_sidecar", []string{appUser, "newbie"}, hashRule("plf", "t", "1, 1"))
+	if pl := plan(t, web, edited); pl.TopologyVersion != 17 || len(pl.UsersAdded) != 1 {
+		t.Fatalf("plan in a fleet: %+v", pl)
+	}
+	if code, body := admin(t, web, "POST", "/admin/apply", move.ApplyRequest{Config: edited, Version: 1}, nil); code != 409 || !strings.Contains(body, "in a fleet the topology is in etcd") {
+		t.Fatalf("apply through a fleet proxy's admin API: %d %s", code, body)
+	}
 }
