@@ -56,7 +56,7 @@ var scanAllowed = map[string]string{
 	"proxy/engine/writes.go:infoSum.add":               "the server's OK info text (Records: Deleted:)",
 	"proxy/engine/fallback.go:gather.definition":       "the server's SHOW CREATE TABLE output",
 	"proxy/server/catalog.go:tables.Numeric":           "column types from information_schema",
-	"proxy/server/reload.go:compareConfigs":               "struct tags of the configuration",
+	"proxy/server/reload.go:compareConfigs":            "struct tags of the configuration",
 	"proxy/engine/numconv.go:parseRat":                 "column values converted to numbers",
 	"proxy/server/auth.go:auth.sha2Full":               "password bytes",
 	"proxy/server/failpoint.go:FailpointKnobs":         "a failpoint specification from the operator",
