@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,30 +77,7 @@ func (f *fleetEnv) launch(t *testing.T) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
-	p.logPath = filepath.Join(dir, "proxy.log")
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	p.cmd = exec.Command(proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix,
-		"-addr", p.addr, "-metrics-addr", p.metrics)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		p.waitErr = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("proxy %s output:\n%s", p.addr, tail(p.logPath, 3000))
-		}
-	})
+	p.spawn(t, dir, []string{proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix, "-addr", p.addr, "-metrics-addr", p.metrics}, nil)
 	return p
 }
 

@@ -161,6 +161,39 @@ func (p *proc) terminate(t *testing.T, what string, since time.Time) {
 	}
 }
 
+// spawn starts argv as p's process, its output in dir/proxy.log (p.logPath),
+// with env added to the environment. The process dies with the test
+// binary, and is killed when the test ends if it still runs.
+func (p *proc) spawn(t *testing.T, dir string, argv, env []string) {
+	t.Helper()
+	p.logPath = filepath.Join(dir, "proxy.log")
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		p.waitErr = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("proxy %s output:\n%s", p.addr, tail(p.logPath, 4000))
+		}
+	})
+}
+
 // startProxy writes a ks.yaml for s into t.TempDir and starts the proxy
 // binary on it, returning once the proxy sends a greeting. The process is
 // killed when the test ends, if it still runs.
@@ -185,35 +218,8 @@ func startProxy(t *testing.T, s settings) *proc {
 		t.Fatal(err)
 	}
 	p.cfgPath = cfgPath
-	p.logPath = filepath.Join(dir, "proxy.log")
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-
 	argv := append(append(append([]string(nil), s.wrap...), proxyBin, "-config", cfgPath), s.args...)
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if len(s.env) > 0 {
-		p.cmd.Env = append(os.Environ(), s.env...)
-	}
-	// The proxy dies with the test binary, whatever ends it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		p.waitErr = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("proxy output:\n%s", tail(p.logPath, 4000))
-		}
-	})
+	p.spawn(t, dir, argv, s.env)
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
