@@ -71,9 +71,13 @@ type client struct {
 	base, user, password string
 }
 
+// do sends a request with body (a string as it is, anything else as
+// JSON) and decodes the JSON answer into out.
 func (c *client) do(method, path string, body any, out any) error {
 	var rd io.Reader
-	if body != nil {
+	if s, ok := body.(string); ok {
+		rd = strings.NewReader(s)
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err

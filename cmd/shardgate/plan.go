@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -78,7 +76,7 @@ func applyCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
 		done, err = applyFleet(c, st, p, text)
 		st.Close()
 	} else {
-		err = c.postRaw("/admin/apply", move.ApplyRequest{Config: string(text), Version: p.Version}, &done)
+		err = c.do("POST", "/admin/apply", move.ApplyRequest{Config: string(text), Version: p.Version}, &done)
 	}
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -116,7 +114,7 @@ func planOf(c *client, ff fleetFlags, text []byte) (*move.Plan, *topo.Store, err
 		rev = v.Rev
 	}
 	var p move.Plan
-	if err := c.postRaw("/admin/plan", string(text), &p); err != nil {
+	if err := c.do("POST", "/admin/plan", string(text), &p); err != nil {
 		if st != nil {
 			st.Close()
 		}
@@ -265,37 +263,4 @@ func sizeOf(n int64) string {
 		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// postRaw posts body (a string as it is, anything else as JSON) and
-// decodes the JSON answer into out.
-func (c *client) postRaw(path string, body any, out any) error {
-	s, ok := body.(string)
-	if !ok {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		s = string(b)
-	}
-	req, err := http.NewRequest("POST", strings.TrimRight(c.base, "/")+path, strings.NewReader(s))
-	if err != nil {
-		return err
-	}
-	if c.user != "" {
-		req.SetBasicAuth(c.user, c.password)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return errors.New(strings.TrimSpace(string(b)))
-	}
-	return json.Unmarshal(b, out)
 }
