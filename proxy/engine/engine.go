@@ -137,6 +137,15 @@ type Executor struct {
 	// deadlock detector ends with (nil when it was not chosen): a relayed
 	// interruption (1317) goes to the client as that error instead.
 	Victim func() *mysql.SQLError
+	// Renumber and More are set while the statements of a split
+	// multi-statement text run, each answered in turn to the one client
+	// command: relayed packets are numbered after the responses before
+	// them, and More is added to the server status of every packet that
+	// ends a relayed response (SERVER_MORE_RESULTS_EXISTS while statements
+	// are still to come; the proxy's own answers take it from the
+	// Writer). The caller sets and clears them.
+	Renumber bool
+	More     uint16
 }
 
 // NewExecutor returns an executor that takes connections from conns and

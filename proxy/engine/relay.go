@@ -135,7 +135,7 @@ func allDigits(b []byte) bool {
 // it names a subtable of one of tables.
 func (rl *relayer) column(bc *backend.Conn, client *mysql.Conn, tables []string) error {
 	if len(tables) == 0 {
-		_, err := bc.ForwardPacket(client)
+		_, err := rl.forward(bc, client)
 		return err
 	}
 	p, err := bc.ReadPacket()
@@ -190,7 +190,7 @@ func (rl *relayer) result(bc *backend.Conn, cursor bool, tables []string) (backe
 			}
 			return r, nil
 		}
-		p, err := bc.ForwardPacket(client)
+		p, err := rl.forward(bc, client)
 		if err != nil {
 			return r, err
 		}
@@ -256,7 +256,7 @@ func (rl *relayer) rows(bc *backend.Conn, r *backend.Outcome) error {
 		if !continued && first == mysql.EOFHeader && length < mysql.MaxPacketPayload {
 			return rl.end(bc, r)
 		}
-		p, err := bc.ForwardPacket(client)
+		p, err := rl.forward(bc, client)
 		if err != nil {
 			return err
 		}
@@ -310,10 +310,43 @@ func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 		rl.ebuf = mysql.AppendOK(rl.ebuf[:0], p[0], ok)
 		out = rl.ebuf
 	}
+	if rl.x.More != 0 {
+		out = rl.withStatus(out, rl.x.More)
+	}
 	if err := rl.x.w.Client().WritePacket(out); err != nil {
 		return &mysql.DstError{Err: err}
 	}
 	return nil
+}
+
+// forward passes one packet of bc's response on to client, numbered
+// after what the client was sent before it when the response is not the
+// first of the client's command (Executor.Renumber).
+func (rl *relayer) forward(bc *backend.Conn, client *mysql.Conn) (mysql.Packet, error) {
+	if rl.x.Renumber {
+		return bc.ForwardPacketRenumbered(client)
+	}
+	return bc.ForwardPacket(client)
+}
+
+// withStatus returns p, an OK or EOF packet, with bits added to its
+// server status, built in rl.ebuf (p may be rl.ebuf itself).
+func (rl *relayer) withStatus(p []byte, bits uint16) []byte {
+	i := 3 // EOF: header, warnings, status
+	if len(p) != 5 || p[0] != mysql.EOFHeader {
+		_, _, n1 := mysql.ReadLenEncInt(p[1:])
+		_, _, n2 := mysql.ReadLenEncInt(p[1+n1:])
+		if n1 == 0 || n2 == 0 {
+			return p
+		}
+		i = 1 + n1 + n2 // OK: header, affected rows, insert id, status
+	}
+	if i+2 > len(p) {
+		return p
+	}
+	rl.ebuf = append(rl.ebuf[:0], p...)
+	binary.LittleEndian.PutUint16(rl.ebuf[i:], binary.LittleEndian.Uint16(p[i:])|bits)
+	return rl.ebuf
 }
 
 // relayLocalInfile streams a LOAD DATA LOCAL file from the client to the

@@ -60,3 +60,75 @@ func TestLastInsertIDAcrossShards(t *testing.T) {
 		t.Errorf("LAST_INSERT_ID() = %s, want 3", got)
 	}
 }
+
+// TestMultiStatementsSession: the statements of a split multi-statement
+// text take the path a text of one statement takes (the session's Before
+// and After): user and session variables set in the text reach the nodes
+// its later statements run on, a SELECT's assignment is read back, SET NAMES and a
+// transaction apply to what follows, ROW_COUNT() reads the statement
+// before it, and the first error ends the text, a backend's relayed one
+// included. Every text, and a read of the session after it, answers
+// through the proxy as it does directly on one MariaDB holding the rows.
+func TestMultiStatementsSession(t *testing.T) {
+	p, _ := txnProxy(t, config.TransactionMulti)
+	srvs := backends(t)
+	direct := openDB(t, directDSN(srvs[0], "", "multiStatements=true"))
+	mustExec(t, direct, "DROP DATABASE IF EXISTS txn_d", "CREATE DATABASE txn_d")
+	t.Cleanup(func() { direct.Exec("DROP DATABASE IF EXISTS txn_d") })
+	mustExec(t, direct, "CREATE TABLE txn_d.acct (id INT PRIMARY KEY, balance INT NOT NULL)",
+		"INSERT INTO txn_d.acct (id, balance) VALUES (1,100),(2,100),(3,100),(4,100),(5,100),(6,100),(7,100),(8,100)")
+	const state = "SELECT @a, @b, @e, @@session.sql_mode, @@character_set_client, ROW_COUNT()"
+	texts := []string{
+		"SET @a = 5; SELECT id, balance FROM acct WHERE id = @a; SET SESSION sql_mode = ''; " +
+			"INSERT INTO acct (id, balance) VALUES (30, 'x'), (31, 'y')",
+		state,
+		"SELECT id, balance FROM acct WHERE id >= 30 ORDER BY id",
+		"SELECT @b := balance FROM acct WHERE id = 2; UPDATE acct SET balance = @b + 1 WHERE id = 6; " +
+			"SELECT ROW_COUNT(); SELECT @b, balance FROM acct WHERE id = 6",
+		"UPDATE acct SET balance = balance + 1 WHERE id IN (1, 2); SELECT ROW_COUNT(), COUNT(*) FROM acct",
+		"SET NAMES latin1; SELECT @@character_set_client, COUNT(*) FROM acct WHERE id = 3",
+		state,
+		"SET NAMES utf8mb4; BEGIN; UPDATE acct SET balance = balance - 10 WHERE id = 1; SET @e = 1; " +
+			"UPDATE acct SET balance = balance + 10 WHERE id = 2; SELECT SUM(balance), @e FROM acct; ROLLBACK",
+		"SELECT id, balance FROM acct WHERE id IN (1, 2) ORDER BY id",
+		"START TRANSACTION; INSERT INTO acct (id, balance) VALUES (40, 1), (41, 2); SET @e = @e + 1; COMMIT; " +
+			"SELECT COUNT(*), @e FROM acct WHERE id >= 40",
+		// The second statement fails: the proxy's error, then a backend's
+		// (relayed: a duplicate key on one shard); later statements do not
+		// run.
+		"SET @e = 10; SELECT * FROM no_such_table; SET @e = 20",
+		state,
+		"UPDATE acct SET balance = 7 WHERE id = 3; INSERT INTO acct (id, balance) VALUES (2, 1); SET @e = 30; " +
+			"UPDATE acct SET balance = 8 WHERE id = 3",
+		"SELECT @e, balance FROM acct WHERE id = 3",
+		"BEGIN; UPDATE acct SET balance = 0 WHERE id = 5; INSERT INTO acct (id, balance) VALUES (6, 1); COMMIT",
+		"SELECT @@in_transaction; ROLLBACK; SELECT balance FROM acct WHERE id = 5",
+		"SELECT COUNT(*), SUM(balance) FROM acct",
+	}
+	pc := conn(t, openDB(t, p.dsn("txn_t", "multiStatements=true")))
+	dc := conn(t, openDB(t, directDSN(srvs[0], "txn_d", "multiStatements=true")))
+	for _, q := range texts {
+		got, gerr := resultSets(pc, q)
+		want, werr := resultSets(dc, q)
+		if fmt.Sprint(got) != fmt.Sprint(want) || multiErr(gerr) != multiErr(werr) {
+			t.Errorf("%s\n proxy:    %v %v\n directly: %v %v", q, got, gerr, want, werr)
+		}
+	}
+	pc.Close()
+	// Nothing of the session stays on the pooled connections.
+	for range 4 {
+		c := conn(t, openDB(t, p.dsn("txn_t", "")))
+		if got := joinRows(queryStrings(t, c, "SELECT @a, @b, @e, @@session.sql_mode = @@global.sql_mode, @@character_set_client")); got != "NULL,NULL,NULL,1,utf8mb4" {
+			t.Errorf("a new session sees %s", got)
+		}
+		c.Close()
+	}
+}
+
+// multiErr is a text's error as errCode reads it, "" for none.
+func multiErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return errCode(err)
+}

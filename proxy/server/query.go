@@ -46,7 +46,9 @@ func (h *handler) query(p []byte) error {
 	}
 	plan, err := h.plan(sql, &stmt, p)
 	if plan == nil {
-		h.counts.note(false, backend.Outcome{}, err)
+		if err != nil || !stmt.Multi { // a split text noted each of its statements
+			h.counts.note(false, backend.Outcome{}, err)
+		}
 		if aerr := st.After(&stmt, sql, nil, session.Outcome{}); aerr != nil && err == nil {
 			err = h.afterFailed(&stmt, aerr, err)
 		}
@@ -73,6 +75,9 @@ func (h *handler) query(p []byte) error {
 	}
 	if !start.IsZero() {
 		h.logSQL(sql, plan.Targets[0].Node, time.Since(start), err)
+	}
+	if err == nil && plan.Kind == router.Forward && !res.OK && c.more != 0 {
+		err = engine.ErrAnswered // the relayed ERR ends a split text (multi.go)
 	}
 	return err
 }
