@@ -348,3 +348,65 @@ func TestHeldSessionRunsAcrossNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldSessionRunsAcrossNodesPrepared is TestHeldSessionRunsAcrossNodes
+// for binary prepared statements: after a stored function that sets a
+// user variable and takes a named lock ran on node1 (state the server
+// does not report: the session keeps that connection), prepared
+// statements execute on node2's rows and on both nodes' as the same
+// statements sent as text do, as one MariaDB would. The state stays on
+// node1's connection; node2's connection, lent for each execution, goes
+// back to its pool with nothing of the session's; and when the client
+// leaves, its lock is released and its variable reaches no one.
+func TestHeldSessionRunsAcrossNodesPrepared(t *testing.T) {
+	e, _ := carryEnv(t, "carry_held_ps")
+	for _, db := range []*sql.DB{e.app, e.direct[1]} {
+		mustExec(t, db, "CREATE FUNCTION f_setvar(v INT) RETURNS INT DETERMINISTIC BEGIN SET @held = v; RETURN GET_LOCK('carry_held_ps', 0); END")
+	}
+	const lock = "SELECT IS_USED_LOCK('carry_held_ps') IS NOT NULL"
+	for _, first := range []string{"SELECT f_setvar(7) FROM t WHERE id = 1", "SELECT f_setvar(7)"} {
+		t.Run(first, func(t *testing.T) {
+			client := openDB(t, e.p.dsn(e.db, "")) // arguments: server-side prepared statements
+			px := conn(t, client)
+			mustExec(t, px, first)
+			for _, c := range []struct {
+				q    string
+				args []any
+				want string
+			}{
+				{"SELECT note FROM t WHERE id = ?", []any{2}, "b"}, // node2
+				{"SELECT note FROM t WHERE id = ?", []any{1}, "a"}, // node1, where the state is
+				{"SELECT note FROM t WHERE id = ? AND note <> ?", []any{4, "x"}, "d"},
+				{"SELECT COUNT(*) FROM t WHERE id IN (?, ?, ?, ?)", []any{1, 2, 3, 4}, "4"}, // both
+				{"SELECT @held FROM t WHERE id = ?", []any{2}, "7"},                         // read back after the call: carried
+				{"SELECT note FROM t WHERE id = ?", []any{2}, "b"},
+			} {
+				ps, err := px.PrepareContext(t.Context(), c.q)
+				if err != nil {
+					t.Fatalf("prepare %s: %v", c.q, err)
+				}
+				for range 2 {
+					var got string
+					if err := ps.QueryRowContext(t.Context(), c.args...).Scan(&got); err != nil || got != c.want {
+						t.Errorf("after %s, %s %v: %q, %v; want %q", first, c.q, c.args, got, err, c.want)
+					}
+				}
+				ps.Close()
+			}
+			if got := e.on(0, lock); got != "1" {
+				t.Errorf("after the executions the session's lock is gone: %s", got)
+			}
+			if got := joinRows(queryStrings(t, px, "SELECT @held, IS_USED_LOCK('carry_held_ps') = CONNECTION_ID()")); got != "7,1" {
+				t.Errorf("the session's variable and lock after the executions: %s", got)
+			}
+			px.Close()
+			client.Close() // the client disconnects
+			eventually(t, 3*time.Second, "the leaving client's lock to be released", func() bool { return e.on(0, lock) == "0" })
+			next := conn(t, e.app)
+			defer next.Close()
+			if got := joinRows(queryStrings(t, next, "SELECT @held FROM t WHERE id IN (1, 2)")); got != "NULL|NULL" {
+				t.Errorf("after %s, the next client sees @held %s", first, got)
+			}
+		})
+	}
+}

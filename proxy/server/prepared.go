@@ -447,7 +447,12 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 	}
 	s.execRes, s.execForwarded = backend.Outcome{}, false
 	h.x.Rows = 0
+	// As a text statement: one that reads none of the state the session
+	// keeps on a node may run on another (session.Executing).
+	s.classify(ps)
+	c.st.Executing(ps.Class)
 	err := s.execute(ps, p)
+	c.st.Executed()
 	h.counts.note(s.execForwarded, s.execRes, err) // what ROW_COUNT() and FOUND_ROWS() say next
 	return err
 }

@@ -93,9 +93,8 @@ func (ss *stmtState) carry(st *router.Stmt) {
 		st.Sticky = false
 		ss.readBack = st.AssignsVars
 	}
-	ss.portable = !st.Multi && !st.ReadsHeld && (!st.ReadsVars || !ss.varsUnknown)
+	ss.lendable(st)
 	ss.replayedSet = st.Keyword == "SET" && !st.Effects && !st.Multi && len(ss.s.replay) < maxReplay
-	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
 	ss.inStmt = true
 	ss.using = ss.using[:0]
 	if !st.Diagnostics {
@@ -108,6 +107,34 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	// connection that ran it (an exact fallback's too).
 	ss.leaves = st.Effects || st.CalcFoundRows && !st.Multi
 }
+
+// lendable settles whether the statement under way may run on another
+// node than the one where the session keeps state it cannot repeat
+// (portable), and whether the connection it takes there is lent for it
+// (stateless).
+func (ss *stmtState) lendable(st *router.Stmt) {
+	ss.portable = !st.Multi && !st.ReadsHeld && (!st.ReadsVars || !ss.varsUnknown)
+	ss.stateless = !st.Sticky && !st.AssignsVars // assigned variables are read back where the session keeps them
+}
+
+// Executing settles, for an execution of a binary prepared statement the
+// proxy routes (it runs without Before and After), what carry settles for
+// a text statement: one that reads none of the state the session keeps
+// on a node may take a connection to another node, lent for the
+// execution (lend, lent, giveBack), as the same statement sent as text
+// would. Executed ends the execution.
+func (ss *stmtState) Executing(st router.Stmt) {
+	if st.Carried {
+		st.Sticky = false
+	}
+	ss.lendable(&st)
+	// Nothing after the execution would record what it left there (no
+	// After): only one that leaves nothing runs on another node.
+	ss.portable = ss.portable && ss.stateless
+}
+
+// Executed ends what Executing settled.
+func (ss *stmtState) Executed() { ss.portable, ss.stateless, ss.lending = false, false, false }
 
 // NoteAnswer records what the last statement answered, for ROW_COUNT()
 // and FOUND_ROWS(): an OK with its affected rows, or a result set of rows
