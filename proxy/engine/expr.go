@@ -32,6 +32,9 @@ type exprValue struct {
 	err error
 	// enum marks an ENUM or SET column's value.
 	enum bool
+	// uns marks an unsigned integer that is not a column's (a literal
+	// past BIGINT, arithmetic on an unsigned operand).
+	uns bool
 	// scale is a DECIMAL's number of fraction digits (its column's, its
 	// literal's, or what MariaDB gives an arithmetic result): a computed
 	// DECIMAL is rounded to it when compared (Arg_comparator rounds each
@@ -56,6 +59,39 @@ func errEnumNumber() error {
 // errOutOfRange is the statement's error when HAVING overflows a DOUBLE.
 func errOutOfRange() error {
 	return &mysql.SQLError{Code: erDataOutOfRange, State: "22003", Message: "DOUBLE value is out of range in the HAVING clause"}
+}
+
+// errIntOutOfRange is the statement's error when integer arithmetic in
+// HAVING leaves BIGINT's range (BIGINT UNSIGNED's when an operand is
+// unsigned).
+func errIntOutOfRange(uns bool) error {
+	what := "BIGINT"
+	if uns {
+		what = "BIGINT UNSIGNED"
+	}
+	return &mysql.SQLError{Code: erDataOutOfRange, State: "22003", Message: what + " value is out of range in the HAVING clause"}
+}
+
+// Integer arithmetic's ranges: MariaDB computes + - * of two integers in
+// 64 bits, unsigned when either operand is, and fails past them (1690).
+var (
+	minBigint   = new(big.Rat).SetInt64(math.MinInt64)
+	maxBigint   = new(big.Rat).SetInt64(math.MaxInt64)
+	maxUnsigned = new(big.Rat).SetUint64(math.MaxUint64)
+)
+
+// unsigned reports whether v, an integer, is unsigned.
+func unsigned(v exprValue) bool {
+	return v.uns || v.num == nil && v.kind == cmpUnsigned
+}
+
+// intInRange reports whether r, the result of integer arithmetic, is in
+// BIGINT's range, or BIGINT UNSIGNED's when uns.
+func intInRange(r *big.Rat, uns bool) bool {
+	if uns {
+		return r.Sign() >= 0 && r.Cmp(maxUnsigned) <= 0
+	}
+	return r.Cmp(minBigint) >= 0 && r.Cmp(maxBigint) <= 0
 }
 
 // numClass is MariaDB's result type of a number: it decides how two
@@ -405,7 +441,13 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 		// rounds it to scale (roundedDecimal).
 		r = truncDecimal(r, (scale+8)/9*9)
 	}
-	return exprValue{num: r, cls: cls, konst: konst, scale: scale}
+	uns := false
+	if cls == numInt {
+		if uns = unsigned(a) || unsigned(b); !intInRange(r, uns) {
+			return exprValue{err: errIntOutOfRange(uns)}
+		}
+	}
+	return exprValue{num: r, cls: cls, konst: konst, scale: scale, uns: uns}
 }
 
 // compareExpr compares two non-NULL values as MariaDB's Arg_comparator

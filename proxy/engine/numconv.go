@@ -184,8 +184,9 @@ func parseRat(s string) (*big.Rat, bool) {
 	return new(big.Rat).SetString(s)
 }
 
-// constValue is a numeric literal: an integer, a DECIMAL (with a point)
-// or a DOUBLE (with an exponent). A literal too long or too large for
+// constValue is a numeric literal: an integer (unsigned past BIGINT), a
+// DECIMAL (with a point, or an integer past BIGINT UNSIGNED) or a DOUBLE
+// (with an exponent). A literal too long or too large for
 // parseRat is kept as text, compared as the strings it would be compared
 // with.
 func constValue(v []byte) exprValue {
@@ -198,11 +199,19 @@ func constValue(v []byte) exprValue {
 	if !ok {
 		return exprValue{text: v, kind: cmpGeneralCI, lit: true}
 	}
-	cls, scale := numInt, 0
-	if i := bytes.IndexByte(v, '.'); i >= 0 {
-		cls, scale = numDecimal, len(v)-i-1
+	cls, scale, uns := numInt, 0, false
+	switch {
+	case bytes.IndexByte(v, '.') >= 0:
+		cls, scale = numDecimal, len(v)-bytes.IndexByte(v, '.')-1
+	case !intInRange(r, false):
+		// Past BIGINT an integer literal is a BIGINT UNSIGNED, and past
+		// that a DECIMAL (MariaDB's Item_uint, Item_decimal).
+		uns = intInRange(r, true)
+		if !uns {
+			cls = numDecimal
+		}
 	}
-	return exprValue{num: r, cls: cls, konst: true, scale: scale}
+	return exprValue{num: r, cls: cls, konst: true, scale: scale, uns: uns}
 }
 
 // decimalScale is v's fraction digits as a DECIMAL (0 for an integer).

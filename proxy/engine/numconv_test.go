@@ -183,6 +183,52 @@ func TestHavingDoubleOverflow(t *testing.T) {
 	}
 }
 
+// TestHavingBigintOverflow: + - * of two integers is computed in 64 bits,
+// unsigned when an operand is (a BIGINT UNSIGNED column, a literal past
+// BIGINT), and fails past that range with 1690 as on MariaDB 10.11; a
+// literal past BIGINT UNSIGNED is a DECIMAL, and / a DECIMAL operation.
+func TestHavingBigintOverflow(t *testing.T) {
+	c := newColumns([]*mysql.Column{{Type: mysql.TypeLongLong, Charset: 63}, {Type: mysql.TypeLongLong, Charset: 63, Flags: mysql.FlagUnsigned}})
+	signed, uns := &router.Expr{Op: router.OpCol, Col: 0}, &router.Expr{Op: router.OpCol, Col: 1}
+	num := func(v string) *router.Expr { return &router.Expr{Op: router.OpConst, Value: []byte(v)} }
+	op := func(o router.ExprOp, args ...*router.Expr) *router.Expr { return &router.Expr{Op: o, Args: args} }
+	gt0 := func(e *router.Expr) *router.Expr { return op(router.OpGT, e, num("0")) }
+	tests := []struct {
+		e       *router.Expr
+		s, u    string
+		want    bool
+		wantErr bool
+	}{
+		{gt0(op(router.OpAdd, signed, num("9223372036854775807"))), "1", "0", false, true},
+		{gt0(op(router.OpAdd, signed, num("9223372036854775807"))), "0", "0", true, false},
+		{gt0(op(router.OpAdd, signed, num("9223372036854775807"))), "-5", "0", true, false},
+		{gt0(op(router.OpSub, signed, num("9223372036854775807"))), "-2", "0", false, true},
+		{gt0(op(router.OpSub, signed, num("9223372036854775807"))), "-1", "0", false, false},
+		{gt0(op(router.OpMul, signed, num("4611686018427387904"))), "2", "0", false, true},
+		{gt0(op(router.OpMul, signed, num("4611686018427387904"))), "-2", "0", false, false},
+		{gt0(op(router.OpAdd, signed, num("18446744073709551615"))), "-1", "0", true, false},
+		{gt0(op(router.OpAdd, signed, num("18446744073709551615"))), "1", "0", false, true},
+		{gt0(op(router.OpSub, uns, num("1"))), "0", "0", false, true},
+		{gt0(op(router.OpSub, uns, signed)), "-1", "18446744073709551614", true, false},
+		{gt0(op(router.OpSub, uns, signed)), "-2", "18446744073709551614", false, true},
+		{gt0(op(router.OpSub, op(router.OpAdd, signed, num("9223372036854775808")), num("1"))), "-9223372036854775807", "0", false, false},
+		{gt0(op(router.OpSub, op(router.OpAdd, signed, num("9223372036854775808")), num("2"))), "-9223372036854775807", "0", false, true},
+		{gt0(op(router.OpAdd, signed, num("99999999999999999999"))), "9223372036854775807", "0", true, false},
+		{gt0(op(router.OpDiv, op(router.OpAdd, signed, signed), num("2"))), "9223372036854775807", "0", false, true},
+		{gt0(op(router.OpMul, signed, num("9223372036854775807.0"))), "9", "0", true, false},
+	}
+	for i, tt := range tests {
+		got, err := c.having(tt.e, [][]byte{[]byte(tt.s), []byte(tt.u)})
+		var se *mysql.SQLError
+		switch {
+		case tt.wantErr && (!errors.As(err, &se) || se.Code != 1690 || se.State != "22003"):
+			t.Errorf("#%d over %s, %s: got %v, %v; want error 1690", i, tt.s, tt.u, got, err)
+		case !tt.wantErr && (err != nil || got != tt.want):
+			t.Errorf("#%d over %s, %s: got %v, %v; want %v", i, tt.s, tt.u, got, err, tt.want)
+		}
+	}
+}
+
 // TestDecimalDivisionRounded: a DECIMAL quotient has its dividend's
 // fraction digits plus div_precision_increment (4), and MariaDB rounds it
 // to them when comparing (10.11: 1/3 = 0.3333, 2/3 = 0.6667, 2/3 > 0.66666,
