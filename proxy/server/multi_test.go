@@ -103,7 +103,13 @@ func TestMultiStatementsSession(t *testing.T) {
 		"SELECT @e, balance FROM acct WHERE id = 3",
 		"BEGIN; UPDATE acct SET balance = 0 WHERE id = 5; INSERT INTO acct (id, balance) VALUES (6, 1); COMMIT",
 		"SELECT @@in_transaction; ROLLBACK; SELECT balance FROM acct WHERE id = 5",
-		"SELECT COUNT(*), SUM(balance) FROM acct",
+		"SET autocommit = 0; UPDATE acct SET balance = 1 WHERE id = 7; UPDATE acct SET balance = 1 WHERE id = 8; " +
+			"SELECT @@autocommit, @@in_transaction, SUM(balance) FROM acct; ROLLBACK; SET autocommit = 1",
+		"PREPARE p FROM 'SELECT balance FROM acct WHERE id = ?'; SET @i = 4; EXECUTE p USING @i; DEALLOCATE PREPARE p; " +
+			"SELECT COUNT(*) FROM acct",
+		"SELECT GET_LOCK('multi', 0); UPDATE acct SET balance = balance + 1 WHERE id = 2; SELECT RELEASE_LOCK('multi')",
+		"/* a comment */ SET @a = 7; SELECT balance FROM acct WHERE id = @a; USE txn_x; SELECT 1",
+		"SELECT COUNT(*), SUM(balance), @a FROM acct",
 	}
 	pc := conn(t, openDB(t, p.dsn("txn_t", "multiStatements=true")))
 	dc := conn(t, openDB(t, directDSN(srvs[0], "txn_d", "multiStatements=true")))
