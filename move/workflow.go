@@ -605,6 +605,17 @@ func (r *run) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if sp.Kind == KindReshard {
+		// Before the cutover the old subtables are in force: a restart in
+		// the middle of a cutover may have left them fenced.
+		olds, err := placementTargets(sp.DB, sp.From)
+		if err == nil {
+			err = r.settle(ctx, olds, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	from := maps.Clone(r.w.State.Applied)
 	r.mu.Unlock()
@@ -765,7 +776,7 @@ func (r *run) await(ctx context.Context, errc <-chan error, sync func(context.Co
 // pause). It reports false, and changed nothing, when the pause would have
 // exceeded cutover_timeout. A cutover and a rollback are both one swap.
 func (r *run) swap(ctx context.Context, what string, a *applier, streams []changestream.Source, to config.ShardRule,
-	finish func(paused time.Duration) (func(*State), error)) (bool, error) {
+	fence, unfence []copyTarget, finish func(paused time.Duration) (func(*State), error)) (bool, error) {
 	sp := r.spec()
 	r.mu.Lock()
 	r.w.State.Cutovers++
@@ -775,6 +786,12 @@ func (r *run) swap(ctx context.Context, what string, a *applier, streams []chang
 	if err := presync(ctx, a, streams); err != nil {
 		return false, err
 	}
+	// The fence's connections are opened before the pause.
+	f, err := r.newFencer(fence, unfence)
+	if err != nil {
+		return false, err
+	}
+	defer f.close()
 	t0 := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
 	defer cancel()
@@ -783,9 +800,21 @@ func (r *run) swap(ctx context.Context, what string, a *applier, streams []chang
 		r.m.log.Info(what+" postponed: transactions on the table did not end in time", zap.String("workflow", sp.Name), zap.Error(err))
 		return false, nil
 	}
-	p, err := positions(streams)
+	// The fence (fence.go): the subtables of the rule going out are
+	// renamed before the positions are read, so whatever another proxy
+	// wrote to them is applied, and nothing can be written after.
+	deadline, _ := pctx.Deadline()
+	fenced, err := f.rename(fence, true, time.Until(deadline))
+	var unfenced []copyTarget
+	var p map[string]string
+	if err == nil {
+		p, err = positions(streams)
+	}
 	if err == nil {
 		err = a.waitFor(pctx, p)
+	}
+	if err == nil {
+		unfenced, err = f.rename(unfence, false, time.Until(deadline))
 	}
 	var set func(*State)
 	if err == nil {
@@ -795,9 +824,10 @@ func (r *run) swap(ctx context.Context, what string, a *applier, streams []chang
 		err = r.save(ctx, set)
 	}
 	if err != nil {
+		r.unrename(fenced, unfenced)
 		_ = resume(nil)
-		if errors.Is(err, context.DeadlineExceeded) {
-			r.m.log.Info(what+" postponed: the new layout did not catch up in time", zap.String("workflow", sp.Name))
+		if errors.Is(err, context.DeadlineExceeded) || isLockWait(err) {
+			r.m.log.Info(what+" postponed: the new layout did not catch up in time, or the subtables stayed in use", zap.String("workflow", sp.Name), zap.Error(err))
 			return false, nil
 		}
 		return false, err
@@ -826,7 +856,11 @@ func (r *run) retrySwap(ctx context.Context, what string, try func() (bool, erro
 // cutover swaps to the new rule: the new layout's positions are where the
 // reverse stream starts.
 func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.Source, targets []copyTarget) (bool, error) {
-	return r.swap(ctx, "cutover", a, streams, r.spec().To, func(paused time.Duration) (func(*State), error) {
+	olds, err := placementTargets(r.spec().DB, r.spec().From)
+	if err != nil {
+		return false, err
+	}
+	return r.swap(ctx, "cutover", a, streams, r.spec().To, olds, nil, func(paused time.Duration) (func(*State), error) {
 		tstreams, err := r.nodeStreams(targets)
 		if err != nil {
 			return nil, err
@@ -887,9 +921,18 @@ func (r *run) reverse(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var olds []copyTarget
-	for _, t := range old.Subtables() {
-		olds = append(olds, copyTarget{node: t.Node, db: sp.DB, name: t.Name})
+	olds, err := placementTargets(sp.DB, sp.From)
+	if err != nil {
+		return err
+	}
+	// Once cut over, the old subtables are fenced and the new ones are
+	// not (a restart in the middle of a rollback may have left them
+	// otherwise).
+	if err := r.settle(ctx, olds, true); err != nil {
+		return err
+	}
+	if err := r.settle(ctx, targets, false); err != nil {
+		return err
 	}
 	streams, err := r.nodeStreams(targets)
 	if err != nil {
@@ -898,7 +941,7 @@ func (r *run) reverse(ctx context.Context) error {
 	r.mu.Lock()
 	from := maps.Clone(r.w.State.Reverse)
 	r.mu.Unlock()
-	a, errc, stop, err := r.startApply(ctx, streams, r.names(sp.To), old, olds, from, func(p map[string]string) error {
+	a, errc, stop, err := r.startApply(ctx, streams, r.names(sp.To), old, fencedTargets(olds), from, func(p map[string]string) error {
 		return r.save(ctx, func(s *State) { s.Reverse = p })
 	})
 	if err != nil {
@@ -917,10 +960,10 @@ func (r *run) reverse(ctx context.Context) error {
 		case cmd := <-r.cmds:
 			switch cmd.name {
 			case CmdRollback:
-				ok, err := r.retrySwap(ctx, "rollback", func() (bool, error) { return r.rollback(ctx, a, streams) })
+				ok, err := r.retrySwap(ctx, "rollback", func() (bool, error) { return r.rollback(ctx, a, streams, targets, olds) })
 				if ok {
 					stop()
-					err = r.drop(targets)
+					err = r.drop(append(fencedTargets(targets), targets...))
 				}
 				cmd.reply <- err
 				if ok {
@@ -928,7 +971,7 @@ func (r *run) reverse(ctx context.Context) error {
 				}
 			case CmdComplete:
 				stop()
-				err := r.drop(olds)
+				err := r.drop(append(fencedTargets(olds), olds...))
 				if err == nil {
 					err = r.save(ctx, func(s *State) { s.Phase = PhaseCompleted })
 				}
@@ -942,8 +985,8 @@ func (r *run) reverse(ctx context.Context) error {
 }
 
 // rollback is a cutover back to the old rule.
-func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source) (bool, error) {
-	return r.swap(ctx, "rollback", a, streams, r.spec().From, func(paused time.Duration) (func(*State), error) {
+func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source, news, olds []copyTarget) (bool, error) {
+	return r.swap(ctx, "rollback", a, streams, r.spec().From, news, olds, func(paused time.Duration) (func(*State), error) {
 		applied := a.position()
 		return func(s *State) {
 			s.Phase, s.Reverse, s.PauseMillis = PhaseRolledBack, applied, float64(paused.Microseconds())/1000

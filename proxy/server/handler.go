@@ -43,6 +43,7 @@ type handler struct {
 	ob stmtObs
 	// counts keeps the session's ROW_COUNT() and FOUND_ROWS() (counts.go).
 	counts counts
+	fence  fenceGuard // holds back an ERR 1146 of a fenced subtable (stale.go)
 }
 
 func newHandler(c *conn) *handler {

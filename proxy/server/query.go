@@ -66,7 +66,7 @@ func (h *handler) query(p []byte) error {
 	if plan.Kind != router.Forward {
 		err = h.execute(plan, sql)
 	} else {
-		res, err = h.forward(plan, &stmt, p)
+		plan, res, err = h.fence.forward(h, plan, &stmt, sql, p) // stale.go
 	}
 	h.finish(plan, &stmt, res, err)
 	h.counts.note(plan.Kind == router.Forward, res, err)
@@ -188,6 +188,7 @@ func (h *handler) forward(plan *router.Plan, stmt *router.Stmt, p []byte) (backe
 	case t.Subtable != "":
 		relay = h.logicalRelay(plan.Tables)
 	}
+	relay = h.fence.wrap(relay) // stale.go
 	var from string
 	base := relay
 	if st.Read != session.ReadReplica && !stmt.Multi && h.watchesReadOnly(t.Node) {

@@ -68,7 +68,8 @@ type Server struct {
 	// with node, nodeMap and allNodes (nodes.go), which see them.
 	nodes map[string]*backend.Node
 	// flows runs data movement (move.go); nil without the sidecar's node.
-	flows *workflows
+	flows      *workflows
+	staleState // stale rules met at a fence (stale.go)
 	// xa coordinates two-phase commit when a schema uses transaction_mode
 	// xa (nil otherwise).
 	xa *xa.Coordinator

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/move"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/router"
+)
+
+// A stale rule. A workflow's cutover fences the old subtables at the
+// backend before it swaps the rule (move/fence.go): they are renamed, so a
+// proxy that still routes by the old rule (it runs no workflow, or did not
+// hear of the swap) gets ERROR 1146 on them. A sharded statement's ERR
+// 1146 is held back (fenceGuard) and the proxy asks the workflows' record
+// in the sidecar, which every proxy in front of the same nodes shares,
+// whether the table's rule moved on: when it did, the rule is put in force
+// here and the statement is planned and run again, once, on the new
+// subtables. Inside a transaction it is not: the transaction is rolled back
+// and the client gets ERROR 1213 (SQLSTATE 40001), which applications
+// retry. Otherwise the held ERR goes to the client as the server sent it.
+
+// erNoSuchTable is ER_NO_SUCH_TABLE (1146, 42S02).
+const erNoSuchTable uint16 = 1146
+
+// fenceGuard holds back a relayed ERR 1146 of one statement; it belongs to
+// the session's goroutine.
+type fenceGuard struct {
+	armed bool   // set around one forward by forwardFenced
+	held  []byte // the ERR packet held back (a copy); empty when none
+	inner engine.Relay
+	relay engine.Relay // built once: wraps inner
+}
+
+// wrap returns relay guarded while armed (relay itself otherwise).
+func (g *fenceGuard) wrap(relay engine.Relay) engine.Relay {
+	if !g.armed {
+		return relay
+	}
+	if g.relay == nil {
+		g.relay = func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+			code, isErr, err := bc.PeekErrCode()
+			if err != nil || !isErr || code != erNoSuchTable {
+				return g.inner(x, bc)
+			}
+			p, err := bc.ReadPacket()
+			if err != nil {
+				return backend.Outcome{}, err
+			}
+			g.held = append(g.held[:0], p...)
+			return backend.Outcome{ErrCode: code}, nil
+		}
+	}
+	g.inner = relay
+	return g.relay
+}
+
+// forward is handler.forward for a text statement on one subtable, which a
+// fence may have renamed: see the comment at the top. It returns the plan
+// that ran.
+func (g *fenceGuard) forward(h *handler, plan *router.Plan, stmt *router.Stmt, sql string, p []byte) (*router.Plan, backend.Outcome, error) {
+	if stmt.Multi || len(plan.Tables) == 0 || plan.Targets[0].Subtable == "" {
+		res, err := h.forward(plan, stmt, p)
+		return plan, res, err
+	}
+	rt := h.c.srv.rt()
+	g.armed, g.held = true, g.held[:0]
+	res, err := h.forward(plan, stmt, p)
+	g.armed = false
+	if err != nil || len(g.held) == 0 {
+		return plan, res, err
+	}
+	if t := plan.Targets[0]; !h.c.srv.refreshRule(rt, plan.Tables, t.Node+":"+t.Subtable) {
+		// A table that is missing indeed: the server's answer.
+		h.x.ErrCode = erNoSuchTable
+		res.Sent = true
+		if err := h.c.Client().WritePacket(g.held); err != nil {
+			return plan, res, &mysql.DstError{Err: err}
+		}
+		return plan, res, nil
+	}
+	if h.c.st.InTxn() {
+		h.c.log.Info("a statement in a transaction met a fenced subtable: the table was cut over by another proxy", zap.Strings("tables", plan.Tables))
+		return plan, res, mysql.NewError(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction (table %s was cut over to a new shard rule by a workflow: the transaction is rolled back)", strings.Join(plan.Tables, ","))
+	}
+	next, err := h.route(sql, h.routerSession())
+	if err != nil {
+		return plan, backend.Outcome{}, err
+	}
+	h.c.srv.staleRetries.Add(1)
+	if next.Kind != router.Forward {
+		return next, backend.Outcome{}, h.execute(next, sql)
+	}
+	res, err = h.forward(next, stmt, p)
+	return next, res, err
+}
+
+// refreshRule reports whether the rule of one of tables (as a plan names
+// them) moved on since rt was in force, for a statement that found
+// subtable (node:name) missing: the router changed since, or the
+// workflows' record in the sidecar says a workflow cut the table over
+// from the rule subtable belongs to (or rolled it back from it), and that
+// rule is then put in force here. While a workflow of the table may be
+// between its fence and its swap, it waits, at most twice the cutover
+// timeout and a second, for the swap to be recorded.
+func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string) bool {
+	if s.rt() != rt {
+		return true
+	}
+	if s.flows == nil {
+		return false
+	}
+	s.staleMu.Lock() // one session asks the sidecar at a time
+	defer s.staleMu.Unlock()
+	deadline := time.Now().Add(2*s.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
+	for {
+		if s.rt() != rt {
+			return true
+		}
+		ws, err := s.flows.m.List()
+		if err != nil {
+			s.log.Warn("a subtable is missing and the workflows cannot be read from the sidecar", zap.Error(err))
+			return false
+		}
+		moving := false
+		for _, w := range ws {
+			if w.Spec.Kind != move.KindReshard || !slices.Contains(tables, w.Spec.Table) {
+				continue
+			}
+			inFrom, inTo := slices.Contains(move.Targets(w.Spec.From), subtable), slices.Contains(move.Targets(w.Spec.To), subtable)
+			var to config.ShardRule // the rule to put in force
+			switch w.State.Phase {
+			case move.PhaseCatchingUp, move.PhaseReady:
+				moving = moving || inFrom // perhaps between its fence and its swap
+				continue
+			case move.PhaseSwitched, move.PhaseCompleted:
+				moving = moving || inTo && w.State.Phase == move.PhaseSwitched // perhaps rolling back
+				if !inFrom {
+					continue
+				}
+				to = w.Spec.To
+			case move.PhaseRolledBack:
+				if !inTo {
+					continue
+				}
+				to = w.Spec.From
+			default:
+				continue
+			}
+			if cur := s.ruleOf(w.Spec.DB, w.Spec.Table); cur == nil || cur.Generation == to.Generation {
+				continue
+			}
+			if err := s.flows.swapRule(w.Spec.DB, w.Spec.Table, to); err != nil {
+				s.log.Error("cannot put in force the rule a workflow cut over to", zap.String("table", w.Spec.Logical()), zap.Error(err))
+				return false
+			}
+			s.log.Info("a fenced subtable: this proxy's rule was stale; it now routes by the workflow's", zap.String("workflow", w.Spec.Name),
+				zap.String("table", w.Spec.Logical()), zap.Int("generation", to.Generation))
+			return true
+		}
+		if !moving || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ruleOf returns the rule in force for db.table (nil when none).
+func (s *Server) ruleOf(db, table string) *config.ShardRule {
+	cfg := s.cfg()
+	for i := range cfg.Schemas {
+		for k := range cfg.Schemas[i].Shard {
+			if r := &cfg.Schemas[i].Shard[k]; r.DB == db && r.Table == table {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// staleState is the server's part: one refresh at a time, and a count.
+type staleState struct {
+	staleMu      sync.Mutex
+	staleRetries atomic.Uint64 // statements run again after a refresh
+}
