@@ -105,7 +105,7 @@ const preAuthPacket = 64 << 10
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	s.connsTotal.Add(1)
-	id := s.nextID.Add(1)
+	id := s.newConnID()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(s.cfg().Frontend.NoDelay)
 		if s.cfg().Frontend.SocketReadBuffer > 0 {

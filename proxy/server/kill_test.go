@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +132,100 @@ func msg(err error) string {
 		return fmt.Sprintf("%d %s", me.Number, me.Message)
 	}
 	return err.Error()
+}
+
+// TestKillIDsApart: the proxy's connection ids (the handshake's, SHOW
+// PROCESSLIST's, what a connector's cancel sends) and the backend thread
+// ids CONNECTION_ID() returns through the proxy never stand for each
+// other. The test arranges what would make them meet: a session holds a
+// backend connection whose thread id is the id the proxy gives the next
+// client, were the proxy to number its sessions from 1 (it dials the proxy
+// until that id is due). Both sessions run a statement; KILL QUERY with
+// the victim's handshake id stops the victim's statement and nothing
+// else, KILL QUERY with the holder's CONNECTION_ID() stops the holder's,
+// SHOW PROCESSLIST lists ids that are no backend thread, and KILL of the
+// victim's id ends the victim alone.
+func TestKillIDsApart(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	direct := openDB(t, directDSN(s, "", ""))
+	holder := dialRaw(t, p.addr)
+	holder.login(rawCaps)
+	rows, err := holder.query("SELECT CONNECTION_ID()") // the session keeps this connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread, _ := strconv.ParseUint(rows[0][0], 10, 32)
+	killer := dialRaw(t, p.addr)
+	killer.login(rawCaps)
+	for {
+		nc, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		g, err := mysql.NewConn(nc, 0, 0).ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := mysql.ParseHandshake(g)
+		nc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(hs.ConnectionID)+1 >= thread {
+			break
+		}
+	}
+	victim := dialRaw(t, p.addr)
+	victim.login(rawCaps)
+	vid := strconv.FormatUint(uint64(victim.hs.ConnectionID), 10)
+	t.Logf("victim's connection id %s, holder's backend thread %d", vid, thread)
+
+	const hq, vq = "SELECT SLEEP(10) /* holder */", "SELECT SLEEP(10) /* victim */"
+	holder.command(append([]byte{mysql.ComQuery}, hq...))
+	victim.command(append([]byte{mysql.ComQuery}, vq...))
+	waitBackendQuery(t, direct, hq)
+	waitBackendQuery(t, direct, vq)
+	// A connector's cancel: KILL QUERY with its handshake's id.
+	if _, err := killer.query("KILL QUERY " + vid); err != nil {
+		t.Fatalf("KILL QUERY %s: %v", vid, err)
+	}
+	if resp := victim.response(false); mysql.ParseErr(resp[len(resp)-1]).Code != mysql.ErQueryInterrupted {
+		t.Errorf("the victim's statement after KILL QUERY %s: %s, want ERROR 1317", vid, describe(resp[len(resp)-1]))
+	}
+	if n := queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?", hq); n != "1" {
+		t.Errorf("KILL QUERY %s (the victim's id) stopped the statement of the session holding thread %d", vid, thread)
+	}
+	// CONNECTION_ID()'s id names the holder.
+	if _, err := killer.query("KILL QUERY " + rows[0][0]); err != nil {
+		t.Fatalf("KILL QUERY %d: %v", thread, err)
+	}
+	if resp := holder.response(false); mysql.ParseErr(resp[len(resp)-1]).Code != mysql.ErQueryInterrupted {
+		t.Errorf("the holder's statement after KILL QUERY %d: %s, want ERROR 1317", thread, describe(resp[len(resp)-1]))
+	}
+	// SHOW PROCESSLIST: the three sessions, by ids no server's thread has.
+	list, err := killer.query("SHOW PROCESSLIST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range list {
+		ids = append(ids, r[0])
+	}
+	want := []string{strconv.FormatUint(uint64(holder.hs.ConnectionID), 10), strconv.FormatUint(uint64(killer.hs.ConnectionID), 10), vid}
+	if strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("SHOW PROCESSLIST ids %v, want the handshakes' %v", ids, want)
+	}
+	if n := queryValue(t, direct, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ("+strings.Join(ids, ",")+")"); n != "0" {
+		t.Errorf("%s of the ids SHOW PROCESSLIST shows (%v) are backend threads too", n, ids)
+	}
+	// KILL of the victim's id ends the victim, not the holder.
+	if _, err := killer.query("KILL " + vid); err != nil {
+		t.Fatalf("KILL %s: %v", vid, err)
+	}
+	victim.expectClosed()
+	if r, err := holder.query("SELECT CONNECTION_ID()"); err != nil || r[0][0] != rows[0][0] {
+		t.Errorf("the holder after KILL %s: %v %v, want its connection %d", vid, r, err, thread)
+	}
 }

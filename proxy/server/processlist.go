@@ -113,35 +113,16 @@ func (r *registry) showProcesslist(c *conn, full bool) error {
 }
 
 // kill implements KILL [QUERY] id and COM_PROCESS_KILL, sent by c, on the
-// proxy's own connection ids.
+// proxy's own connection ids and the thread ids of the backend
+// connections sessions hold.
 func (r *registry) kill(c *conn, k router.Kill) error {
-	// An id CONNECTION_ID() gave on a connection a session of the same
-	// account holds names that session; other ids are the proxy's.
 	if k.User != "" {
 		return r.killUser(c, k)
-	}
-	var target *conn
-	if k.Self {
-		target = c
-	} else {
-		target = r.sessionHolding(k.ID, c.act.owner())
-	}
-	if own := r.session(uint32(k.ID)); k.Query && own != nil && target != nil && !target.busy() && own.busy() {
-		// The id is both a backend thread an idle session holds and the
-		// id of a session of the proxy's running a statement (what a
-		// connector's cancel sends, the id of its handshake): KILL QUERY
-		// of the idle one would do nothing.
-		target = own
-	}
-	if target == nil {
-		target = r.session(uint32(k.ID))
-	}
-	if target == nil {
-		target = r.sessionHolding(k.ID, "") // another account's: 1095
 	}
 	if k.ID > uint64(^uint32(0)) && !k.Self {
 		return mysql.NewError(mysql.ErUnknownThread, "Unknown thread id: %d", k.ID)
 	}
+	target := r.killTarget(c, k)
 	if target == nil || target.act.owner() != c.act.owner() && target.st.Dedicated() != nil {
 		// Not a session of the proxy, or one logged in with another
 		// MariaDB account: the server decides, by the privileges of the
@@ -153,6 +134,29 @@ func (r *registry) kill(c *conn, k router.Kill) error {
 		return mysql.NewError(mysql.ErKillDenied, "You are not owner of thread %d", k.ID)
 	}
 	return r.killSession(c, target, k)
+}
+
+// killTarget returns the session KILL id names, nil when it names none:
+// an id in the sessions' range (newConnID) names the session with that id
+// (what the handshake gave, what SHOW PROCESSLIST shows); any other id is
+// a backend thread (what CONNECTION_ID() gave on a session's connection)
+// and names the session that holds it, one of c's account's first.
+// Session ids are apart from MariaDB's thread ids, which are small, so
+// neither kind can stand for the other (only a thread id that reached the
+// range and equals an open session's id names the session).
+func (r *registry) killTarget(c *conn, k router.Kill) *conn {
+	if k.Self {
+		return c
+	}
+	if sessionID(k.ID) {
+		if s := r.session(uint32(k.ID)); s != nil {
+			return s
+		}
+	}
+	if s := r.sessionHolding(k.ID, c.act.owner()); s != nil {
+		return s
+	}
+	return r.sessionHolding(k.ID, "") // another account's: 1095
 }
 
 // killSession stops target's statement (k.Query) or ends target, a

@@ -16,6 +16,34 @@ type registry struct {
 	conf     *liveConfig // max_connections; the default node of KILL; the nodes where KILL of a backend thread runs
 }
 
+// A session's connection id (the handshake's, SHOW PROCESSLIST's, the one
+// a connector's cancel sends with KILL QUERY) lives in a range of its
+// own, [firstConnID, firstConnID+connIDs): KILL also takes the backends'
+// thread ids, which CONNECTION_ID() returns through the proxy (it runs on
+// the session's backend connection), and those start at 1 on each server
+// and grow by one per connection, so an id below the range is a backend
+// thread and one in it a session (kill). The range ends below 2^31:
+// clients keep the id in a signed 32-bit field (MySqlConnector's
+// ServerThread is an int).
+const (
+	firstConnID = 1 << 30
+	connIDs     = 1 << 30
+)
+
+// newConnID returns the id of a new client connection: the next of the
+// range, skipping the ids of sessions still open once it wrapped.
+func (s *Server) newConnID() uint32 {
+	for {
+		id := firstConnID + (s.nextID.Add(1)-1)%connIDs
+		if s.session(id) == nil {
+			return id
+		}
+	}
+}
+
+// sessionID reports whether id is in the range of sessions' ids.
+func sessionID(id uint64) bool { return id >= firstConnID && id < firstConnID+connIDs }
+
 // register adds c, unless max_connections sessions are open already.
 func (r *registry) register(c *conn) bool {
 	r.mu.Lock()
