@@ -204,7 +204,7 @@ func (rl *relayer) result(bc *backend.Conn, cursor bool, tables []string) (backe
 			}
 			return r, nil
 		case p.First == mysql.LocalInfileHeader && p.Small != nil:
-			if err := relayLocalInfile(client, bc); err != nil {
+			if err := relayLocalInfile(client, bc, rl.x.Renumber); err != nil {
 				return r, err
 			}
 			continue
@@ -351,13 +351,18 @@ func (rl *relayer) withStatus(p []byte, bits uint16) []byte {
 
 // relayLocalInfile streams a LOAD DATA LOCAL file from the client to the
 // backend after the backend asked for it: packets up to and including the
-// empty one that ends the file.
-func relayLocalInfile(client *mysql.Conn, bc *backend.Conn) error {
+// empty one that ends the file, numbered after the request when renumber
+// (the client's numbers follow the responses before it: Executor.Renumber).
+func relayLocalInfile(client *mysql.Conn, bc *backend.Conn, renumber bool) error {
 	if err := client.Flush(); err != nil {
 		return &mysql.DstError{Err: err}
 	}
+	forward := client.ForwardPacket
+	if renumber {
+		forward = client.ForwardPacketRenumbered
+	}
 	for {
-		p, err := client.ForwardPacket(bc.Conn)
+		p, err := forward(bc.Conn)
 		if err != nil {
 			// Reading the client failed: the client is gone. A failed write
 			// to the backend is reported as a backend failure.

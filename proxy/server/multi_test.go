@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/shardgate/shardgate/config"
 )
@@ -137,4 +141,23 @@ func multiErr(err error) string {
 		return ""
 	}
 	return errCode(err)
+}
+
+// TestMultiStatementsLoadLocal: LOAD DATA LOCAL in a split text, into an
+// unsharded table (its file relayed to the server, numbered after the
+// responses before it) and into a sharded one (read by the proxy).
+func TestMultiStatementsLoadLocal(t *testing.T) {
+	p, _ := txnProxy(t, config.TransactionMulti)
+	gomysql.RegisterReaderHandler("multi_load", func() io.Reader { return strings.NewReader("50,a\n51,b\n52,c\n") })
+	t.Cleanup(func() { gomysql.DeregisterReaderHandler("multi_load") })
+	c := conn(t, openDB(t, p.dsn("txn_t", "multiStatements=true")))
+	sets, err := resultSets(c, "SET @n = 2; LOAD DATA LOCAL INFILE 'Reader::multi_load' INTO TABLE plain FIELDS TERMINATED BY ','; "+
+		"SELECT COUNT(*) FROM acct; LOAD DATA LOCAL INFILE 'Reader::multi_load' INTO TABLE acct FIELDS TERMINATED BY ',' (id, @b) SET balance = @n; "+
+		"SELECT COUNT(*), SUM(balance) FROM acct WHERE id >= 50; SELECT COUNT(*) FROM plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(sets); got != "[[[8]] [[3 6]] [[3]]]" {
+		t.Errorf("result sets: %s", got)
+	}
 }
