@@ -555,7 +555,10 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 	}
 	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
-	if s.Mode&ModeForeign != 0 || err != nil || len(stmts) < 2 {
+	if s.Mode&ModeForeign == 0 && err != nil {
+		return sc.splitWithInto(sql, s)
+	}
+	if s.Mode&ModeForeign != 0 || len(stmts) < 2 {
 		return nil, false
 	}
 	if texts, ok = statementTexts(stmts); !ok {
@@ -567,6 +570,51 @@ func (r *Router) SplitSharded(sql string, s Session) (texts []string, ok bool) {
 		}
 	}
 	return nil, false
+}
+
+// splitWithInto is SplitSharded for a text the parser rejects because a
+// SELECT in it assigns variables (INTO @v, which the parser reads only
+// for files): it is split at its semicolons, and each statement must
+// parse, without its INTO clause, as one statement. A text with an
+// executable comment, or any other text the parser rejects (a stored
+// program's body), is not split.
+func (sc *userRules) splitWithInto(sql string, s Session) (texts []string, ok bool) {
+	if HasExecutableComment(sql) {
+		return nil, false
+	}
+	toks, ok := lexTokens(sql, s.Mode)
+	if !ok {
+		return nil, false
+	}
+	sharded, into, start := false, false, 0
+	one := func(end int) bool {
+		q := strings.TrimSpace(sql[start:end])
+		rest, _, hasInto := splitIntoVars(q, s.Mode)
+		if !hasInto {
+			rest = q
+		}
+		stmts, release, err := parsePooled(rest, s.Mode)
+		defer release()
+		if q == "" || err != nil || len(stmts) != 1 {
+			return false
+		}
+		sharded = sharded || sc.walk(stmts[0], s, nil).ruleInsts()
+		into = into || hasInto
+		texts = append(texts, q)
+		return true
+	}
+	for _, t := range toks {
+		if t.kind == 'p' && sql[t.start] == ';' {
+			if !one(t.start) {
+				return nil, false
+			}
+			start = t.end
+		}
+	}
+	if strings.TrimSpace(sql[start:]) != "" && !one(len(sql)) {
+		return nil, false
+	}
+	return texts, sharded && into && len(texts) > 1
 }
 
 // containsFold reports whether s contains substr, ASCII case-insensitively.

@@ -68,7 +68,7 @@ func TestLastInsertIDAcrossShards(t *testing.T) {
 // TestMultiStatementsSession: the statements of a split multi-statement
 // text take the path a text of one statement takes (the session's Before
 // and After): user and session variables set in the text reach the nodes
-// its later statements run on, a SELECT's assignment is read back, SET NAMES and a
+// its later statements run on, SELECT ... INTO and := assign, SET NAMES and a
 // transaction apply to what follows, ROW_COUNT() reads the statement
 // before it, and the first error ends the text, a backend's relayed one
 // included. Every text, and a read of the session after it, answers
@@ -114,6 +114,9 @@ func TestMultiStatementsSession(t *testing.T) {
 		"SELECT GET_LOCK('multi', 0); UPDATE acct SET balance = balance + 1 WHERE id = 2; SELECT RELEASE_LOCK('multi')",
 		"/* a comment */ SET @a = 7; SELECT balance FROM acct WHERE id = @a; USE txn_x; SELECT 1",
 		"SELECT COUNT(*), SUM(balance), @a FROM acct",
+		"SELECT balance FROM acct WHERE id = 3 INTO @b; UPDATE acct SET balance = @b + 2 WHERE id = 7; " +
+			"SELECT balance, id INTO @c, @d FROM acct WHERE id = 7; SELECT @b, @c, @d, ROW_COUNT()",
+		"SELECT @b, @c, @d, balance FROM acct WHERE id = @d",
 	}
 	pc := conn(t, openDB(t, p.dsn("txn_t", "multiStatements=true")))
 	dc := conn(t, openDB(t, directDSN(srvs[0], "txn_d", "multiStatements=true")))
