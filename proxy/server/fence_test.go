@@ -16,15 +16,16 @@ import (
 // A's cutover the old subtables are fenced (renamed): B's autocommitted
 // write meets the fence, B reads the cut-over rule from the sidecar and
 // writes the row once, to its new subtable; C's transaction meets it and
-// gets 1213 (rolled back, retryable), and its retry succeeds. No old
+// gets 1213 (rolled back, retryable), and its retry succeeds; D's prepared
+// statements (one prepared before the cutover) run again too. No old
 // subtable takes a write under its name. After A's rollback, B (now on the
 // new rule, whose subtables are gone) meets the fence again and writes to
 // the old subtables; every write made through B is there.
 func TestFenceStaleProxy(t *testing.T) {
 	c, cfg := moveCluster(t)
 	a := startProxy(t, cfg)
-	cfgB, cfgC := *cfg, *cfg
-	b, cp := startProxy(t, &cfgB), startProxy(t, &cfgC)
+	cfgB, cfgC, cfgD := *cfg, *cfg, *cfg
+	b, cp, d := startProxy(t, &cfgB), startProxy(t, &cfgC), startProxy(t, &cfgD)
 	dbA := openDB(t, a.dsn("sbtest", ""))
 	mustExec(t, dbA, "CREATE TABLE sbtest1 (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(120) NOT NULL, pad VARCHAR(60) NOT NULL)")
 	for i := 0; i < 2000; i += 200 {
@@ -39,6 +40,17 @@ func TestFenceStaleProxy(t *testing.T) {
 	mustExec(t, dbB, "INSERT INTO sbtest1 VALUES (4000001, 1, 'b before', 'p')")
 	if got := queryValue(t, openDB(t, directDSN(c.Servers[1], "sbtest", "")), "SELECT c FROM sbtest1_0001 WHERE id = 4000001"); got != "b before" {
 		t.Fatalf("B's write before the cutover: %q", got)
+	}
+	// D executes prepared statements (the driver's, without interpolation):
+	// one prepared before the cutover, executed after it.
+	dbD := openDB(t, d.dsn("sbtest", ""))
+	upd, err := dbD.Prepare("UPDATE sbtest1 SET c = ? WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upd.Close()
+	if _, err := upd.Exec("d before", 5); err != nil {
+		t.Fatal(err)
 	}
 	web := httptest.NewServer(a.srv.AdminHandler())
 	defer web.Close()
@@ -64,6 +76,17 @@ func TestFenceStaleProxy(t *testing.T) {
 		}
 	}
 
+	// D's prepared statements meet the fence too, and run again.
+	if _, err := upd.Exec("d after", 5); err != nil {
+		t.Fatalf("D's prepared UPDATE after the cutover: %v", err)
+	}
+	if _, err := dbD.Exec("INSERT INTO sbtest1 VALUES (?, ?, ?, ?)", 5000002, 1, "d new", "p"); err != nil {
+		t.Fatalf("D's prepared INSERT after the cutover: %v", err)
+	}
+	if got := queryValue(t, n1, "SELECT c FROM sbtest1_g1_0002 WHERE id = 5000002"); got != "d new" {
+		t.Fatalf("D's INSERT is not in its new subtable (5000002 mod 8 = 2 on node1): %q", got)
+	}
+
 	// C in a transaction: a retryable error, the transaction rolled back.
 	tx, err := dbC.Begin()
 	if err != nil {
@@ -84,8 +107,8 @@ func TestFenceStaleProxy(t *testing.T) {
 	if got := queryValue(t, n1, "SELECT c FROM sbtest1_g1_0001 WHERE id = 5000001"); got != "b after" {
 		t.Fatalf("B's write after the cutover is not in its new subtable (5000001 mod 8 = 1 on node1): %q", got)
 	}
-	if got := queryValue(t, dbB, "SELECT COUNT(*) FROM sbtest1"); got != "2002" {
-		t.Fatalf("B counts %s rows after the cutover, want 2002", got)
+	if got := queryValue(t, dbB, "SELECT COUNT(*) FROM sbtest1"); got != "2003" {
+		t.Fatalf("B counts %s rows after the cutover, want 2003", got)
 	}
 	// The fenced old subtable gets the row from the reverse stream only.
 	eventually(t, 30*time.Second, "the reverse stream to bring B's row to the fenced old subtable", func() bool {
@@ -101,13 +124,13 @@ func TestFenceStaleProxy(t *testing.T) {
 	if got := queryValue(t, n2, "SELECT c FROM sbtest1_0001 WHERE id = 5000001"); got != "b after rollback" {
 		t.Fatalf("after the rollback B's write is not in the old subtable: %q", got)
 	}
-	for id, want := range map[int]string{3: "c retried", 4000001: "b before"} {
+	for id, want := range map[int]string{3: "c retried", 4000001: "b before", 5: "d after", 5000002: "d new"} {
 		if got := queryValue(t, dbA, "SELECT c FROM sbtest1 WHERE id = ?", id); got != want {
 			t.Fatalf("after the rollback row %d reads %q through A, want %q", id, got, want)
 		}
 	}
-	if got := queryValue(t, dbA, "SELECT COUNT(*) FROM sbtest1"); got != "2002" {
-		t.Fatalf("A counts %s rows after the rollback, want 2002", got)
+	if got := queryValue(t, dbA, "SELECT COUNT(*) FROM sbtest1"); got != "2003" {
+		t.Fatalf("A counts %s rows after the rollback, want 2003", got)
 	}
 	if got := queryValue(t, n1, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest' AND TABLE_NAME LIKE 'sbtest1%fenced'"); got != "0" {
 		t.Fatalf("%s fenced tables left on node1 after the rollback", got)

@@ -509,4 +509,10 @@ func TestReshardAdminSQL(t *testing.T) {
 	if got := queryValue(t, app, "SELECT COUNT(*) FROM t"); got != "2000" {
 		t.Fatalf("the proxy counts %s rows", got)
 	}
+	// complete dropped the old subtables, fenced since the cutover.
+	for _, s := range servers[:2] {
+		if got := queryValue(t, openDB(t, directDSN(s, "", "")), "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'mvsql' AND TABLE_NAME NOT LIKE 't\\_g1\\_%'"); got != "0" {
+			t.Fatalf("after complete %s tables other than the new subtables are left on %s", got, s.Addr)
+		}
+	}
 }

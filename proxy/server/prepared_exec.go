@@ -81,6 +81,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	err = s.executeOn(ps, e, t.Node, q, order, false)
 	c.st.Read = session.ReadMaster
 	s.execTables = nil
+	if err = h.fence.executed(h, plan, e, err); err == errFenceAgain { // a fenced subtable (stale.go)
+		return h.fence.againExecute(s, ps, p)
+	}
 	if err == nil && plan.Advance != nil {
 		h.advance(plan.Advance)
 	}
@@ -259,7 +262,7 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		s.relayExec = s.relayExecution
 	}
 	s.execSQL, s.execCursor, s.execOnce = q, cursor, ps.Once && !cursor
-	relay := engine.Relay(s.relayExec)
+	relay := h.fence.wrapExec(s.relayExec, s.execTables != nil) // stale.go
 	if watch {
 		relay = readOnlyGuard(relay, from != "")
 	}

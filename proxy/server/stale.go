@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/engine"
+	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -39,7 +41,13 @@ type fenceGuard struct {
 	held  []byte // the ERR packet held back (a copy); empty when none
 	inner engine.Relay
 	relay engine.Relay // built once: wraps inner
+	// again is set while a prepared execution runs again (againExecute).
+	again bool
 }
+
+// errFenceAgain tells a prepared execution to run again under the rule
+// just put in force (fenceGuard.executed).
+var errFenceAgain = errors.New("run the execution again under the refreshed rule")
 
 // wrap returns relay guarded while armed (relay itself otherwise).
 func (g *fenceGuard) wrap(relay engine.Relay) engine.Relay {
@@ -89,8 +97,7 @@ func (g *fenceGuard) forward(h *handler, plan *router.Plan, stmt *router.Stmt, s
 		return plan, res, nil
 	}
 	if h.c.st.InTxn() {
-		h.c.log.Info("a statement in a transaction met a fenced subtable: the table was cut over by another proxy", zap.Strings("tables", plan.Tables))
-		return plan, res, mysql.NewError(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction (table %s was cut over to a new shard rule by a workflow: the transaction is rolled back)", strings.Join(plan.Tables, ","))
+		return plan, res, staleInTxn(h, plan)
 	}
 	next, err := h.route(sql, h.routerSession())
 	if err != nil {
@@ -104,6 +111,78 @@ func (g *fenceGuard) forward(h *handler, plan *router.Plan, stmt *router.Stmt, s
 	return next, res, err
 }
 
+// wrapExec is wrap for the relay of a prepared execution (executeOn) on a
+// subtable of a sharded table (sharded), except while it runs again.
+func (g *fenceGuard) wrapExec(relay engine.Relay, sharded bool) engine.Relay {
+	g.held = g.held[:0]
+	if !sharded || g.again {
+		return relay
+	}
+	g.armed = true
+	relay = g.wrap(relay)
+	g.armed = false
+	return relay
+}
+
+// executed looks at the end of a prepared execution of plan (err is its
+// error): one that met a fenced subtable, when preparing it (err) or
+// executing it (an ERR held back by wrapExec), asks for the rule to be
+// refreshed as forward does, and returns errFenceAgain when the execution
+// is to run again (againExecute), 1213 inside a transaction, and the
+// execution's own answer otherwise.
+func (g *fenceGuard) executed(h *handler, plan *router.Plan, e *mysql.StmtExecute, err error) error {
+	held := len(g.held) > 0
+	if g.again || !held && (err == nil || errorCode(err) != erNoSuchTable) {
+		return err
+	}
+	t := plan.Targets[0]
+	stale := len(plan.Tables) > 0 && t.Subtable != "" && h.c.srv.refreshRule(nil, plan.Tables, t.Node+":"+t.Subtable)
+	if !stale || held && sentLong(e) {
+		// Not stale, or the values sent with COM_STMT_SEND_LONG_DATA are
+		// spent: the server's answer goes to the client.
+		if held {
+			h.x.ErrCode = erNoSuchTable
+			werr := h.c.Client().WritePacket(g.held)
+			g.held = g.held[:0]
+			if werr != nil {
+				return &mysql.DstError{Err: werr}
+			}
+		}
+		return err
+	}
+	g.held = g.held[:0]
+	if h.c.st.InTxn() {
+		return staleInTxn(h, plan)
+	}
+	h.c.srv.staleRetries.Add(1)
+	return errFenceAgain
+}
+
+// sentLong reports whether an execution had values sent with
+// COM_STMT_SEND_LONG_DATA (nil and not NULL in the packet).
+func sentLong(e *mysql.StmtExecute) bool {
+	for i, v := range e.Values {
+		if v == nil && !e.Null[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// againExecute runs a prepared execution again (after executed asked for
+// it), without the guard: its answer is the client's.
+func (g *fenceGuard) againExecute(s *stmtHandler, ps *session.Stmt, p []byte) error {
+	g.again = true
+	defer func() { g.again = false }()
+	return s.execute(ps, p)
+}
+
+// staleInTxn is the error of a statement in a transaction that met a fence.
+func staleInTxn(h *handler, plan *router.Plan) error {
+	h.c.log.Info("a statement in a transaction met a fenced subtable: the table was cut over by another proxy", zap.Strings("tables", plan.Tables))
+	return mysql.NewError(mysql.ErLockDeadlock, "Deadlock found when trying to get lock; try restarting transaction (table %s was cut over to a new shard rule by a workflow: the transaction is rolled back)", strings.Join(plan.Tables, ","))
+}
+
 // refreshRule reports whether the rule of one of tables (as a plan names
 // them) moved on since rt was in force, for a statement that found
 // subtable (node:name) missing: the router changed since, or the
@@ -113,7 +192,7 @@ func (g *fenceGuard) forward(h *handler, plan *router.Plan, stmt *router.Stmt, s
 // between its fence and its swap, it waits, at most twice the cutover
 // timeout and a second, for the swap to be recorded.
 func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string) bool {
-	if s.rt() != rt {
+	if rt != nil && s.rt() != rt {
 		return true
 	}
 	if s.flows == nil {
@@ -123,7 +202,7 @@ func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string
 	defer s.staleMu.Unlock()
 	deadline := time.Now().Add(2*s.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
 	for {
-		if s.rt() != rt {
+		if rt != nil && s.rt() != rt {
 			return true
 		}
 		ws, err := s.flows.m.List()
@@ -137,6 +216,9 @@ func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string
 				continue
 			}
 			inFrom, inTo := slices.Contains(move.Targets(w.Spec.From), subtable), slices.Contains(move.Targets(w.Spec.To), subtable)
+			if cur := s.ruleOf(w.Spec.DB, w.Spec.Table); (inFrom || inTo) && cur != nil && !slices.Contains(move.Targets(*cur), subtable) {
+				return true // the rule in force moved on already (another session refreshed it)
+			}
 			var to config.ShardRule // the rule to put in force
 			switch w.State.Phase {
 			case move.PhaseCatchingUp, move.PhaseReady:
