@@ -40,6 +40,9 @@ import (
 // fenceSuffix ends the name of a fenced subtable.
 const fenceSuffix = "__fenced"
 
+// maxTableName is the longest table name MariaDB takes.
+const maxTableName = 64
+
 // FencedName is the name subtable name has while fenced.
 func FencedName(name string) string { return name + fenceSuffix }
 
@@ -102,6 +105,11 @@ func (f *fencer) rename(ts []copyTarget, fence bool, wait time.Duration) (done [
 			nodes = append(nodes, t.node)
 		}
 		byNode[t.node] = append(byNode[t.node], t)
+	}
+	for _, t := range ts {
+		if n := FencedName(t.name); len(n) > maxTableName {
+			return nil, fmt.Errorf("subtable %s.%s cannot be fenced: %s is longer than %d characters", t.db, t.name, n, maxTableName)
+		}
 	}
 	secs := max(1, int(math.Ceil(wait.Seconds())))
 	errs := make([]error, len(nodes))

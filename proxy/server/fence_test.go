@@ -136,3 +136,89 @@ func TestFenceStaleProxy(t *testing.T) {
 		t.Fatalf("%s fenced tables left on node1 after the rollback", got)
 	}
 }
+
+// TestFencePostponed: a transaction that proxy C keeps open on an old
+// subtable holds the fence's RENAME past cutover_timeout, so A's cutover
+// is postponed and the fence undone (the other node's subtable renamed
+// back); once C commits, the next attempt cuts over. Proxy B writes
+// throughout, by the old rule until it meets the fence: not one of its
+// writes fails, and every row it wrote, and C's, is in the new subtables.
+func TestFencePostponed(t *testing.T) {
+	c, cfg := moveCluster(t)
+	a := startProxy(t, cfg)
+	cfgB, cfgC := *cfg, *cfg
+	b, cp := startProxy(t, &cfgB), startProxy(t, &cfgC)
+	dbA := openDB(t, a.dsn("sbtest", ""))
+	mustExec(t, dbA, "CREATE TABLE sbtest1 (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(120) NOT NULL, pad VARCHAR(60) NOT NULL)")
+	var vals []string
+	for j := 1; j <= 200; j++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d, 'c%d', 'p')", j, j, j))
+	}
+	mustExec(t, dbA, "INSERT INTO sbtest1 VALUES "+strings.Join(vals, ","))
+	dbB, dbC := openDB(t, b.dsn("sbtest", "")), openDB(t, cp.dsn("sbtest", ""))
+	web := httptest.NewServer(a.srv.AdminHandler())
+	defer web.Close()
+	req := map[string]any{"table": "sbtest.sbtest1", "name": "grow", "nodes": []string{"node1", "node2", "node3"}, "locations": []int{3, 3, 2}}
+	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	waitPhase(t, web.URL, "grow", move.PhaseReady, 2*time.Minute)
+
+	// B writes a row every few milliseconds until told to stop.
+	stop, written := make(chan struct{}), make(chan []error, 1)
+	next := 6000000
+	go func() {
+		var errs []error
+		for {
+			select {
+			case <-stop:
+				written <- errs
+				return
+			default:
+			}
+			next++
+			if _, err := dbB.Exec(fmt.Sprintf("INSERT INTO sbtest1 VALUES (%d, 1, 'b', 'p')", next)); err != nil {
+				errs = append(errs, err)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+	tx, err := dbC.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE sbtest1 SET c = 'c held' WHERE id = 2"); err != nil { // sbtest1_0000 on node1
+		t.Fatal(err)
+	}
+	done := make(chan move.Status, 1)
+	go func() {
+		var st move.Status
+		if code, body := admin(t, web.URL, "POST", "/admin/workflows/grow/cutover", nil, &st); code != 200 {
+			t.Errorf("cutover: %d %s", code, body)
+		}
+		done <- st
+	}()
+	eventually(t, 30*time.Second, "a cutover attempt to be postponed and another to start", func() bool {
+		return workflow(t, web.URL, "grow").State.Cutovers >= 2
+	})
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	st := <-done
+	close(stop)
+	errs := <-written
+	if st.State.Phase != move.PhaseSwitched {
+		t.Fatalf("after the cutover: phase %s (%s)", st.State.Phase, st.State.Error)
+	}
+	t.Logf("cut over after %d attempts, pause %.1f ms; B wrote %d rows meanwhile, %d errors", st.State.Cutovers, st.State.PauseMillis, next-6000000, len(errs))
+	for _, err := range errs {
+		t.Errorf("B's write failed: %v", err)
+	}
+	rows, _ := tableSum(t, c, newLayout)
+	if want := int64(200 + next - 6000000); len(errs) == 0 && rows != want {
+		t.Fatalf("the new subtables hold %d rows, want %d", rows, want)
+	}
+	if got := queryValue(t, dbA, "SELECT c FROM sbtest1 WHERE id = 2"); got != "c held" {
+		t.Fatalf("C's committed write reads %q after the cutover", got)
+	}
+}

@@ -87,14 +87,31 @@ func (g *fenceGuard) forward(h *handler, plan *router.Plan, stmt *router.Stmt, s
 	if err != nil || len(g.held) == 0 {
 		return plan, res, err
 	}
-	if t := plan.Targets[0]; !h.c.srv.refreshRule(rt, plan.Tables, t.Node+":"+t.Subtable) {
-		// A table that is missing indeed: the server's answer.
-		h.x.ErrCode = erNoSuchTable
-		res.Sent = true
-		if err := h.c.Client().WritePacket(g.held); err != nil {
-			return plan, res, &mysql.DstError{Err: err}
+	sub, deadline := plan.Targets[0].Node+":"+plan.Targets[0].Subtable, h.c.srv.fenceDeadline()
+	for {
+		moved, moving := h.c.srv.refreshRule(rt, plan.Tables, sub)
+		if moved {
+			break
 		}
-		return plan, res, nil
+		if !moving || time.Now().After(deadline) {
+			// A table that is missing indeed: the server's answer.
+			h.x.ErrCode = erNoSuchTable
+			res.Sent = true
+			if err := h.c.Client().WritePacket(g.held); err != nil {
+				return plan, res, &mysql.DstError{Err: err}
+			}
+			return plan, res, nil
+		}
+		// A workflow of the table may be between its fence and its swap:
+		// until the swap is recorded, the statement is tried again as it
+		// was (a cutover that gave up renamed the subtables back).
+		time.Sleep(20 * time.Millisecond)
+		g.armed, g.held = true, g.held[:0]
+		res, err = h.forward(plan, stmt, p)
+		g.armed = false
+		if err != nil || len(g.held) == 0 {
+			return plan, res, err
+		}
 	}
 	if h.c.st.InTxn() {
 		return plan, res, staleInTxn(h, plan)
@@ -136,7 +153,18 @@ func (g *fenceGuard) executed(h *handler, plan *router.Plan, e *mysql.StmtExecut
 		return err
 	}
 	t := plan.Targets[0]
-	stale := len(plan.Tables) > 0 && t.Subtable != "" && h.c.srv.refreshRule(nil, plan.Tables, t.Node+":"+t.Subtable)
+	stale := false
+	if len(plan.Tables) > 0 && t.Subtable != "" {
+		// While a workflow may be between its fence and its swap, wait for
+		// the swap; at the end, the execution runs again as it is (a
+		// cutover that gave up renamed the subtables back).
+		for deadline := h.c.srv.fenceDeadline(); ; time.Sleep(20 * time.Millisecond) {
+			moved, moving := h.c.srv.refreshRule(nil, plan.Tables, t.Node+":"+t.Subtable)
+			if stale = moved || moving; moved || !moving || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
 	if !stale || held && sentLong(e) {
 		// Not stale, or the values sent with COM_STMT_SEND_LONG_DATA are
 		// spent: the server's answer goes to the client.
@@ -184,76 +212,77 @@ func staleInTxn(h *handler, plan *router.Plan) error {
 }
 
 // refreshRule reports whether the rule of one of tables (as a plan names
-// them) moved on since rt was in force, for a statement that found
-// subtable (node:name) missing: the router changed since, or the
-// workflows' record in the sidecar says a workflow cut the table over
-// from the rule subtable belongs to (or rolled it back from it), and that
-// rule is then put in force here. While a workflow of the table may be
-// between its fence and its swap, it waits, at most twice the cutover
-// timeout and a second, for the swap to be recorded.
-func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string) bool {
+// them) moved on since rt was in force (nil: not known), for a statement
+// that found subtable (node:name) missing (moved): the router changed
+// since, the rule in force no longer has that subtable (another session
+// refreshed it), or the workflows' record in the sidecar says a workflow
+// cut the table over from the rule subtable belongs to (or rolled it back
+// from it), and that rule is then put in force here. moving reports that
+// a workflow of the table may be between its fence and its swap.
+func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string) (moved, moving bool) {
 	if rt != nil && s.rt() != rt {
-		return true
+		return true, false
 	}
 	if s.flows == nil {
-		return false
+		return false, false
 	}
 	s.staleMu.Lock() // one session asks the sidecar at a time
 	defer s.staleMu.Unlock()
-	deadline := time.Now().Add(2*s.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
-	for {
-		if rt != nil && s.rt() != rt {
-			return true
-		}
-		ws, err := s.flows.m.List()
-		if err != nil {
-			s.log.Warn("a subtable is missing and the workflows cannot be read from the sidecar", zap.Error(err))
-			return false
-		}
-		moving := false
-		for _, w := range ws {
-			if w.Spec.Kind != move.KindReshard || !slices.Contains(tables, w.Spec.Table) {
-				continue
-			}
-			inFrom, inTo := slices.Contains(move.Targets(w.Spec.From), subtable), slices.Contains(move.Targets(w.Spec.To), subtable)
-			if cur := s.ruleOf(w.Spec.DB, w.Spec.Table); (inFrom || inTo) && cur != nil && !slices.Contains(move.Targets(*cur), subtable) {
-				return true // the rule in force moved on already (another session refreshed it)
-			}
-			var to config.ShardRule // the rule to put in force
-			switch w.State.Phase {
-			case move.PhaseCatchingUp, move.PhaseReady:
-				moving = moving || inFrom // perhaps between its fence and its swap
-				continue
-			case move.PhaseSwitched, move.PhaseCompleted:
-				moving = moving || inTo && w.State.Phase == move.PhaseSwitched // perhaps rolling back
-				if !inFrom {
-					continue
-				}
-				to = w.Spec.To
-			case move.PhaseRolledBack:
-				if !inTo {
-					continue
-				}
-				to = w.Spec.From
-			default:
-				continue
-			}
-			if cur := s.ruleOf(w.Spec.DB, w.Spec.Table); cur == nil || cur.Generation == to.Generation {
-				continue
-			}
-			if err := s.flows.swapRule(w.Spec.DB, w.Spec.Table, to); err != nil {
-				s.log.Error("cannot put in force the rule a workflow cut over to", zap.String("table", w.Spec.Logical()), zap.Error(err))
-				return false
-			}
-			s.log.Info("a fenced subtable: this proxy's rule was stale; it now routes by the workflow's", zap.String("workflow", w.Spec.Name),
-				zap.String("table", w.Spec.Logical()), zap.Int("generation", to.Generation))
-			return true
-		}
-		if !moving || time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
+	if rt != nil && s.rt() != rt {
+		return true, false
 	}
+	ws, err := s.flows.m.List()
+	if err != nil {
+		s.log.Warn("a subtable is missing and the workflows cannot be read from the sidecar", zap.Error(err))
+		return false, false
+	}
+	for _, w := range ws {
+		if w.Spec.Kind != move.KindReshard || !slices.Contains(tables, w.Spec.Table) {
+			continue
+		}
+		inFrom, inTo := slices.Contains(move.Targets(w.Spec.From), subtable), slices.Contains(move.Targets(w.Spec.To), subtable)
+		cur := s.ruleOf(w.Spec.DB, w.Spec.Table)
+		if (inFrom || inTo) && cur != nil && !slices.Contains(move.Targets(*cur), subtable) {
+			return true, false // the rule in force moved on already
+		}
+		var to config.ShardRule // the rule to put in force
+		switch w.State.Phase {
+		case move.PhaseCatchingUp, move.PhaseReady:
+			moving = moving || inFrom
+			continue
+		case move.PhaseSwitched, move.PhaseCompleted:
+			moving = moving || inTo && w.State.Phase == move.PhaseSwitched // perhaps rolling back
+			if !inFrom {
+				continue
+			}
+			to = w.Spec.To
+		case move.PhaseRolledBack:
+			if !inTo {
+				continue
+			}
+			to = w.Spec.From
+		default:
+			continue
+		}
+		if cur == nil || cur.Generation == to.Generation {
+			continue
+		}
+		if err := s.flows.swapRule(w.Spec.DB, w.Spec.Table, to); err != nil {
+			s.log.Error("cannot put in force the rule a workflow cut over to", zap.String("table", w.Spec.Logical()), zap.Error(err))
+			return false, false
+		}
+		s.log.Info("a fenced subtable: this proxy's rule was stale; it now routes by the workflow's", zap.String("workflow", w.Spec.Name),
+			zap.String("table", w.Spec.Logical()), zap.Int("generation", to.Generation))
+		return true, false
+	}
+	return false, moving
+}
+
+// fenceDeadline is how long a statement that met a fence waits for the
+// swap to be recorded: twice the cutover timeout and a second, as a
+// statement held at a gate.
+func (s *Server) fenceDeadline() time.Time {
+	return time.Now().Add(2*s.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
 }
 
 // ruleOf returns the rule in force for db.table (nil when none).
