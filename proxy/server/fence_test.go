@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -220,5 +221,67 @@ func TestFencePostponed(t *testing.T) {
 	}
 	if got := queryValue(t, dbA, "SELECT c FROM sbtest1 WHERE id = 2"); got != "c held" {
 		t.Fatalf("C's committed write reads %q after the cutover", got)
+	}
+}
+
+// TestFenceSettledOnRestart: a proxy that stopped between a fence and its
+// swap leaves the old subtables renamed; the proxy that resumes the
+// workflow (ready: the old rule is in force) renames them back. And one
+// that resumes a workflow cut over while its old subtables are not fenced
+// (cut over by an older proxy) fences them.
+func TestFenceSettledOnRestart(t *testing.T) {
+	c, cfg := moveCluster(t)
+	a := startProxy(t, cfg)
+	dbA := openDB(t, a.dsn("sbtest", ""))
+	mustExec(t, dbA, "CREATE TABLE sbtest1 (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(120) NOT NULL, pad VARCHAR(60) NOT NULL)",
+		"INSERT INTO sbtest1 VALUES (1, 1, 'a', 'p'), (2, 2, 'b', 'p')")
+	web := httptest.NewServer(a.srv.AdminHandler())
+	req := map[string]any{"table": "sbtest.sbtest1", "name": "grow", "nodes": []string{"node1", "node2", "node3"}, "locations": []int{3, 3, 2}}
+	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	waitPhase(t, web.URL, "grow", move.PhaseReady, 2*time.Minute)
+	restart := func() (*proxy, *httptest.Server) {
+		t.Helper()
+		web.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := a.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a = startProxy(t, cfg)
+		web = httptest.NewServer(a.srv.AdminHandler())
+		return a, web
+	}
+	n1, n2 := openDB(t, directDSN(c.Servers[0], "sbtest", "")), openDB(t, directDSN(c.Servers[1], "sbtest", ""))
+	exists := func(db querier, name string) bool {
+		return queryValue(t, db, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest' AND TABLE_NAME = ?", name) == "1"
+	}
+
+	// Stopped between the fence and the swap: fenced, still ready.
+	mustExec(t, n1, "RENAME TABLE sbtest1_0000 TO sbtest1_0000__fenced")
+	mustExec(t, n2, "RENAME TABLE sbtest1_0001 TO sbtest1_0001__fenced")
+	a, web = restart()
+	eventually(t, 30*time.Second, "the old subtables to be renamed back", func() bool {
+		return exists(n1, "sbtest1_0000") && exists(n2, "sbtest1_0001")
+	})
+	if got := queryValue(t, openDB(t, a.dsn("sbtest", "")), "SELECT c FROM sbtest1 WHERE id = 2"); got != "b" {
+		t.Fatalf("after the restart row 2 reads %q", got)
+	}
+
+	// Cut over, then the old subtables unfenced behind the workflow's back.
+	waitPhase(t, web.URL, "grow", move.PhaseReady, time.Minute)
+	var st move.Status
+	if code, body := admin(t, web.URL, "POST", "/admin/workflows/grow/cutover", nil, &st); code != 200 {
+		t.Fatalf("cutover: %d %s", code, body)
+	}
+	mustExec(t, n1, "RENAME TABLE sbtest1_0000__fenced TO sbtest1_0000")
+	a, web = restart()
+	eventually(t, 30*time.Second, "the old subtable to be fenced again", func() bool {
+		return exists(n1, "sbtest1_0000__fenced") && !exists(n1, "sbtest1_0000")
+	})
+	defer web.Close()
+	if got := queryValue(t, openDB(t, a.dsn("sbtest", "")), "SELECT c FROM sbtest1 WHERE id = 2"); got != "b" {
+		t.Fatalf("after the second restart row 2 reads %q", got)
 	}
 }
