@@ -537,6 +537,17 @@ func (st *stmt) isKey(e ast.ExprNode, g int) bool {
 // point returns the subtable of key value v in group g's layout.
 func (st *stmt) point(v value, g int) (keySet, error) {
 	r := st.groups[g].rule
+	if v.kind == valString && intKey(st.sess.Catalog, r) {
+		n, none := intOperand(v.s)
+		if none {
+			// No row of an integer column equals it: any one
+			// subtable answers as MariaDB does.
+			s := newKeySet(len(r.subs))
+			s.add(0)
+			return s, nil
+		}
+		v = n
+	}
 	i, ok, err := r.index(v)
 	if err != nil {
 		return keySet{}, outOfRange(st.groups[g].insts[0].rule, v)
@@ -629,6 +640,9 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 			default:
 				return allKeys(), nil
 			}
+			if v.kind == valString && intKey(st.sess.Catalog, r) {
+				v = rangeOperand(v.s)
+			}
 			if s, ok := r.rangeSet(op, v, newKeySet(len(r.subs))); ok {
 				return s, nil
 			}
@@ -641,6 +655,15 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 		idx := make([]int, len(x.List))
 		for k, item := range x.List {
 			v := valueOf(item, st.bind)
+			if v.kind == valString && intKey(st.sess.Catalog, r) {
+				n, none := intOperand(v.s)
+				if none {
+					idx[k] = 0 // matches no row: any one subtable
+					s.add(0)
+					continue
+				}
+				v = n
+			}
 			i, ok, err := r.index(v)
 			if err != nil {
 				return s, outOfRange(st.groups[g].insts[0].rule, v)
@@ -665,8 +688,8 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 		if x.Not || !r.ordered() || !st.isKey(x.Expr, g) {
 			break
 		}
-		lo, ok1 := r.rangeSet(opGE, valueOf(x.Left, st.bind), newKeySet(len(r.subs)))
-		hi, ok2 := r.rangeSet(opLE, valueOf(x.Right, st.bind), newKeySet(len(r.subs)))
+		lo, ok1 := r.rangeSet(opGE, st.rangeBound(r, valueOf(x.Left, st.bind)), newKeySet(len(r.subs)))
+		hi, ok2 := r.rangeSet(opLE, st.rangeBound(r, valueOf(x.Right, st.bind)), newKeySet(len(r.subs)))
 		if ok1 && ok2 {
 			return intersect(lo, hi), nil
 		}

@@ -219,6 +219,9 @@ func (sc *userRules) cachedText(sql string, s Session) (*Plan, bool) {
 	if !ok {
 		return nil, false
 	}
+	if v, ok = cacheKeyValue(t.rule, v, s); !ok {
+		return nil, false
+	}
 	idx, ok, err := t.rule.index(v)
 	if err != nil || !ok {
 		return nil, false
@@ -261,8 +264,8 @@ func (sc *userRules) cachedArgs(sql string, s Session, args []Arg) (*Plan, bool)
 	if t.key >= len(args) {
 		return nil, false
 	}
-	v := args[t.key].value()
-	if v.kind == valNone {
+	v, ok := cacheKeyValue(t.rule, args[t.key].value(), s)
+	if !ok || v.kind == valNone {
 		return nil, false
 	}
 	idx, ok, err := t.rule.index(v)

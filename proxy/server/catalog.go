@@ -334,3 +334,22 @@ func (t *tables) Numeric(db, table, column string) bool {
 	}
 	return false
 }
+
+// Integer implements router.IntegerTyper: whether a column of a table the
+// proxy has read is of an integer type (a string compared with it routes
+// by the number MariaDB converts it to).
+func (t *tables) Integer(db, table, column string) bool {
+	tb := t.catalog.Table(db, table)
+	if tb == nil {
+		return false
+	}
+	i, ok := tb.Column(column)
+	if !ok {
+		return false
+	}
+	switch tb.Columns[i].DataType() {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return true
+	}
+	return false
+}

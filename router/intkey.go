@@ -1,0 +1,118 @@
+package router
+
+import (
+	"math"
+	"strconv"
+)
+
+// IntegerTyper is what a Catalog may also answer: whether a column is
+// known to be of an integer type (TINYINT to BIGINT, signed or not). A
+// string compared with such a column is compared as the DOUBLE it converts
+// to ('7abc', ' 7', '07', '7.0' and '7e0' equal 7; ”, 'abc' equal 0;
+// '7.5' equals no integer), so the router routes it by that number. When
+// the type is not known (no catalog, definition not read yet) a string
+// routes as before: by its own hash, and by the integer it reads as when
+// it is a number between whitespace (numericAlt).
+type IntegerTyper interface {
+	Integer(db, table, column string) bool
+}
+
+// intKey reports whether rule r's key column is known to be an integer.
+func intKey(c Catalog, r *rule) bool {
+	if c == nil || r.key == "" {
+		return false
+	}
+	it, ok := c.(IntegerTyper)
+	return ok && it.Integer(r.db, r.table, r.key)
+}
+
+// intOperand returns, for a string s compared with an integer key column,
+// the value that decides the subtable: an integer (valInt) when exactly one
+// integer equals s as a DOUBLE; none when no integer does (a fraction, or a
+// magnitude beyond BIGINT UNSIGNED), so that any one subtable answers
+// exactly; value{} (unmappable: every subtable) when the double is an
+// integer too large for a double to tell its neighbours apart.
+func intOperand(s string) (v value, none bool) {
+	f := stringDouble(s)
+	switch {
+	case f != math.Trunc(f):
+		return value{}, true
+	case math.Abs(f) < 1<<53:
+		return value{kind: valInt, i: int64(f)}, false
+	case f > 1<<64 || f < -(1<<63):
+		return value{}, true
+	}
+	return value{}, false
+}
+
+// rangeOperand returns the value a string compared with an integer key by
+// <, <=, >, >= or BETWEEN is compared as (the DOUBLE it converts to).
+func rangeOperand(s string) value {
+	return value{kind: valNum, f: stringDouble(s)}
+}
+
+// stringDouble converts s to a double as MariaDB does when it compares a
+// string with a number (my_strntod): leading whitespace skipped, the
+// longest prefix that is a number taken (sign, digits, a fraction, an
+// exponent), 0 when there is none; a value beyond the double range is the
+// largest double of that sign.
+func stringDouble(s string) float64 {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	start := i
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i, digits = i+1, digits+1
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i, digits = i+1, digits+1
+		}
+	}
+	if digits == 0 {
+		return 0
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		j := i + 1
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		if j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			i = j
+		}
+	}
+	f, err := strconv.ParseFloat(s[start:i], 64)
+	if err != nil && math.IsInf(f, 0) {
+		return math.Copysign(math.MaxFloat64, f)
+	}
+	return f
+}
+
+// rangeBound returns a bound of a range predicate on rule r's key as the
+// server compares it with the key column.
+func (st *stmt) rangeBound(r *rule, v value) value {
+	if v.kind == valString && intKey(st.sess.Catalog, r) {
+		return rangeOperand(v.s)
+	}
+	return v
+}
+
+// cacheKeyValue returns the value that picks a cached template's subtable:
+// a string compared with an integer key is its number; ok is false when
+// the planner must decide (no integer equals it, or too many do).
+func cacheKeyValue(r *rule, v value, s Session) (value, bool) {
+	if v.kind != valString || !intKey(s.Catalog, r) {
+		return v, true
+	}
+	n, none := intOperand(v.s)
+	return n, !none && n.kind != valNone
+}
