@@ -245,6 +245,63 @@ func (a *Agent) PutTopology(ctx context.Context, yaml []byte) (int64, error) {
 	return rev, nil
 }
 
+// PublishRule stores a new topology version in which db.table has rule
+// (the rule a cutover or a rollback put in force), the rest of the stored
+// text as written. It reads the current version and stores the new one
+// only if none was stored meanwhile (a conflict is read again, at most 5
+// times). When the stored topology has that rule already, or no rule for
+// the table, nothing is stored. It returns the version that carries the
+// rule (0 when none is stored).
+func (a *Agent) PublishRule(ctx context.Context, db, table string, rule config.ShardRule) (int64, error) {
+	key := db + "." + table
+	for try := 1; ; try++ {
+		v, err := a.o.Store.Get(ctx)
+		if err != nil {
+			return 0, err
+		}
+		cur, err := config.Parse(v.YAML)
+		if err != nil {
+			return 0, fmt.Errorf("topology version %d: %w", v.Rev, err)
+		}
+		text, err := config.WithRulesText(v.YAML, map[string]config.ShardRule{key: rule})
+		if err != nil {
+			return 0, fmt.Errorf("topology version %d: %w", v.Rev, err)
+		}
+		next, err := config.Parse(text)
+		if err != nil {
+			return 0, fmt.Errorf("topology version %d with the rule of %s: %w", v.Rev, key, err)
+		}
+		was, has := shardRule(cur, key)
+		if now, _ := shardRule(next, key); !has || reflect.DeepEqual(was, now) {
+			return v.Rev, nil
+		}
+		if _, err := a.parse(text); err != nil {
+			return 0, fmt.Errorf("topology version %d with the rule of %s: %w", v.Rev, key, err)
+		}
+		rev, err := a.o.Store.Put(ctx, text, v.Rev)
+		if errors.Is(err, topo.ErrConflict) && try < 5 {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		a.log.Info("shard rule written into the topology", zap.String("table", key), zap.Int64("version", rev))
+		return rev, nil
+	}
+}
+
+// shardRule is the rule of db.table (key) in cfg.
+func shardRule(cfg *config.Config, key string) (config.ShardRule, bool) {
+	for _, sc := range cfg.Schemas {
+		for _, r := range sc.Shard {
+			if r.DB+"."+r.Table == key {
+				return r, true
+			}
+		}
+	}
+	return config.ShardRule{}, false
+}
+
 // applyLoop applies each topology version etcd holds after the one the
 // proxy has.
 func (a *Agent) applyLoop(ctx context.Context, p Proxy) {

@@ -109,6 +109,12 @@ func run(cfgPath string, f flags) error {
 		// The topology is etcd's: POST /admin/reload has no file to read.
 		opts.ConfigPath = ""
 		opts.Fleet = &server.FleetOptions{Status: func() *metrics.FleetStats { return fleetStats(agent) }}
+		// A cutover's rule goes into the topology too: topo get, a proxy
+		// started later and shardgate plan see it.
+		opts.PublishRule = func(ctx context.Context, db, table string, rule config.ShardRule) error {
+			_, err := agent.PublishRule(ctx, db, table, rule)
+			return err
+		}
 	}
 	if fp := os.Getenv("SHARDGATE_FAILPOINT"); fp != "" {
 		if opts.Knobs, err = server.FailpointKnobs(fp); err != nil {

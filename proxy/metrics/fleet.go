@@ -31,8 +31,8 @@ type FleetMember struct {
 	Error     string    `json:"error,omitempty"`
 }
 
-// fleet sends the fleet's series.
-func (e emitter) fleet(f *FleetStats) {
+// fleet sends the fleet's series; st carries the publishing of swapped rules.
+func (e emitter) fleet(f *FleetStats, st Stats) {
 	g := gauge
 	b := func(v bool) float64 {
 		if v {
@@ -46,4 +46,6 @@ func (e emitter) fleet(f *FleetStats) {
 	e.one("shardgate_fleet_latest_version", "The newest topology version a live proxy of the fleet serves.", g, float64(f.Latest))
 	e.one("shardgate_fleet_members", "Live proxies of the fleet.", g, float64(len(f.Members)))
 	e.one("shardgate_fleet_drift_members", "Live proxies that do not serve the latest topology version.", g, float64(len(f.Drift)))
+	e.one("shardgate_fleet_topology_publish_failures_total", "Attempts to write a rule a cutover swapped into the fleet's topology that etcd did not take.", counter, float64(st.TopologyPublishFailures))
+	e.one("shardgate_fleet_topology_publish_pending", "Rules a cutover swapped that are not written into the fleet's topology yet.", g, float64(st.TopologyPublishPending))
 }

@@ -49,6 +49,14 @@ type Stats struct {
 	SchemaDrift map[string][]string `json:"schema_drift"`
 	// CatalogVersion counts the changes of table definitions seen.
 	CatalogVersion uint64 `json:"catalog_version"`
+	// FenceRetries counts statements run again after they met a fence
+	// (a stale shard rule) and the cut-over rule was read from the sidecar.
+	FenceRetries uint64 `json:"fence_retries_total"`
+	// TopologyPublishFailures counts the attempts to write a swapped rule
+	// into the fleet's topology that etcd did not take;
+	// TopologyPublishPending the rules not written yet.
+	TopologyPublishFailures uint64 `json:"topology_publish_failures_total"`
+	TopologyPublishPending  int    `json:"topology_publish_pending"`
 	// Fleet is the fleet this proxy is part of; nil from one file.
 	Fleet *FleetStats `json:"fleet,omitempty"`
 }
@@ -144,7 +152,7 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 		e.node(n)
 	}
 	if st.Fleet != nil {
-		e.fleet(st.Fleet)
+		e.fleet(st.Fleet, st)
 	}
 	if c.XA != nil {
 		if x, ok := c.XA(); ok {
@@ -193,6 +201,7 @@ func (e emitter) server(st Stats) {
 	e.one("shardgate_queries_total", "Statements run (COM_QUERY and COM_STMT_EXECUTE).", k, float64(st.Queries))
 	e.one("shardgate_errors_total", "ERR packets the proxy itself sent.", k, float64(st.ErrorsSent))
 	e.one("shardgate_cutover_held_statements_total", "Statements a cutover held until the new shard rule was in force.", k, float64(st.HeldStatements))
+	e.one("shardgate_fence_retries_total", "Statements that met a fence (a stale shard rule) and ran again under the cut-over rule.", k, float64(st.FenceRetries))
 	e.one("shardgate_plan_cache_hits_total", "Statements on sharded schemas routed from the plan cache without parsing.", k, float64(st.PlanCacheHits))
 	e.one("shardgate_plan_cache_misses_total", "Statements on sharded schemas the planner parsed and planned.", k, float64(st.PlanCacheMisses))
 	e.one("shardgate_plan_cache_shapes", "Statement shapes the plan caches hold.", g, float64(st.PlanCacheShapes))

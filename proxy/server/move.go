@@ -163,7 +163,10 @@ type workflows struct {
 	gates *gates
 	// ruleChanged is told of each rule a cutover puts in force.
 	ruleChanged func(rt *router.Router, db, table string)
-	log         *zap.Logger
+	// publish writes a rule a cutover or a rollback swapped into the
+	// fleet's topology (publish.go; nothing from one file).
+	publish func(db, table string, rule config.ShardRule)
+	log     *zap.Logger
 }
 
 // startWorkflows opens the workflow store in the sidecar, puts in force
@@ -175,7 +178,7 @@ func startWorkflows(s *Server) *workflows {
 	if node == "" && len(cfg.Schemas) > 0 {
 		node = cfg.Schemas[0].Default
 	}
-	w := &workflows{conf: &s.liveConfig, gates: &s.gates, ruleChanged: s.tables.ruleChanged, log: s.log}
+	w := &workflows{conf: &s.liveConfig, gates: &s.gates, ruleChanged: s.tables.ruleChanged, publish: s.publisher.publish, log: s.log}
 	ep, err := w.Endpoint(node)
 	if err != nil {
 		return nil
@@ -273,7 +276,11 @@ func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.S
 		if to == nil {
 			return nil
 		}
-		return w.swapRule(db, table, *to)
+		if err := w.swapRule(db, table, *to); err != nil {
+			return err
+		}
+		w.publish(db, table, *to)
+		return nil
 	}, nil
 }
 

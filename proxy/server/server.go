@@ -51,8 +51,9 @@ const fallbackVersion = "5.5.5-10.11.0-MariaDB"
 // (caching_sha2_password, keys.go). The operator's side is proxy/admin's
 // (console) and proxy/metrics' (metrics).
 type Server struct {
-	knobs *session.Knobs // test hooks of every session (Options.Knobs)
-	fleet *FleetOptions  // nil from one file (Options.Fleet)
+	knobs     *session.Knobs // test hooks of every session (Options.Knobs)
+	fleet     *FleetOptions  // nil from one file (Options.Fleet)
+	publisher *publisher     // nil from one file (Options.PublishRule)
 	liveConfig
 	registry
 	gates
@@ -116,6 +117,10 @@ type Options struct {
 	// Fleet, when set, makes the proxy one of a fleet (fleet.go): every
 	// node follows the master the fleet records, never its own checks.
 	Fleet *FleetOptions
+	// PublishRule, when set, writes the rule a cutover or a rollback put
+	// in force for db.table into the fleet's topology (publish.go: in the
+	// background, again until it is stored; the swap never waits for it).
+	PublishRule func(ctx context.Context, db, table string, rule config.ShardRule) error
 }
 
 // Knobs are the test hooks every session of the server calls.
@@ -150,6 +155,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s := &Server{
 		knobs:     o.Knobs,
 		fleet:     o.Fleet,
+		publisher: newPublisher(o.PublishRule, o.Log),
 		tls:       tlsCfg,
 		caps:      caps,
 		log:       o.Log,
@@ -386,6 +392,7 @@ wait:
 		if s.flows != nil {
 			s.flows.m.Close()
 		}
+		s.publisher.close() // nil-safe
 		if s.xa != nil {
 			s.xa.Close()
 		}
@@ -440,6 +447,8 @@ func (s *Server) Stats() Stats {
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	st.Nodes = metrics.Nodes(s.allNodes())
 	st.Fleet = s.fleetStats()
+	st.FenceRetries = s.staleRetries.Load()
+	st.TopologyPublishFailures, st.TopologyPublishPending = s.publisher.stats()
 	return st
 }
 
