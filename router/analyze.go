@@ -537,18 +537,7 @@ func (st *stmt) isKey(e ast.ExprNode, g int) bool {
 // point returns the subtable of key value v in group g's layout.
 func (st *stmt) point(v value, g int) (keySet, error) {
 	r := st.groups[g].rule
-	if v.kind == valString && intKey(st.sess.Catalog, r) {
-		n, none := intOperand(v.s)
-		if none {
-			// No row of an integer column equals it: any one
-			// subtable answers as MariaDB does.
-			s := newKeySet(len(r.subs))
-			s.add(0)
-			return s, nil
-		}
-		v = n
-	}
-	i, ok, err := r.index(v)
+	i, ok, alt, err := st.keyIndex(r, v)
 	if err != nil {
 		return keySet{}, outOfRange(st.groups[g].insts[0].rule, v)
 	}
@@ -557,8 +546,10 @@ func (st *stmt) point(v value, g int) (keySet, error) {
 	}
 	s := newKeySet(len(r.subs))
 	s.add(i)
-	if j, ok := r.numericAlt(v); ok {
-		s.add(j)
+	if alt {
+		if j, ok := r.numericAlt(v); ok {
+			s.add(j)
+		}
 	}
 	return s, nil
 }
@@ -655,25 +646,23 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 		idx := make([]int, len(x.List))
 		for k, item := range x.List {
 			v := valueOf(item, st.bind)
-			if v.kind == valString && intKey(st.sess.Catalog, r) {
-				n, none := intOperand(v.s)
-				if none {
-					idx[k] = 0 // matches no row: any one subtable
-					s.add(0)
-					continue
-				}
-				v = n
-			}
-			i, ok, err := r.index(v)
+			i, ok, alt, err := st.keyIndex(r, v)
 			if err != nil {
 				return s, outOfRange(st.groups[g].insts[0].rule, v)
 			}
 			if !ok {
 				return allKeys(), nil
 			}
+			if v.kind == valString && !alt {
+				// Not cut: a strict UPDATE fails on a row compared
+				// with a string that is more than a number ('7abc',
+				// 1292), and every target must see the comparison
+				// MariaDB makes with each of its rows.
+				split = false
+			}
 			idx[k] = i
 			s.add(i)
-			if j, ok := r.numericAlt(v); ok {
+			if j, ok := r.numericAlt(v); alt && ok {
 				s.add(j)
 				split = false // the value may be in either subtable
 			}

@@ -116,3 +116,25 @@ func cacheKeyValue(r *rule, v value, s Session) (value, bool) {
 	n, none := intOperand(v.s)
 	return n, !none && n.kind != valNone
 }
+
+// keyIndex is r.index(v) for a value v compared with rule r's key. A string
+// compared with a key column known to be an integer maps as the number
+// MariaDB compares it as: to any one subtable when no integer equals it,
+// to every subtable when that number is beyond the rule's range (as the
+// string did before its type was known). alt is false for such a string
+// (numericAlt must not add the subtable of another reading).
+func (st *stmt) keyIndex(r *rule, v value) (i int, ok, alt bool, err error) {
+	if v.kind != valString || !intKey(st.sess.Catalog, r) {
+		i, ok, err = r.index(v)
+		return i, ok, true, err
+	}
+	n, none := intOperand(v.s)
+	if none {
+		return 0, true, false, nil
+	}
+	i, ok, err = r.index(n)
+	if err != nil {
+		return 0, false, false, nil
+	}
+	return i, ok, false, nil
+}
