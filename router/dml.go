@@ -344,6 +344,7 @@ func (sc *userRules) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Pla
 			return nil, notSupported("UPDATE would move rows of %s to another subtable: it sets the shard key %s on rows in %d subtables; add a condition on %s that pins them to one", r.table, r.key, len(ts), r.key)
 		}
 		v := valueOf(a.Expr, bind)
+		v = st.storedKey(r, v)
 		i, ok, err := r.index(v)
 		if err != nil {
 			return nil, outOfRange(r, v)
@@ -514,6 +515,7 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 			return nil, &mysql.SQLError{Code: ErWrongValueCount, State: "21S01", Message: fmt.Sprintf("Column count doesn't match value count at row %d", ri+1)}
 		}
 		v := valueOf(row[keyPos], st.bind)
+		v = st.storedKey(r, v)
 		i, ok, err := r.index(v)
 		if err != nil {
 			return nil, outOfRange(r, v)
@@ -709,6 +711,7 @@ func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, err
 	keyExpr := sel.Fields.Fields[keyPos].Expr
 	j := -1
 	v := valueOf(keyExpr, st.bind)
+	v = st.storedKey(r, v)
 	i, ok, err := r.index(v)
 	if j, alt := r.numericAlt(v); alt {
 		i = j // as INSERT ... VALUES places it

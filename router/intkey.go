@@ -138,3 +138,101 @@ func (st *stmt) keyIndex(r *rule, v value) (i int, ok, alt bool, err error) {
 	}
 	return i, ok, false, nil
 }
+
+// storedKey returns the key value v written to rule r's key column: a
+// string written to a column known to be an integer is the integer MariaDB
+// stores ('7.5' is 8, '1.5e1' 15, '9abc' 9 where sql_mode lets it), so the
+// row goes to that integer's subtable, where lookups find it.
+func (st *stmt) storedKey(r *rule, v value) value {
+	if v.kind != valString || !intKey(st.sess.Catalog, r) {
+		return v
+	}
+	if n, ok := storedInteger(v.s); ok {
+		return value{kind: valInt, i: n}
+	}
+	return v
+}
+
+// storedInteger returns the integer MariaDB stores for the string s in an
+// integer column (my_strntoll10rnd): leading whitespace skipped, the
+// numeric prefix taken with its exponent, rounded half away from zero on
+// its first dropped digit, 0 when there is none. ok is false when the
+// value has more than 18 digits before the point (near or beyond the
+// column's limits, which the server clips or refuses).
+func storedInteger(s string) (n int64, ok bool) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	var buf [32]byte
+	d := buf[:0] // the mantissa's digits, without the point
+	point := -1  // digits before the point
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if len(d) == 0 && c == '0' && point < 0 {
+				continue // a leading zero of the integer part
+			}
+			if len(d) < 40 {
+				d = append(d, c)
+			} else if point < 0 {
+				return 0, false // more than 40 integer digits
+			}
+			continue
+		case c == '.' && point < 0:
+			point = len(d)
+			continue
+		}
+		break
+	}
+	if point < 0 {
+		point = len(d)
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		j := i + 1
+		eneg := false
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			eneg = s[j] == '-'
+			j++
+		}
+		e, k := 0, j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			if e < 1000 {
+				e = e*10 + int(s[k]-'0')
+			}
+			k++
+		}
+		if k > j {
+			if eneg {
+				e = -e
+			}
+			point += e
+		}
+	}
+	for len(d) > 0 && d[0] == '0' { // zeros after the point, before the first digit
+		d = d[1:]
+		point--
+	}
+	if point > 18 {
+		return 0, false
+	}
+	for k := 0; k < point; k++ {
+		n *= 10
+		if k < len(d) {
+			n += int64(d[k] - '0')
+		}
+	}
+	if point >= 0 && point < len(d) && d[point] >= '5' {
+		n++
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}

@@ -143,3 +143,41 @@ func TestStringDouble(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerKeyInsert: a string written to an integer key is placed by
+// the integer MariaDB stores for it.
+func TestIntegerKeyInsert(t *testing.T) {
+	r := testCachedRouter(t)
+	s := Session{User: "shard", DB: "sbtest", Catalog: intCatalog{}}
+	for _, tc := range []struct {
+		q    string
+		want []string
+	}{
+		{"INSERT INTO sbtest1 (id, k, c, pad) VALUES ('6.5', 1, 'c', 'p')", []string{"sbtest1_0003"}},
+		{"INSERT INTO sbtest1 (id, k, c, pad) VALUES ('7abc', 1, 'c', 'p')", []string{"sbtest1_0003"}},
+		{"INSERT INTO sbtest1 (id, k, c, pad) VALUES (' 0.7e1', 1, 'c', 'p'), ('', 1, 'c', 'p')", []string{"sbtest1_0000", "sbtest1_0003"}},
+		{"UPDATE sbtest1 SET id = '6.6' WHERE id = 7", []string{"sbtest1_0003"}},
+	} {
+		p, err := r.Route(tc.q, s)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.q, err)
+		}
+		if subs := targetSubs(p); !slices.Equal(subs, tc.want) {
+			t.Errorf("%s: subtables %v, want %v", tc.q, subs, tc.want)
+		}
+	}
+	for _, c := range []struct {
+		s  string
+		n  int64
+		ok bool
+	}{
+		{"7.5", 8, true}, {"-7.5", -8, true}, {"8.4", 8, true}, {"8.4999999999999999999", 8, true}, {"7e0", 7, true},
+		{"9abc", 9, true}, {"", 0, true}, {"abc", 0, true}, {"1.5e1", 15, true}, {"2.5", 3, true}, {"0.5", 1, true},
+		{"0.05", 0, true}, {" 007", 7, true}, {"0.07e2", 7, true}, {"1e-99999", 0, true}, {"123456789012345678", 123456789012345678, true},
+		{"1234567890123456789", 0, false}, {"1e30", 0, false}, {"0x7", 0, true},
+	} {
+		if n, ok := storedInteger(c.s); n != c.n || ok != c.ok {
+			t.Errorf("storedInteger(%q) = %d, %v; want %d, %v", c.s, n, ok, c.n, c.ok)
+		}
+	}
+}
