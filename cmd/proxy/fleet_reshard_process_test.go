@@ -22,7 +22,8 @@ import (
 // one puts the rule in force from it, not from the fence: it counts no
 // fence retry), and a third proxy started afterwards routes by the new
 // rule from its start, with no fence retry either. Every row is found in
-// the new subtables.
+// the new subtables. A rollback then writes the old rule back, and all
+// three proxies (the third started with the new rule in force) apply it.
 func TestProcessFleetReshardPublished(t *testing.T) {
 	srv := servers(t)
 	f := newFleetEnv(t)
@@ -83,15 +84,16 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 		return s
 	}
 	t0 := time.Now()
-	call("POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": "fleetresh", "nodes": []string{"node1", "node2"}, "locations": []int{2, 2}})
+	name := fmt.Sprintf("fleetresh_%d", t0.UnixNano()) // the sidecar outlives a test run
+	call("POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2"}, "locations": []int{2, 2}})
 	deadline := time.Now().Add(40 * time.Second)
-	for s := call("GET", "/admin/workflows/fleetresh", nil); s.State.Phase != move.PhaseReady; s = call("GET", "/admin/workflows/fleetresh", nil) {
+	for s := call("GET", "/admin/workflows/"+name, nil); s.State.Phase != move.PhaseReady; s = call("GET", "/admin/workflows/"+name, nil) {
 		if time.Now().After(deadline) {
 			t.Fatalf("phase %s after 40 s (%s)", s.State.Phase, s.State.Error)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s := call("POST", "/admin/workflows/fleetresh/cutover", nil)
+	s := call("POST", "/admin/workflows/"+name+"/cutover", nil)
 	if s.State.Phase != move.PhaseSwitched {
 		t.Fatalf("after cutover: %s (%s)", s.State.Phase, s.State.Error)
 	}
@@ -161,4 +163,49 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 	}
 	t.Logf("reshard to %d subtables in %v; the rule stored in etcd %v after the cutover (version %d), applied by the two proxies after %v; 0 fence retries",
 		4, cut.Sub(t0).Round(time.Millisecond), stored.Round(time.Millisecond), rev, roundAll(took))
+
+	// A rollback writes the rule it swapped back to, and every proxy
+	// applies it (the ones that put the new rule in force included).
+	s = call("POST", "/admin/workflows/"+name+"/rollback", nil)
+	if s.State.Phase != move.PhaseRolledBack {
+		t.Fatalf("after rollback: %s (%s)", s.State.Phase, s.State.Error)
+	}
+	back := time.Now()
+	var rev2 int64
+	waitUntil(t, 10*time.Second, "the rolled-back rule in etcd's topology", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		v, err := f.store.Get(ctx)
+		if err != nil {
+			return false
+		}
+		cfg, err := config.Parse(v.YAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := cfg.Schemas[0].Shard[0]
+		rev2 = v.Rev
+		return r.Generation == s.Spec.From.Generation && slices.Equal(r.Locations, []int{1, 1})
+	})
+	stored = time.Since(back)
+	took = waitApplied(t, []*proc{p1, p2, p3}, rev2, 10*time.Second)
+	insert(h2, 2800, 2900)
+	if err := h3.QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2900 {
+		t.Errorf("after the rollback the third proxy counts %d rows, want 2900", n)
+	}
+	for i, d := range []*sql.DB{d1, d2} {
+		var c int
+		sub := s.Spec.From.Subtable(i)
+		if err := d.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s.%s", db, sub)).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		if c != 1450 {
+			t.Errorf("after the rollback %s holds %d rows, want 1450", sub, c)
+		}
+	}
+	t.Logf("rollback: the rule stored in etcd %v after it (version %d), applied by the three proxies after %v",
+		stored.Round(time.Millisecond), rev2, roundAll(took))
 }

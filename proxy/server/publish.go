@@ -157,10 +157,12 @@ func (p *publisher) close() {
 
 // Reload applies cfg (liveConfig.Reload). A shard rule of cfg that differs
 // from the one in force and is the rule a reshard workflow of that table
-// put in force (the To of one cut over, the From of one rolled back, as
-// the sidecar records them) is put in force first, as when a statement
-// meets the fence: in a fleet, the topology version a cutover published
-// is then no change of rule for this proxy, so every proxy applies it.
+// swapped to, as the sidecar records it (the To of one cut over; the From
+// of one whose To is in force, when no workflow of the table is cut over:
+// it was rolled back), is put in force first, as when a statement meets
+// the fence: in a fleet, the topology version a cutover or a rollback
+// published is then no change of rule for this proxy, so every proxy
+// applies it.
 func (s *Server) Reload(cfg *config.Config) error {
 	s.flows.adoptSwapped(cfg)
 	return s.liveConfig.Reload(cfg)
@@ -189,25 +191,31 @@ func (w *workflows) adoptSwapped(cfg *config.Config) {
 	if len(changed) == 0 {
 		return
 	}
-	ws, err := w.m.List()
+	// The phases are the store's (Overrides), not those of a run this
+	// proxy may hold in memory.
+	ovr, err := w.m.Overrides()
+	var ws []move.Status
+	if err == nil {
+		ws, err = w.m.List()
+	}
 	if err != nil {
 		w.log.Warn("a reload changes a shard rule and the workflows cannot be read from the sidecar", zap.Error(err))
 		return
 	}
 	for _, r := range changed {
+		cur := inForce[tableName{r.DB, r.Table}]
+		to, cutOver := ovr[r.DB+"."+r.Table]
+		adopt := cutOver && reflect.DeepEqual(to, r)
 		for _, x := range ws {
-			if x.Spec.Kind != move.KindReshard || x.Spec.DB != r.DB || x.Spec.Table != r.Table {
-				continue
+			if !adopt && !cutOver && x.Spec.Kind == move.KindReshard && x.Spec.DB == r.DB && x.Spec.Table == r.Table {
+				adopt = reflect.DeepEqual(x.Spec.From, r) && reflect.DeepEqual(x.Spec.To, cur)
 			}
-			cutOver := (x.State.Phase == move.PhaseSwitched || x.State.Phase == move.PhaseCompleted) && reflect.DeepEqual(x.Spec.To, r)
-			rolledBack := x.State.Phase == move.PhaseRolledBack && reflect.DeepEqual(x.Spec.From, r)
-			if !cutOver && !rolledBack {
-				continue
-			}
-			if err := w.swapRule(r.DB, r.Table, r); err != nil {
-				w.log.Error("cannot put in force the rule a workflow swapped to", zap.String("table", x.Spec.Logical()), zap.Error(err))
-			}
-			break
+		}
+		if !adopt {
+			continue
+		}
+		if err := w.swapRule(r.DB, r.Table, r); err != nil {
+			w.log.Error("cannot put in force the rule a workflow swapped to", zap.String("table", r.DB+"."+r.Table), zap.Error(err))
 		}
 	}
 }
