@@ -16,15 +16,21 @@ import (
 	"github.com/shardgate/shardgate/move"
 )
 
-// TestProcessFleetReshardPublished: a reshard run by one proxy of a fleet
-// of two (2 to 4 subtables over 2 nodes) writes the rule it cut over to
-// into the topology in etcd; both proxies apply that version (the other
-// one puts the rule in force from it, not from the fence: it counts no
-// fence retry), and a third proxy started afterwards routes by the new
-// rule from its start, with no fence retry either. Every row is found in
-// the new subtables. A rollback then writes the old rule back, and all
-// three proxies (the third started with the new rule in force) apply it.
-func TestProcessFleetReshardPublished(t *testing.T) {
+// reshardFleet is a fleet of two proxies (p1 with an admin listener) over
+// two nodes and a table t of 2000 rows in 2 subtables, with a reshard to 4
+// started through p1 and ready to cut over.
+type reshardFleet struct {
+	f      *fleetEnv
+	d1, d2 *sql.DB
+	p1, p2 *proc
+	start  func() (*proc, string)
+	insert func(h *sql.DB, from, to int)
+	call   func(method, path string, body any) move.Status
+	name   string
+	t0     time.Time
+}
+
+func newReshardFleet(t *testing.T) *reshardFleet {
 	srv := servers(t)
 	f := newFleetEnv(t)
 	const db = "fleetresh"
@@ -32,6 +38,20 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 	for _, d := range []*sql.DB{d1, d2} {
 		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
 	}
+	// The sidecar outlives a test: an earlier run's workflows of the table
+	// would put their rule in force at start-up, and a workflow left
+	// switched would be resumed by the proxies of the tests after it.
+	forget := func() error {
+		_, err := d1.Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'fleetresh\\_%'")
+		if sqlCode(err) == 1146 {
+			return nil
+		}
+		return err
+	}
+	if err := forget(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forget() }) // after the proxies are killed
 	nodes := []fleetNode{{name: "node1", master: srv[0]}, {name: "node2", master: srv[1]}}
 	shard := "    shard:\n      - db: fleetresh\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
 	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: shard}}))
@@ -53,7 +73,7 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 	insert := func(h *sql.DB, from, to int) {
 		t.Helper()
 		for i := from; i < to; i += 100 {
-			q := "INSERT INTO t VALUES "
+			q := "INSERT INTO t (id, v) VALUES "
 			for j := i; j < min(i+100, to); j++ {
 				if j > i {
 					q += ","
@@ -93,6 +113,21 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return &reshardFleet{f: f, d1: d1, d2: d2, p1: p1, p2: p2, start: start, insert: insert, call: call, name: name, t0: t0}
+}
+
+// TestProcessFleetReshardPublished: a reshard run by one proxy of a fleet
+// of two (2 to 4 subtables over 2 nodes) writes the rule it cut over to
+// into the topology in etcd; both proxies apply that version (the other
+// one puts the rule in force from it, not from the fence: it counts no
+// fence retry), and a third proxy started afterwards routes by the new
+// rule from its start, with no fence retry either. Every row is found in
+// the new subtables. A rollback then writes the old rule back, and all
+// three proxies (the third started with the new rule in force) apply it.
+func TestProcessFleetReshardPublished(t *testing.T) {
+	r := newReshardFleet(t)
+	f, d1, d2, p1, p2, start, insert, call, name, t0 := r.f, r.d1, r.d2, r.p1, r.p2, r.start, r.insert, r.call, r.name, r.t0
+	const db = "fleetresh"
 	s := call("POST", "/admin/workflows/"+name+"/cutover", nil)
 	if s.State.Phase != move.PhaseSwitched {
 		t.Fatalf("after cutover: %s (%s)", s.State.Phase, s.State.Error)
@@ -208,4 +243,67 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 	}
 	t.Logf("rollback: the rule stored in etcd %v after it (version %d), applied by the three proxies after %v",
 		stored.Round(time.Millisecond), rev2, roundAll(took))
+}
+
+// TestProcessFleetReshardEtcdDown: with etcd stopped, a cutover is not
+// delayed by the topology it cannot write: it succeeds, the failures are
+// counted and the rule is pending; the other proxy meets the fence and
+// learns the rule from the sidecar. Once etcd is back the rule is stored
+// (retried in the background) and both proxies apply that version.
+func TestProcessFleetReshardEtcdDown(t *testing.T) {
+	r := newReshardFleet(t)
+	const db = "fleetresh"
+	if err := r.f.etcd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	s := r.call("POST", "/admin/workflows/"+r.name+"/cutover", nil)
+	if s.State.Phase != move.PhaseSwitched {
+		t.Fatalf("after cutover: %s (%s)", s.State.Phase, s.State.Error)
+	}
+	cutTook := time.Since(down)
+	waitUntil(t, 15*time.Second, "publish failures counted", func() bool {
+		m, err := fleetMetrics(r.p1)
+		return err == nil && m["shardgate_fleet_topology_publish_failures_total"] > 0 && m["shardgate_fleet_topology_publish_pending"] == 1
+	})
+	// The other proxy still learns the rule at the fence (a statement on
+	// one subtable is run again; one on several gets the error).
+	h2 := r.p2.openDB(t, db)
+	for i := 2000; i < 2100; i++ {
+		execAll(t, h2, fmt.Sprintf("INSERT INTO t (id, v) VALUES (%d, 'row %d')", i, i))
+	}
+	if n := r.p2.metric(t, "shardgate_fence_retries_total"); n < 1 {
+		t.Errorf("the second proxy counts %v fence retries, want at least 1", n)
+	}
+	failures := r.p1.metric(t, "shardgate_fleet_topology_publish_failures_total")
+	if err := r.f.etcd.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	var rev int64
+	waitUntil(t, 30*time.Second, "the cut-over rule in etcd's topology", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		v, err := r.f.store.Get(ctx)
+		if err != nil {
+			return false
+		}
+		cfg, err := config.Parse(v.YAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = v.Rev
+		return cfg.Schemas[0].Shard[0].Generation == s.Spec.To.Generation
+	})
+	stored := time.Since(up)
+	waitApplied(t, []*proc{r.p1, r.p2}, rev, 15*time.Second)
+	if v := r.p1.metric(t, "shardgate_fleet_topology_publish_pending"); v != 0 {
+		t.Errorf("%v rules pending after they were stored", v)
+	}
+	var n int
+	if err := h2.QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 2100 {
+		t.Errorf("the second proxy counts %d rows (%v), want 2100", n, err)
+	}
+	t.Logf("etcd down: cutover answered in %v, %v failed attempts to store the rule; etcd back: stored %v later (version %d), applied by both",
+		cutTook.Round(time.Millisecond), failures, stored.Round(time.Millisecond), rev)
 }
