@@ -259,13 +259,30 @@ func TestEtcdHangs(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	pctx, pcancel = context.WithTimeout(ctx, 5*time.Second)
-	r2, err := writer.Put(pctx, []byte("v2"), r1)
-	pcancel()
-	if err != nil {
-		t.Fatal(err)
+	// The refused Put timed out on the client, but etcd may still apply
+	// it once it runs again (a request it had read): like any client,
+	// read what is there before the compare-and-swap, and again on a
+	// conflict.
+	var r2 int64
+	for try := 0; ; try++ {
+		pctx, pcancel = context.WithTimeout(ctx, 5*time.Second)
+		cur, err := writer.Get(pctx)
+		if err == nil {
+			r2, err = writer.Put(pctx, []byte("v2"), cur.Rev)
+		}
+		pcancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrConflict) || try == 5 {
+			t.Fatal(err)
+		}
 	}
-	if v := recv(t, w, 5*time.Second); v.Rev != r2 || string(v.YAML) != "v2" {
+	v := recv(t, w, 5*time.Second)
+	if string(v.YAML) == "refused" {
+		v = recv(t, w, 5*time.Second) // the late write first, in order
+	}
+	if v.Rev != r2 || string(v.YAML) != "v2" {
 		t.Fatalf("after the hang: %d %q, want %d v2", v.Rev, v.YAML, r2)
 	}
 	none(t, w, 200*time.Millisecond)

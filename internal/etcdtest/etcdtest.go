@@ -174,7 +174,27 @@ func (s *Server) Kill() error {
 
 // Pause stops etcd with SIGSTOP: its sockets stay open and nothing answers, as when a machine hangs or a
 // network drops packets. Resume continues it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	// kill(2) returns before the process stops: wait until the kernel
+	// says it is stopped (state T in /proc/PID/stat), so that nothing is
+	// answered after Pause returns.
+	s.mu.Lock()
+	pid := s.proc.cmd.Process.Pid
+	s.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil // not Linux, or gone: nothing better to wait for
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't') {
+			return nil
+		}
+	}
+	return fmt.Errorf("etcdtest: etcd on %s did not stop within 5 s of SIGSTOP", s.ClientURL)
+}
 
 // Resume continues an etcd stopped by Pause.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
