@@ -57,11 +57,24 @@ func rangeOperand(s string) value {
 // exponent), 0 when there is none; a value beyond the double range is the
 // largest double of that sign.
 func stringDouble(s string) float64 {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
-		i++
+	start, end, ok := numberPrefix(s)
+	if !ok {
+		return 0
 	}
-	start := i
+	f, err := strconv.ParseFloat(s[start:end], 64)
+	if err != nil && math.IsInf(f, 0) {
+		return math.Copysign(math.MaxFloat64, f)
+	}
+	return f
+}
+
+// numberPrefix returns where the number s begins with is, after leading
+// whitespace: s[start:end] is the longest prefix the server reads as a
+// number (a sign, digits, a fraction, an exponent); ok is false when it
+// has no digit.
+func numberPrefix(s string) (start, end int, ok bool) {
+	i := skipSpace(s, 0)
+	start = i
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
 		i++
 	}
@@ -76,7 +89,7 @@ func stringDouble(s string) float64 {
 		}
 	}
 	if digits == 0 {
-		return 0
+		return 0, 0, false
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		j := i + 1
@@ -90,11 +103,7 @@ func stringDouble(s string) float64 {
 			i = j
 		}
 	}
-	f, err := strconv.ParseFloat(s[start:i], 64)
-	if err != nil && math.IsInf(f, 0) {
-		return math.Copysign(math.MaxFloat64, f)
-	}
-	return f
+	return start, i, true
 }
 
 // rangeBound returns a bound of a range predicate on rule r's key as the

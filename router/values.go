@@ -196,44 +196,11 @@ func numericStrings(orders []int, bind binder) bool {
 // compares a string with a number, when s is a number between whitespace
 // and an integer that a double holds exactly.
 func stringInteger(s string) (int64, bool) {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
-		i++
-	}
-	start := i
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		i++
-	}
-	digits := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i, digits = i+1, digits+1
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i, digits = i+1, digits+1
-		}
-	}
-	if digits == 0 {
+	start, end, ok := numberPrefix(s)
+	if !ok {
 		return 0, false
 	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		j := i + 1
-		if j < len(s) && (s[j] == '+' || s[j] == '-') {
-			j++
-		}
-		if j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			i = j
-		}
-	}
-	end := i
-	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
-		i++
-	}
-	if i < len(s) {
+	if skipSpace(s, end) < len(s) {
 		// More than a number: the server truncates it with a warning,
 		// which a strict UPDATE makes an error; left to its own subtable.
 		return 0, false
