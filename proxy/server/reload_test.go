@@ -68,48 +68,7 @@ func TestReload(t *testing.T) {
 		"CREATE TABLE rl.sh_0000 (id INT PRIMARY KEY, v INT)", "CREATE TABLE rl.sh_0001 (id INT PRIMARY KEY, v INT)")
 
 	// The load: four sessions, each its own connection, for the whole test.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	ops := 0
-	for w := 0; w < 4; w++ {
-		wg.Go(func() {
-			c, err := db.Conn(t.Context())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := w*1_000_000 + i
-				_, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO rl.sh VALUES (%d, %d)", id, w))
-				if err == nil {
-					var v int
-					err = c.QueryRowContext(t.Context(), fmt.Sprintf("SELECT v FROM rl.sh WHERE id = %d", id)).Scan(&v)
-				}
-				mu.Lock()
-				ops++
-				if err != nil {
-					failures = append(failures, err.Error())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-		t.Logf("%d write-and-read pairs under the reloads, %d failed", ops, len(failures))
-		if len(failures) > 0 {
-			t.Errorf("statements failed during the reloads: %q", failures[:min(len(failures), 5)])
-		}
-	}()
+	defer writeReadLoad(t, db, "rl.sh", "under the reloads")()
 	// And sysbench, as an application: it must end without an error or a
 	// reconnect (one thread: two deadlock now and then in oltp_read_write,
 	// which sysbench counts as ignored errors).
@@ -219,53 +178,7 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	queryValue(t, before, "SELECT COUNT(*) FROM plain")
 
 	// The old user's load, for the whole test: each worker its own session.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	ops := 0
-	for w := 0; w < 4; w++ {
-		wg.Go(func() {
-			c, err := db.Conn(t.Context())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := w*1_000_000 + i
-				_, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO plain VALUES (%d, %d)", id, w))
-				if err == nil {
-					var v int
-					err = c.QueryRowContext(t.Context(), fmt.Sprintf("SELECT v FROM plain WHERE id = %d", id)).Scan(&v)
-				}
-				mu.Lock()
-				ops++
-				if err != nil {
-					failures = append(failures, err.Error())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	stopLoad := func() {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		close(stop)
-		wg.Wait()
-		t.Logf("%d write-and-read pairs of the old user under the reloads, %d failed", ops, len(failures))
-		if len(failures) > 0 {
-			t.Errorf("the old user's statements failed during the reloads: %q", failures[:min(len(failures), 5)])
-		}
-	}
+	stopLoad := writeReadLoad(t, db, "plain", "of the old user under the reloads")
 	defer stopLoad()
 
 	// next is the configuration with node2, the user app2 and a rule for
@@ -413,4 +326,56 @@ func TestReloadAddsNodesAndRules(t *testing.T) {
 	t.Logf("reload adding a rule of 64 subtables: %v", time.Since(begin))
 	time.Sleep(200 * time.Millisecond) // the load runs on after the reloads
 	stopLoad()
+}
+
+// writeReadLoad runs four sessions, each its own connection of db, that
+// insert a row into table and read it back until the returned function is
+// called; that function (safe to call twice) stops them and fails the test
+// if any statement failed. what names the load in the log.
+func writeReadLoad(t *testing.T, db *sql.DB, table, what string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	ops := 0
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			c, err := db.Conn(t.Context())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				id := w*1_000_000 + i
+				_, err := c.ExecContext(t.Context(), fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", table, id, w))
+				if err == nil {
+					var v int
+					err = c.QueryRowContext(t.Context(), fmt.Sprintf("SELECT v FROM %s WHERE id = %d", table, id)).Scan(&v)
+				}
+				mu.Lock()
+				ops++
+				if err != nil {
+					failures = append(failures, err.Error())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			t.Logf("%d write-and-read pairs %s, %d failed", ops, what, len(failures))
+			if len(failures) > 0 {
+				t.Errorf("statements failed (%s): %q", what, failures[:min(len(failures), 5)])
+			}
+		})
+	}
 }
