@@ -135,25 +135,8 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 	cut := time.Now()
 
 	// The topology in etcd carries the rule cut over to.
-	var rev int64
-	waitUntil(t, 10*time.Second, "the cut-over rule in etcd's topology", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		v, err := f.store.Get(ctx)
-		if err != nil {
-			return false
-		}
-		cfg, err := config.Parse(v.YAML)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range cfg.Schemas[0].Shard {
-			if r.Table == "t" && r.Generation == s.Spec.To.Generation && slices.Equal(r.Locations, []int{2, 2}) {
-				rev = v.Rev
-				return true
-			}
-		}
-		return false
+	rev := waitTopologyRule(t, f, 10*time.Second, "the cut-over rule in etcd's topology", func(r config.ShardRule) bool {
+		return r.Generation == s.Spec.To.Generation && slices.Equal(r.Locations, []int{2, 2})
 	})
 	stored := time.Since(cut)
 	took := waitApplied(t, []*proc{p1, p2}, rev, 10*time.Second)
@@ -206,20 +189,7 @@ func TestProcessFleetReshardPublished(t *testing.T) {
 		t.Fatalf("after rollback: %s (%s)", s.State.Phase, s.State.Error)
 	}
 	back := time.Now()
-	var rev2 int64
-	waitUntil(t, 10*time.Second, "the rolled-back rule in etcd's topology", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		v, err := f.store.Get(ctx)
-		if err != nil {
-			return false
-		}
-		cfg, err := config.Parse(v.YAML)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := cfg.Schemas[0].Shard[0]
-		rev2 = v.Rev
+	rev2 := waitTopologyRule(t, f, 10*time.Second, "the rolled-back rule in etcd's topology", func(r config.ShardRule) bool {
 		return r.Generation == s.Spec.From.Generation && slices.Equal(r.Locations, []int{1, 1})
 	})
 	stored = time.Since(back)
@@ -280,20 +250,8 @@ func TestProcessFleetReshardEtcdDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	var rev int64
-	waitUntil(t, 30*time.Second, "the cut-over rule in etcd's topology", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		v, err := r.f.store.Get(ctx)
-		if err != nil {
-			return false
-		}
-		cfg, err := config.Parse(v.YAML)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rev = v.Rev
-		return cfg.Schemas[0].Shard[0].Generation == s.Spec.To.Generation
+	rev := waitTopologyRule(t, r.f, 30*time.Second, "the cut-over rule in etcd's topology", func(r config.ShardRule) bool {
+		return r.Generation == s.Spec.To.Generation
 	})
 	stored := time.Since(up)
 	waitApplied(t, []*proc{r.p1, r.p2}, rev, 15*time.Second)
@@ -306,4 +264,31 @@ func TestProcessFleetReshardEtcdDown(t *testing.T) {
 	}
 	t.Logf("etcd down: cutover answered in %v, %v failed attempts to store the rule; etcd back: stored %v later (version %d), applied by both",
 		cutTook.Round(time.Millisecond), failures, stored.Round(time.Millisecond), rev)
+}
+
+// waitTopologyRule waits until the rule of table t in the topology in etcd
+// satisfies ok, and returns that topology's version.
+func waitTopologyRule(t *testing.T, f *fleetEnv, timeout time.Duration, what string, ok func(config.ShardRule) bool) int64 {
+	t.Helper()
+	var rev int64
+	waitUntil(t, timeout, what, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		v, err := f.store.Get(ctx)
+		if err != nil {
+			return false
+		}
+		cfg, err := config.Parse(v.YAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range cfg.Schemas[0].Shard {
+			if r.Table == "t" && ok(r) {
+				rev = v.Rev
+				return true
+			}
+		}
+		return false
+	})
+	return rev
 }
