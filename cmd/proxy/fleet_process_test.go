@@ -634,19 +634,7 @@ func TestProcessFleetLeaderKilled(t *testing.T) {
 		return err == nil && l != "" && l != oldLeader
 	})
 	takeover := time.Since(killedAt)
-	waitUntil(t, 15*time.Second, "the switch of node1 recorded", func() bool {
-		addr, _ := f.masterRecord(t, "node1")
-		return addr == replica.Addr
-	})
-	recorded := time.Since(killedAt)
-	var writes []time.Duration
-	for i, p := range survivors {
-		writes = append(writes, writeThrough(t, p, 10+i, i, 10*time.Second))
-	}
-	// Several decision rounds (1 s each) later, still one write.
-	time.Sleep(3 * time.Second)
-	addr, n := f.masterRecord(t, "node1")
-	hist := history()
+	recorded, writes, addr, hist := f.awaitSwitch(t, replica, survivors, 10, killedAt, 3*time.Second, history)
 	t.Logf("%v after the kill, still leaderless, writes through the survivors: %q", leaderless.Round(time.Millisecond), aloneErrs)
 	t.Logf("leader %s killed; master killed and replica promoted %v later; %s leads %v after the kill (lease TTL %v); switch to %s recorded %v after the kill; survivors' first writes took %v more; history of masters/node1: %v",
 		oldLeader, promotedAt.Round(time.Millisecond), newLeader, takeover.Round(time.Millisecond), leaseTTL,
@@ -654,13 +642,35 @@ func TestProcessFleetLeaderKilled(t *testing.T) {
 	if takeover > leaseTTL+2*time.Second {
 		t.Errorf("another proxy led %v after the leader was killed, want within the lease TTL %v plus 2 s", takeover.Round(time.Millisecond), leaseTTL)
 	}
-	if n != 1 || len(hist) != 1 {
-		t.Errorf("masters/node1 was written %d times (history %v), want once", n, hist)
-	}
 	got := slices.DeleteFunc(ids(t, direct(t, replica, ""), "fleet.t"), func(id int) bool { return id >= 90 })
 	if !slices.Equal(got, []int{10, 11}) {
 		t.Errorf("the promoted server holds rows %v, want [10 11]", got)
 	}
+}
+
+// awaitSwitch waits until the leader recorded replica as node1's master,
+// writes one row through each proxy (ids from base), and after settle (more
+// decision rounds) fails unless masters/node1 was written exactly once. It
+// returns the time from since to the record, each proxy's first write, the
+// record and its history.
+func (f *fleetEnv) awaitSwitch(t *testing.T, replica *mariadbtest.Server, ps []*proc, base int, since time.Time, settle time.Duration, history func() []string) (time.Duration, []time.Duration, string, []string) {
+	t.Helper()
+	waitUntil(t, 15*time.Second, "the switch of node1 recorded", func() bool {
+		addr, _ := f.masterRecord(t, "node1")
+		return addr == replica.Addr
+	})
+	recorded := time.Since(since)
+	var writes []time.Duration
+	for i, p := range ps {
+		writes = append(writes, writeThrough(t, p, base+i, i, 10*time.Second))
+	}
+	time.Sleep(settle)
+	addr, n := f.masterRecord(t, "node1")
+	hist := history()
+	if n != 1 || len(hist) != 1 {
+		t.Errorf("masters/node1 was written %d times (history %v), want once", n, hist)
+	}
+	return recorded, writes, addr, hist
 }
 
 // TestProcessFleetMasterKilled: with all three proxies alive, node1's
@@ -674,23 +684,9 @@ func TestProcessFleetMasterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	promote(t, replica)
-	waitUntil(t, 15*time.Second, "the switch of node1 recorded", func() bool {
-		addr, _ := f.masterRecord(t, "node1")
-		return addr == replica.Addr
-	})
-	recorded := time.Since(killedAt)
-	var writes []time.Duration
-	for i, p := range ps {
-		writes = append(writes, writeThrough(t, p, 20+i, i, 10*time.Second))
-	}
-	time.Sleep(2 * time.Second)
-	addr, n := f.masterRecord(t, "node1")
-	hist := history()
+	recorded, writes, addr, hist := f.awaitSwitch(t, replica, ps, 20, killedAt, 2*time.Second, history)
 	t.Logf("master killed and replica promoted; switch to %s recorded %v after the kill; the proxies' first writes took %v more; history of masters/node1: %v",
 		addr, recorded.Round(time.Millisecond), roundAll(writes), hist)
-	if n != 1 || len(hist) != 1 {
-		t.Errorf("masters/node1 was written %d times (history %v), want once", n, hist)
-	}
 	if got := ids(t, direct(t, replica, ""), "fleet.t"); !slices.Equal(got, []int{20, 21, 22}) {
 		t.Errorf("the promoted server holds rows %v, want [20 21 22] (one through each proxy)", got)
 	}
