@@ -58,7 +58,6 @@ type Agent struct {
 	applied, latest atomic.Int64
 	applyErr        atomic.Pointer[string]
 	status          atomic.Pointer[Status]
-	leader          atomic.Bool
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -220,30 +219,11 @@ func (a *Agent) close() {
 	<-done
 }
 
-// Status returns the fleet as this proxy last saw it.
-func (a *Agent) Status() Status { return *a.status.Load() }
-
-// IsLeader reports whether this proxy is the fleet's leader now.
-func (a *Agent) IsLeader() bool { return a.leader.Load() }
-
 // Applied is the topology version the proxy serves.
 func (a *Agent) Applied() int64 { return a.applied.Load() }
 
-// PutTopology stores a new topology version (a ks.yaml text) for every
-// proxy, after checking that it parses and validates. With etcd
-// unreachable it fails: topology changes wait for etcd.
-func (a *Agent) PutTopology(ctx context.Context, yaml []byte) (int64, error) {
-	if _, err := a.parse(yaml); err != nil {
-		return 0, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	rev, err := a.o.Store.Put(pctx, yaml, -1)
-	if err != nil {
-		return 0, fmt.Errorf("topology change refused: etcd did not take it (%w); the fleet keeps the version it has", err)
-	}
-	return rev, nil
-}
+// Status returns the fleet as this proxy last saw it.
+func (a *Agent) Status() Status { return *a.status.Load() }
 
 // PublishRule stores a new topology version in which db.table has rule
 // (the rule a cutover or a rollback put in force), the rest of the stored
@@ -474,10 +454,8 @@ func (a *Agent) leaderLoop(ctx context.Context) {
 			}
 			continue
 		}
-		a.leader.Store(true)
 		a.log.Info("leading the fleet")
 		a.lead(ctx, l, mb)
-		a.leader.Store(false)
 		a.log.Info("no longer leading the fleet")
 	}
 }
