@@ -17,6 +17,8 @@
 //	                  disappears after LeaseTTL seconds, one that closes its Membership disappears at once. IDs
 //	                  "proxy-1", "proxy-2", ... are claimed lowest-free-first, so XA instance names are reused.
 //	P/leader/<lease>  concurrency.Election candidates; the lowest create revision is the leader.
+//	P/cutovers/<db.table>  a cutover in progress (cutover.go), under the announcing member's lease; members
+//	                  hold the table and acknowledge at P/cutover-acks/<db.table>/<attempt>/<id>, under theirs.
 //
 // Lifecycle: Open dials and checks that etcd answers; Join registers the proxy under a lease (a
 // concurrency.Session); Campaign blocks until that member leads. Losing the lease (Membership.Done) is losing the
