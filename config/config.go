@@ -56,7 +56,8 @@ func Default() *Config {
 		TransactionMode:          TransactionMulti,
 		DenyStatements:           append([]string(nil), DenyKinds...),
 		Frontend:                 tcp,
-		Move:                     MoveOptions{CutoverTimeout: time.Second, CopyWorkers: 4, BatchRows: 1000, ApplyWorkers: 4, ThrottleLatency: 50 * time.Millisecond},
+		Move: MoveOptions{CutoverTimeout: time.Second, CopyWorkers: 4, BatchRows: 1000, ApplyWorkers: 4, ThrottleLatency: 50 * time.Millisecond,
+			CutoverAckWait: 500 * time.Millisecond, BufferSize: 1000},
 		Backend: BackendOptions{
 			TCPOptions:         tcp,
 			DialTimeout:        3 * time.Second,
@@ -494,6 +495,15 @@ func (m MoveOptions) WithDefaults() MoveOptions {
 	if m.ApplyWorkers == 0 {
 		m.ApplyWorkers = d.ApplyWorkers
 	}
+	if m.CutoverAckWait == 0 {
+		m.CutoverAckWait = d.CutoverAckWait
+	}
+	if m.BufferWindow == 0 {
+		m.BufferWindow = 2*m.CutoverTimeout + time.Second
+	}
+	if m.BufferSize == 0 {
+		m.BufferSize = d.BufferSize
+	}
 	return m
 }
 
@@ -515,6 +525,18 @@ type MoveOptions struct {
 	// ThrottleLatency slows the copy while a probe query on a source node
 	// takes longer than this (the source is busy). Default 50ms; 0 off.
 	ThrottleLatency time.Duration `yaml:"throttle_latency"`
+	// CutoverAckWait is how long, in a fleet, the proxy that cuts over
+	// waits for every other live proxy to hold the table's statements
+	// before it fences and swaps regardless (a proxy that did not answer
+	// meets the fence). Default 500ms.
+	CutoverAckWait time.Duration `yaml:"cutover_ack_wait"`
+	// BufferWindow is the longest one statement waits at a table held by
+	// a cutover; past it the statement fails with 1205. Default twice
+	// cutover_timeout and a second.
+	BufferWindow time.Duration `yaml:"buffer_window"`
+	// BufferSize is the most statements one proxy holds on one table
+	// during a cutover; one more fails at once with 1205. Default 1000.
+	BufferSize int `yaml:"buffer_size"`
 }
 
 // Sidecar is the sidecar database: a node and a database name.

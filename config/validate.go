@@ -138,6 +138,9 @@ func (c *Config) validateGlobals(v *validator) {
 	if m := c.Move; m.CutoverTimeout < 0 || m.CopyWorkers < 0 || m.CopyWorkers > 256 || m.BatchRows < 0 || m.BatchRows > 100000 || m.ApplyWorkers < 0 || m.ApplyWorkers > 256 || m.ThrottleLatency < 0 {
 		v.add("move", "cutover_timeout must be positive, copy_workers and apply_workers 1..256, batch_rows 1..100000, throttle_latency 0 or more (0 or absent: the default)")
 	}
+	if m := c.Move; m.CutoverAckWait < 0 || m.BufferWindow < 0 || m.BufferSize < 0 || m.BufferSize > 1_000_000 {
+		v.add("move", "cutover_ack_wait and buffer_window must be positive, buffer_size 1..1000000 (0 or absent: the default)")
+	}
 	for _, e := range splitList(c.AllowIPs) {
 		if _, err := parseAllowEntry(e); err != nil {
 			v.add("allow_ips", "%v", err)
