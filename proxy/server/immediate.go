@@ -56,16 +56,19 @@ func (l *localStmts) executeImmediate(sql string) error {
 }
 
 // evalString evaluates an EXECUTE IMMEDIATE expression on the session's
-// connection to the default node: its value as text, and as a literal that
-// gives the same bytes in the same character set ("NULL" for NULL). The
-// server evaluates it as the parameter of an EXECUTE IMMEDIATE ... USING
-// of its own, so what it refuses there (subqueries, stored functions:
-// 1970) it refuses here, and the value arrives converted to the
-// connection's character set, as the server converts the text of an
-// EXECUTE IMMEDIATE before parsing it. It comes back in hexadecimal: a
-// value with bytes that are no character of its character set (which
-// QUOTE() makes NULL, and which MariaDB's parser then refuses with 1300)
-// and any character_set_results leave it unchanged.
+// connection to the default node: its value as text in the connection's
+// character set (for the proxy to read), and as a literal that gives the
+// same bytes in the value's own character set ("NULL" for NULL), which
+// the server then converts as it converts the text of an EXECUTE IMMEDIATE
+// of the expression itself (a character it cannot convert is not a '?'
+// there: its syntax error shows it escaped). The server evaluates the
+// expression as the parameter of an EXECUTE IMMEDIATE ... USING of its
+// own, so what it refuses there (subqueries, stored functions: 1970) it
+// refuses here. The value comes through as a binary string (a string
+// parameter would be converted to the connection's character set), with
+// CHARSET() beside it, which reads the expression's type and does not
+// evaluate it again; both in hexadecimal or plain names, so no
+// character_set_results changes them.
 func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err error) {
 	h := l.h
 	c := h.c
@@ -77,8 +80,23 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 		return "", "", err
 	}
 	// CONCAT(a, ''): a number as its text (HEX of a number is the
-	// number's hexadecimal), a string unchanged.
-	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(CONCAT(a, '''')), CHARSET(CONCAT(a, '''')) FROM (SELECT ? AS a) t LIMIT 1' USING " + expr)
+	// number's hexadecimal), a string unchanged. CONVERT(... USING
+	// binary), not CAST(... AS BINARY), whose value as a parameter loses
+	// its first byte (MariaDB 10.11).
+	value := "CONCAT(" + expr + ", '')"
+	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(?), ?, @@character_set_connection LIMIT 1' USING CONVERT(" + value +
+		" USING binary), CHARSET(" + value + ")")
+	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 3 && res.Rows[0][0] != nil {
+		if cs := string(res.Rows[0][1]); cs != "binary" && cs != string(res.Rows[0][2]) {
+			// The text the proxy reads is the value converted as the
+			// server converts it.
+			var conv *backend.Result
+			conv, err = bc.Exec("SELECT HEX(CONVERT(_" + cs + " X'" + string(res.Rows[0][0]) + "' USING " + string(res.Rows[0][2]) + ")) LIMIT 1")
+			if err == nil && len(conv.Rows) == 1 && len(conv.Rows[0]) == 1 {
+				res.Rows[0] = append(res.Rows[0], conv.Rows[0][0])
+			}
+		}
+	}
 	if err != nil {
 		c.st.Release(bc, false, backend.Outcome{})
 		var se *mysql.SQLError
@@ -93,18 +111,26 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 		return "", "", err
 	}
 	c.st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status})
-	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
+	if len(res.Rows) != 1 || len(res.Rows[0]) < 3 {
 		return "", "", mysql.NewError(mysql.ErOperandColumns, "Operand should contain 1 column(s)")
 	}
-	hx, cs := res.Rows[0][0], string(res.Rows[0][1])
+	row := res.Rows[0]
+	hx, cs := row[0], string(row[1])
 	if hx == nil {
 		return "", "NULL", nil
 	}
-	v, err := hex.DecodeString(string(hx))
-	if err != nil {
-		return "", "", fmt.Errorf("EXECUTE IMMEDIATE: the server's HEX() gave %q: %w", hx, err)
+	readable := hx
+	if len(row) > 3 && row[3] != nil {
+		readable = row[3]
 	}
-	return string(v), mysql.QuoteString(string(v), cs), nil
+	v, err := hex.DecodeString(string(readable))
+	if err != nil {
+		return "", "", fmt.Errorf("EXECUTE IMMEDIATE: the server's HEX() gave %q: %w", readable, err)
+	}
+	// In hexadecimal whatever the bytes: quoted, they would be read in
+	// the connection's character set first (whose multi-byte characters
+	// can take in the closing quote).
+	return string(v), "_" + cs + " X'" + string(hx) + "'", nil
 }
 
 // prepareFromExpr runs PREPARE name FROM expr for an expression other than
