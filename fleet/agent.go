@@ -29,6 +29,17 @@ type Proxy interface {
 	FollowMaster(node, addr string)
 }
 
+// Leader is implemented by a proxy that has work only the fleet's leader
+// does (proxy/server.Server: the data-movement workflows). The agent calls
+// LeadWorkflows when the proxy wins a term of leadership, with the term's
+// election revision (larger for every later term: a fencing token), and
+// cancels ctx when the term ends (lease lost, election key gone, agent
+// closed) before it campaigns again or resigns. LeadWorkflows returns once
+// that work has stopped.
+type Leader interface {
+	LeadWorkflows(ctx context.Context, term int64)
+}
+
 // Options configure an agent.
 type Options struct {
 	Store *topo.Store
@@ -182,7 +193,7 @@ func (a *Agent) Run(p Proxy) {
 	go func() { defer a.wg.Done(); a.applyLoop(ctx, p) }()
 	go func() { defer a.wg.Done(); a.masterLoop(ctx, p) }()
 	go func() { defer a.wg.Done(); a.healthLoop(ctx, p) }()
-	go func() { defer a.wg.Done(); a.leaderLoop(ctx) }()
+	go func() { defer a.wg.Done(); a.leaderLoop(ctx, p) }()
 }
 
 // Close stops the agent, leaves the fleet (its member key goes at once,
@@ -440,10 +451,11 @@ func (a *Agent) membership() *topo.Membership {
 }
 
 // leaderLoop campaigns for leadership and, while leader, decides master
-// switches every interval. Leadership ends with the member's lease; the
-// leader's writes are conditioned on its election (SetMaster), so a
-// deposed leader changes nothing.
-func (a *Agent) leaderLoop(ctx context.Context) {
+// switches every interval and runs the leader's work of p (Leader).
+// Leadership ends with the member's lease; the leader's writes are
+// conditioned on its election (SetMaster), so a deposed leader changes
+// nothing.
+func (a *Agent) leaderLoop(ctx context.Context, p Proxy) {
 	for ctx.Err() == nil {
 		mb := a.membership()
 		l, err := mb.Campaign(ctx)
@@ -454,18 +466,42 @@ func (a *Agent) leaderLoop(ctx context.Context) {
 			}
 			continue
 		}
-		a.log.Info("leading the fleet")
-		a.lead(ctx, l, mb)
-		a.log.Info("no longer leading the fleet")
+		a.log.Info("leading the fleet", zap.Int64("term", l.Rev()))
+		stop := a.startLeaderWork(ctx, p, l)
+		a.lead(ctx, l, mb, stop)
+		stop()
+		a.log.Info("no longer leading the fleet", zap.Int64("term", l.Rev()))
 	}
 }
 
-func (a *Agent) lead(ctx context.Context, l *topo.Leadership, mb *topo.Membership) {
+// startLeaderWork runs p's leader work (Leader) for term l, and returns
+// the function that ends it and waits until it has stopped.
+func (a *Agent) startLeaderWork(ctx context.Context, p Proxy, l *topo.Leadership) (stop func()) {
+	ld, ok := p.(Leader)
+	if !ok {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ld.LeadWorkflows(wctx, l.Rev())
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// lead decides master switches while l lasts; stopWork ends the leader's
+// work before a resignation (the next leader starts it at once).
+func (a *Agent) lead(ctx context.Context, l *topo.Leadership, mb *topo.Membership, stopWork func()) {
 	t := time.NewTicker(a.o.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			stopWork()
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			l.Resign(rctx)
 			cancel()

@@ -1,11 +1,13 @@
 package move
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/shardgate/shardgate/config"
@@ -121,12 +123,20 @@ func NewStore(ep Endpoint, db string) *Store {
 }
 
 // tables is the workflows' table in the sidecar: per workflow its spec and
-// state (JSON) and the lease of the proxy running it.
+// state (JSON), the lease of the proxy running it, and the fleet term (the
+// election revision of the leader) that proxy claimed it in (0 outside a
+// fleet).
 var tables = &sidecar.Component{Name: "move", Migrations: [][]string{
 	{"CREATE TABLE IF NOT EXISTS move_workflows (name VARCHAR(64) NOT NULL PRIMARY KEY, spec LONGTEXT NOT NULL, state LONGTEXT NOT NULL," +
 		" owner VARCHAR(255) NOT NULL DEFAULT '', lease_until TIMESTAMP(3) NULL," +
 		" updated TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"},
+	{"ALTER TABLE move_workflows ADD COLUMN IF NOT EXISTS term BIGINT NOT NULL DEFAULT 0 AFTER lease_until"},
 }}
+
+// ErrNotOwner is returned by a save of a workflow whose lease another proxy
+// (or a later fleet term) holds now: the run that tried must stop, and its
+// state is the other's to write.
+var ErrNotOwner = errors.New("the workflow's lease is held by another proxy")
 
 // exec runs one statement in the sidecar: a write (creating the table
 // first) or, with write false, a read that finds no rows while no
@@ -183,19 +193,79 @@ func (s *Store) Save(ctx context.Context, w *Workflow) error {
 // Claim takes (or renews) the lease of workflow name for owner, for ttl:
 // only the proxy holding it runs the workflow. It fails while another
 // owner's lease runs.
-func (s *Store) Claim(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
-	r, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, lease_until = NOW(3) + INTERVAL %d MICROSECOND WHERE name = %s AND (owner = %s OR owner = '' OR lease_until IS NULL OR lease_until < NOW(3))",
-		s.sc.Table("move_workflows"), text(owner), ttl.Microseconds(), text(name), text(owner)), true)
+//
+// In a fleet, term is the election revision of the leader that claims
+// (0 outside a fleet, where the term is not looked at): a later term takes
+// the lease at once, whoever holds it and however long it still runs (the
+// leader it was claimed under has been deposed), and an earlier term never
+// takes it back. Saves are conditioned on the lease (SaveOwned), so a
+// deposed leader that has not noticed yet writes nothing.
+func (s *Store) Claim(ctx context.Context, name, owner string, term int64, ttl time.Duration) (bool, error) {
+	free := fmt.Sprintf("owner = %s OR owner = '' OR lease_until IS NULL OR lease_until < NOW(3)", text(owner))
+	cond := "(" + free + ")"
+	if term > 0 {
+		cond = fmt.Sprintf("(term < %d OR term = %d AND (%s))", term, term, free)
+	}
+	r, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = %s, term = %d, lease_until = NOW(3) + INTERVAL %d MICROSECOND WHERE name = %s AND %s",
+		s.sc.Table("move_workflows"), text(owner), term, ttl.Microseconds(), text(name), cond), true)
 	if err != nil {
 		return false, err
 	}
-	return r.affected == 1, nil
+	if r.affected == 1 {
+		return true, nil
+	}
+	// No row changed: the lease is another's, or this very claim was
+	// made twice (exec's retry) within the same millisecond.
+	o, t, err := s.lease(ctx, name)
+	return err == nil && o == owner && t == term, err
 }
 
-// Release gives up owner's lease of workflow name.
-func (s *Store) Release(ctx context.Context, name, owner string) error {
-	_, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = '', lease_until = NULL WHERE name = %s AND owner = %s",
-		s.sc.Table("move_workflows"), text(name), text(owner)), true)
+// lease reads who holds workflow name's lease and in which term.
+func (s *Store) lease(ctx context.Context, name string) (owner string, term int64, err error) {
+	r, err := s.exec(ctx, fmt.Sprintf("SELECT owner, term FROM %s WHERE name = %s", s.sc.Table("move_workflows"), text(name)), false)
+	if err != nil || len(r.rows) == 0 {
+		return "", 0, err
+	}
+	term, _ = strconv.ParseInt(r.rows[0][1], 10, 64)
+	return r.rows[0][0], term, nil
+}
+
+// SaveOwned writes w's state if owner holds its lease in term (compare
+// and set on the row), and returns ErrNotOwner otherwise: the write of a
+// proxy whose lease another took (a later fleet term, or an expired
+// lease) changes nothing.
+func (s *Store) SaveOwned(ctx context.Context, w *Workflow, owner string, term int64) error {
+	// Updated changes at every save (nanoseconds), so a save that matches
+	// the row always changes it: no row changed means the row is not ours,
+	// unless exec ran this very statement twice.
+	w.State.Updated = time.Now().UTC()
+	st, err := json.Marshal(w.State)
+	if err != nil {
+		return err
+	}
+	r, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET state = %s WHERE name = %s AND owner = %s AND term = %d",
+		s.sc.Table("move_workflows"), text(string(st)), text(w.Spec.Name), text(owner), term), true)
+	if err != nil {
+		return err
+	}
+	if r.affected == 1 {
+		return nil
+	}
+	o, t, err := s.lease(ctx, w.Spec.Name)
+	if err != nil {
+		return err
+	}
+	if o == owner && t == term {
+		return nil
+	}
+	return fmt.Errorf("%w (%s in term %d)", ErrNotOwner, cmp.Or(o, "nobody"), t)
+}
+
+// Release gives up owner's lease of workflow name, claimed in term (the
+// term stays: an earlier one cannot claim it again).
+func (s *Store) Release(ctx context.Context, name, owner string, term int64) error {
+	_, err := s.exec(ctx, fmt.Sprintf("UPDATE %s SET owner = '', lease_until = NULL WHERE name = %s AND owner = %s AND term = %d",
+		s.sc.Table("move_workflows"), text(name), text(owner), term), true)
 	return err
 }
 

@@ -37,24 +37,101 @@ const leaseTTL = 10 * time.Second
 
 // Manager runs the workflows of one proxy. Several proxies may share a
 // sidecar: each workflow is run by the one holding its lease.
+//
+// In a fleet (Follow), only the leader runs workflows: Lead runs them for
+// one term of leadership and stops them when it ends, and Start on any
+// proxy records a new workflow in the sidecar, where the leader finds it.
 type Manager struct {
 	store *Store
 	env   Env
 	log   *zap.Logger
 	owner string // this proxy, in leases
 
-	mu   sync.Mutex
-	runs map[string]*run
-	wg   sync.WaitGroup
-	ctx  context.Context
-	stop context.CancelFunc
+	mu     sync.Mutex
+	runs   map[string]*run
+	follow bool  // in a fleet: runs only while leading (Lead)
+	lead   *term // the term being led; nil when not leading
+	base   *term // outside a fleet: the manager's lifetime
+	wg     sync.WaitGroup
+	ctx    context.Context
+	stop   context.CancelFunc
 }
+
+// A term is a span in which the manager runs workflows: the manager's
+// lifetime outside a fleet, one term of leadership in a fleet. Its runs
+// end with ctx; wg waits for them.
+type term struct {
+	id  int64 // the leader's election revision; 0 outside a fleet
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// pollInterval is how often a leader looks in the sidecar for workflows
+// that other proxies recorded (Start while not leading) or that stopped.
+const pollInterval = time.Second
 
 // NewManager returns a manager keeping its workflows in store; owner
 // names this proxy in the workflows' leases (stable across its restarts).
 func NewManager(store *Store, env Env, log *zap.Logger, owner string) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{store: store, env: env, log: log, owner: owner, runs: map[string]*run{}, ctx: ctx, stop: stop}
+	m := &Manager{store: store, env: env, log: log, owner: owner, runs: map[string]*run{}, ctx: ctx, stop: stop}
+	m.base = &term{ctx: ctx}
+	return m
+}
+
+// Follow makes the manager one of a fleet's: it runs workflows only while
+// Lead runs, and Start records a workflow without running it unless this
+// proxy leads. Call it before anything else.
+func (m *Manager) Follow() {
+	m.mu.Lock()
+	m.follow = true
+	m.mu.Unlock()
+}
+
+// Leading reports whether the manager runs workflows: always outside a
+// fleet, while Lead runs in one.
+func (m *Manager) Leading() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.follow || m.lead != nil
+}
+
+// Lead runs the fleet's workflows for one term of leadership (id, the
+// election revision: larger for every later term) until ctx ends: every
+// saved workflow that has not ended at once, and those recorded later
+// within pollInterval. The leases are claimed in term id, which takes
+// them from an earlier leader at once and keeps an earlier leader's saves
+// out (SaveOwned). When ctx ends, the runs stop where they are, their
+// saved state unchanged, and Lead returns once they have. prepare, when
+// set, is called before a workflow is run here.
+func (m *Manager) Lead(ctx context.Context, id int64, prepare func(*Workflow)) {
+	tctx, stop := context.WithCancel(ctx)
+	defer stop()
+	unlink := context.AfterFunc(m.ctx, stop)
+	defer unlink()
+	t := &term{id: id, ctx: tctx}
+	m.mu.Lock()
+	m.lead = t
+	m.mu.Unlock()
+	m.log.Info("leading the fleet's workflows", zap.Int64("term", id))
+	tick := time.NewTicker(pollInterval)
+	for tctx.Err() == nil {
+		if err := m.resume(t, prepare); err != nil && tctx.Err() == nil {
+			m.log.Warn("cannot read the workflows from the sidecar; trying again", zap.Error(err))
+		}
+		select {
+		case <-tctx.Done():
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+	m.mu.Lock()
+	m.lead = nil
+	n := len(m.runs)
+	m.mu.Unlock()
+	stop()
+	t.wg.Wait()
+	m.log.Info("no longer leading: the fleet's workflows stopped here, their state as saved", zap.Int64("term", id), zap.Int("stopped", n))
 }
 
 // run is one workflow being driven.
@@ -67,6 +144,7 @@ type run struct {
 	def      *tableDef
 	copier   *copier
 	applier  *applier // the forward apply, then the reverse one
+	term     int64    // the fleet term the run claims its lease in (0 outside a fleet)
 	started  time.Time
 	copyBase int64 // rows copied before this run
 	// applyBase is the changes applied before the running applier began.
@@ -79,16 +157,36 @@ type command struct {
 	reply chan error
 }
 
-// Resume starts every saved workflow that has not ended.
+// Resume starts every saved workflow that has not ended (outside a
+// fleet; in one, Lead does).
 func (m *Manager) Resume() error {
-	ws, err := m.store.List(m.ctx)
+	if m.follow {
+		return nil
+	}
+	return m.resume(m.base, nil)
+}
+
+// resume launches in t every saved workflow that has not ended and is not
+// running here.
+func (m *Manager) resume(t *term, prepare func(*Workflow)) error {
+	ws, err := m.store.List(t.ctx)
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
-		if !w.Ended() {
-			m.launch(w)
+		if w.Ended() {
+			continue
 		}
+		m.mu.Lock()
+		running := m.runs[w.Spec.Name] != nil
+		m.mu.Unlock()
+		if running {
+			continue
+		}
+		if prepare != nil {
+			prepare(w)
+		}
+		m.launch(t, w)
 	}
 	return nil
 }
@@ -110,7 +208,8 @@ func (m *Manager) Overrides() (map[string]config.ShardRule, error) {
 	return out, nil
 }
 
-// Start saves a new workflow and runs it.
+// Start saves a new workflow and runs it; in a fleet, a proxy that does
+// not lead only saves it, and the leader runs it (Lead).
 func (m *Manager) Start(spec Spec) (*Workflow, error) {
 	if spec.Name == "" {
 		spec.Name = strings.ReplaceAll(spec.DB+"_"+spec.Table, "`", "") + "_" + time.Now().UTC().Format("20060102T150405")
@@ -134,28 +233,47 @@ func (m *Manager) Start(spec Spec) (*Workflow, error) {
 		return nil, err
 	}
 	out := w.clone()
-	m.launch(w)
+	m.mu.Lock()
+	t := m.base
+	if m.follow {
+		t = m.lead
+	}
+	m.mu.Unlock()
+	if t == nil {
+		m.log.Info("workflow recorded for the fleet's leader to run", zap.String("workflow", spec.Name))
+	} else {
+		m.launch(t, w)
+	}
 	return &out, nil
 }
 
-func (m *Manager) launch(w *Workflow) {
-	r := &run{m: m, w: w, cmds: make(chan command)}
+// launch runs w in term t, unless it runs here already or t has ended.
+func (m *Manager) launch(t *term, w *Workflow) {
+	r := &run{m: m, w: w, cmds: make(chan command), term: t.id}
 	m.mu.Lock()
+	if m.runs[w.Spec.Name] != nil || t.ctx.Err() != nil || m.follow && m.lead != t {
+		m.mu.Unlock()
+		return
+	}
 	m.runs[w.Spec.Name] = r
-	m.mu.Unlock()
+	// Added under mu: Lead, which waits for t.wg, stops leading under it
+	// first.
 	m.wg.Add(1)
+	t.wg.Add(1)
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		defer t.wg.Done()
 		defer func() {
 			m.mu.Lock()
 			delete(m.runs, w.Spec.Name)
 			m.mu.Unlock()
 		}()
-		ctx, lost := context.WithCancel(m.ctx)
+		ctx, lost := context.WithCancel(t.ctx)
 		defer lost()
 		// Wait for the lease, then keep it while the workflow runs.
 		for {
-			ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, leaseTTL)
+			ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, t.id, leaseTTL)
 			if ok {
 				break
 			}
@@ -169,18 +287,27 @@ func (m *Manager) launch(w *Workflow) {
 			}
 		}
 		r.leased.Store(true)
-		defer m.store.Release(context.Background(), w.Spec.Name, m.owner)
+		m.log.Info("workflow running here", zap.String("workflow", w.Spec.Name), zap.String("phase", r.phase()), zap.Int64("term", t.id))
+		// The lease is given up once its renewal has stopped (a renewal
+		// after the release would hold it again).
+		renewed := make(chan struct{})
+		defer func() {
+			lost()
+			<-renewed
+			m.store.Release(context.Background(), w.Spec.Name, m.owner, t.id)
+		}()
 		go func() {
-			t := time.NewTicker(leaseTTL / 4)
-			defer t.Stop()
+			defer close(renewed)
+			tk := time.NewTicker(leaseTTL / 4)
+			defer tk.Stop()
 			misses := 0
 			for {
 				select {
-				case <-t.C:
+				case <-tk.C:
 				case <-ctx.Done():
 					return
 				}
-				ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, leaseTTL)
+				ok, err := m.store.Claim(ctx, w.Spec.Name, m.owner, t.id, leaseTTL)
 				if ok {
 					misses = 0
 					continue
@@ -298,7 +425,7 @@ func (r *run) save(ctx context.Context, f func(s *State)) error {
 	}
 	w := r.w.clone()
 	r.mu.Unlock()
-	return r.m.store.Save(ctx, &w)
+	return r.m.store.SaveOwned(ctx, &w, r.m.owner, r.term)
 }
 
 func (r *run) phase() string {
@@ -327,6 +454,10 @@ func (r *run) drive(ctx context.Context) {
 		}
 		if err == nil || ctx.Err() != nil {
 			continue
+		}
+		if errors.Is(err, ErrNotOwner) {
+			log.Warn("another proxy runs the workflow now; it stops here", zap.Error(err))
+			return
 		}
 		log.Warn("workflow step failed; retrying", zap.String("phase", r.phase()), zap.Error(err))
 		_ = r.save(ctx, func(s *State) { s.Error = err.Error() })
