@@ -25,8 +25,6 @@ import (
 type Cutover struct {
 	// Table is the logical table, "db.table".
 	Table string `json:"table"`
-	// Workflow names the workflow that cuts over (or rolls back).
-	Workflow string `json:"workflow"`
 	// ID is the attempt: each announcement has its own, and acknowledgements name it.
 	ID string `json:"id"`
 	// Member is the announcing proxy's member ID (set by AnnounceCutover).

@@ -35,7 +35,7 @@ func TestCutoverProtocol(t *testing.T) {
 		t.Fatalf("first set %v, want none", got)
 	}
 
-	c, err := a.AnnounceCutover(ctxFor(t, 5*time.Second), Cutover{Table: "db.t", Workflow: "w", ID: "1", Hold: time.Second})
+	c, err := a.AnnounceCutover(ctxFor(t, 5*time.Second), Cutover{Table: "db.t", ID: "1", Hold: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCutoverProtocol(t *testing.T) {
 	}
 
 	// An announcement goes with its member.
-	if _, err := a.AnnounceCutover(ctxFor(t, 5*time.Second), Cutover{Table: "db.t", Workflow: "w", ID: "2"}); err != nil {
+	if _, err := a.AnnounceCutover(ctxFor(t, 5*time.Second), Cutover{Table: "db.t", ID: "2"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := recv(t, seen, 5*time.Second); got["db.t"].ID != "2" {

@@ -59,6 +59,8 @@ type Stats struct {
 	TopologyPublishPending  int    `json:"topology_publish_pending"`
 	// Fleet is the fleet this proxy is part of; nil from one file.
 	Fleet *FleetStats `json:"fleet,omitempty"`
+	// Buffer is what cutovers held (buffer.go).
+	Buffer BufferStats `json:"buffer"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -151,6 +153,7 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range st.Nodes {
 		e.node(n)
 	}
+	e.buffer(st.Buffer)
 	if st.Fleet != nil {
 		e.fleet(st.Fleet, st)
 	}
