@@ -55,11 +55,13 @@ const (
 	ErXAERNota                  uint16 = 1397 // ER_XAER_NOTA: "XAER_NOTA: Unknown XID"
 	ErXAERRmfail                uint16 = 1399 // ER_XAER_RMFAIL: the command is not allowed in the XA state
 	ErXARBRollback              uint16 = 1402 // ER_XA_RBROLLBACK: "XA_RBROLLBACK: Transaction branch was rolled back"
+	ErTooManyRows               uint16 = 1172 // ER_TOO_MANY_ROWS: "Result consisted of more than one row"
 )
 
 // sqlStates maps the codes above to their SQLSTATE. Codes not listed use HY000.
 var sqlStates = map[uint16]string{
 	ErAccessDenied:              "28000",
+	ErTooManyRows:               "42000",
 	ErDBAccessDenied:            "42000",
 	ErNoDB:                      "3D000",
 	ErBadDB:                     "42000",

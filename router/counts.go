@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -238,14 +239,29 @@ func endsSelectList(w string) bool {
 
 // splitIntoVars cuts the INTO @a, @b ... clause out of a SELECT (the
 // parser reads INTO only for files): it returns the statement without it
-// and the clause. ok is false when there is none.
+// and the clause, followed by a space when more of the statement came
+// after it (withIntoVars puts it back before FROM). ok is false when
+// there is none.
 func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
-	if strings.IndexByte(sql, '@') < 0 {
+	start, end, ok := intoSpan(sql, mode)
+	if !ok {
 		return "", "", false
+	}
+	into = sql[start:end]
+	if toks, _ := lexTokens(sql[end:], mode); len(toks) > 0 && sql[end+toks[0].start:end+toks[0].end] != ";" {
+		into += " "
+	}
+	return sql[:start] + sql[end:], into, true
+}
+
+// intoSpan finds the INTO @a, @b ... clause of a SELECT: sql[start:end].
+func intoSpan(sql string, mode Mode) (start, end int, ok bool) {
+	if strings.IndexByte(sql, '@') < 0 {
+		return 0, 0, false
 	}
 	toks, ok := lexTokens(sql, mode)
 	if !ok || len(toks) == 0 || !equalFoldASCII(sql[toks[0].start:toks[0].end], "SELECT") {
-		return "", "", false
+		return 0, 0, false
 	}
 	depth := 0
 	for k, t := range toks {
@@ -256,30 +272,29 @@ func splitIntoVars(sql string, mode Mode) (rest, into string, ok bool) {
 		case w == ")":
 			depth--
 		case depth == 0 && t.kind == 'w' && equalFoldASCII(w, "INTO") && k+1 < len(toks) && toks[k+1].kind == 'v':
-			end := k + 1
-			for end+2 < len(toks) && sql[toks[end+1].start:toks[end+1].end] == "," && toks[end+2].kind == 'v' {
-				end += 2
+			last := k + 1
+			for last+2 < len(toks) && sql[toks[last+1].start:toks[last+1].end] == "," && toks[last+2].kind == 'v' {
+				last += 2
 			}
-			last := toks[end].end
-			into = sql[t.start:last]
-			if end+1 < len(toks) && sql[toks[end+1].start:toks[end+1].end] != ";" {
-				into += " " // not at the end: withIntoVars puts it back before FROM
-			}
-			return sql[:t.start] + sql[last:], into, true
+			return t.start, toks[last].end, true
 		}
 	}
-	return "", "", false
+	return 0, 0, false
 }
 
 // withIntoVars puts an INTO @variables clause cut out by splitIntoVars
 // back into the plan of the statement without it: at the end of the one
-// target's statement (MariaDB reads INTO there too). Over several
-// targets each shard would assign its own row: refused (an exact
-// fallback's copy would compute the row, but its connections are not yet
-// kept for the read-back of the variables).
+// target's statement (MariaDB reads INTO there too). Over several targets
+// each shard would assign its own row: a Concat or Fallback plan keeps the
+// clause in Into for the caller, which assigns the row it computes.
 func withIntoVars(p *Plan, into string) (*Plan, error) {
+	if (p.Kind == Concat || p.Kind == Fallback) && !slices.ContainsFunc(p.Targets, func(t Target) bool { return t.SQL == "" }) {
+		q := *p
+		q.Into, q.IntoAtEnd = strings.TrimSpace(into), !strings.HasSuffix(into, " ")
+		return &q, nil
+	}
 	if p.Kind != Forward || len(p.Targets) != 1 {
-		return nil, mysql.NewError(mysql.ErNotSupported, "SELECT ... %s over several shards is not supported by shardgate: select the row by its shard key, or select it and SET the variables", into)
+		return nil, mysql.NewError(mysql.ErNotSupported, "SELECT ... %s over several shards is not supported by shardgate for this statement: select the row, then SET the variables", strings.TrimSpace(into))
 	}
 	q := *p
 	t := q.Targets[0]

@@ -40,6 +40,10 @@ type goldenPlan struct {
 	Generated int    `json:"generated,omitempty"`
 	FirstID   uint64 `json:"first_id,omitempty"`
 	Sticky    bool   `json:"sticky,omitempty"`
+	// Into is the INTO @variables clause the caller assigns the merged
+	// row to.
+	Into      string `json:"into,omitempty"`
+	IntoAtEnd bool   `json:"into_at_end,omitempty"`
 	// Copies are an exact fallback's copies: "node subtable -> temp: SQL".
 	Copied []string `json:"copied,omitempty"`
 }
@@ -151,7 +155,7 @@ func outcome(r *Router, c *goldenCase) (*goldenPlan, *goldenError) {
 		return nil, &goldenError{Code: se.Code, State: se.State, Message: se.Message}
 	}
 	gp := &goldenPlan{Kind: p.Kind.String(), Tables: p.Tables, Copies: p.Copies, Merge: p.Merge, IDFrom: p.IDTarget, Targets: []goldenTarget{},
-		Generated: p.Generated, FirstID: p.FirstID, Sticky: p.Sticky}
+		Generated: p.Generated, FirstID: p.FirstID, Sticky: p.Sticky, Into: p.Into, IntoAtEnd: p.IntoAtEnd}
 	for _, g := range p.Gathers {
 		for _, t := range g.Subtables {
 			gp.Copied = append(gp.Copied, t.Node+" "+t.Subtable+" -> "+g.Temp+": "+t.SQL)

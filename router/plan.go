@@ -46,6 +46,13 @@ type Plan struct {
 	// is not MySQL's answer (ORDER BY, LIMIT, GROUP BY, aggregates,
 	// DISTINCT); nil means concatenate.
 	Merge *Merge
+	// Into is the INTO @variables clause of a SELECT planned as a Concat
+	// or an exact fallback over several targets, cut out of the targets' SQL: the caller
+	// computes the statement's one row from their rows and assigns it
+	// (MariaDB's 1172 for more than one row). IntoAtEnd: the client wrote
+	// it after the rest of the statement (a form MariaDB warns about).
+	Into      string
+	IntoAtEnd bool
 }
 
 // PlanKind says how a plan's targets are run and their results combined.

@@ -298,6 +298,17 @@ func Inline(sql string, literals []string, mode Mode) (string, error) {
 // MarkerOffsets returns the byte offset of each ? placeholder of sql, in
 // text order, for InlineAt; a prepared statement computes them once.
 func MarkerOffsets(sql string, mode Mode) ([]int, error) {
+	if start, end, ok := intoSpan(sql, mode); ok {
+		// The parser reads INTO only for files: the placeholders are those
+		// of the statement without its INTO @variables clause.
+		offs, err := MarkerOffsets(sql[:start]+sql[end:], mode)
+		for i, o := range offs {
+			if o >= start {
+				offs[i] = o + end - start
+			}
+		}
+		return offs, err
+	}
 	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil {
@@ -409,6 +420,9 @@ func (markerReplacer) Leave(n ast.Node) (ast.Node, bool) {
 // CountPlaceholders returns the number of ? placeholders of a statement
 // (0 when it does not parse).
 func CountPlaceholders(sql string, mode Mode) int {
+	if start, end, ok := intoSpan(sql, mode); ok {
+		sql = sql[:start] + sql[end:] // INTO @variables, which the parser does not read
+	}
 	stmts, release, _ := parsePooled(sql, mode)
 	defer release()
 	n := 0

@@ -91,7 +91,7 @@ func (c concatenate) one(bc *backend.Conn, first bool) (backend.Outcome, error) 
 		}
 		r.Sent = true
 	}
-	if !x.w.TextRows() {
+	if !x.w.TextRows() || x.capturing {
 		return r, c.convert(bc, int(ncols), &r)
 	}
 	continued := false

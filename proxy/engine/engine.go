@@ -59,6 +59,15 @@ type Writer interface {
 	Client() *mysql.Conn
 }
 
+// StateWriter is a Writer that passes session state information on to
+// its client (CLIENT_SESSION_TRACK). SessionState is the information of
+// the OK packet that passes on a backend's OK whose information is
+// backend (nil when it has none): what the client's own trackers report,
+// nil when there is nothing to report.
+type StateWriter interface {
+	SessionState(backend []byte) []byte
+}
+
 // ErrAnswered reports a statement whose ERR packet already reached the
 // client (relayed from a backend): it failed, and nothing more is to be
 // sent for it.
@@ -146,6 +155,9 @@ type Executor struct {
 	// Writer). The caller sets and clears them.
 	Renumber bool
 	More     uint16
+	// capturing is set while Capture runs a plan: rows a target answers
+	// go to the Writer as values, never relayed to the client.
+	capturing bool
 }
 
 // NewExecutor returns an executor that takes connections from conns and

@@ -51,10 +51,7 @@ var ifzKnown = []struct{ pattern, why string }{
 	//   SELECT f_lock('ifz_p_1') FROM t WHERE id = 6; SELECT RELEASE_LOCK('ifz_p_1')
 	//   SELECT f_setvar(id) FROM t WHERE id = 6; SELECT LASTVAL(s1)
 	//   UPDATE u SET n = f_setvar(n) WHERE id = 2; then the binary SELECT c FROM t WHERE id = ? with 3
-	//   SELECT c FROM t WHERE id = 2 INTO /*M!*/ @a2; CALL p_out(@a3)
 	//   INSERT INTO u ... NEXTVAL(s1) ...; LOAD DATA LOCAL ... INTO TABLE t ... (id, @a3) SET c = @a3 (loaded into node1, then 1235)
-	{`^fails\|A: error 1235 through the proxy\|uv-into`, "SELECT ... INTO @variables over rows of several shards is refused (1235), " +
-		"where MariaDB assigns the one row (the exact fallback that computes it hung with one pooled connection per node)"},
 	{`^pinned\|A: `, "a statement that reads, or may read, state the session left on one node (a sequence's LASTVAL, " +
 		"a named lock, a routine's or a procedure's variables) is refused with 1235 on another node, where MariaDB answers"},
 }

@@ -191,6 +191,11 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	switch plan.Kind {
 	case router.Concat, router.SumOK, router.Fanout, router.Fallback:
+		if plan.Into != "" {
+			// The row is assigned by a statement of its own, whose
+			// variables only a text statement's After reads back.
+			return mysql.NewError(mysql.ErNotSupported, "a prepared SELECT ... INTO @variables over several shards is not supported by shardgate; send it as text (or PREPARE it in SQL and EXECUTE it)")
+		}
 	default:
 		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
 	}

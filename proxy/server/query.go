@@ -63,9 +63,12 @@ func (h *handler) query(p []byte) error {
 	}
 	st.Route(&stmt, plan.Kind, c.readSplit())
 	var res backend.Outcome
-	if plan.Kind != router.Forward {
+	switch {
+	case plan.Into != "":
+		plan, res, err = h.intoVars(plan, &stmt)
+	case plan.Kind != router.Forward:
 		err = h.execute(plan, sql)
-	} else {
+	default:
 		plan, res, err = h.fence.forward(h, plan, &stmt, sql, p) // stale.go
 	}
 	h.finish(plan, &stmt, res, err)

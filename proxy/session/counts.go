@@ -159,6 +159,16 @@ func (ss *stmtState) NoteAnswer(failed, resultSet bool, affected, rows uint64) {
 	}
 }
 
+// HoldForReadBack turns off (or back on) the holding of released
+// connections for the read-back of the statement's user variables, and
+// reports whether it was on: the proxy turns it off while it computes the
+// row of a SELECT ... INTO over several targets, whose connections
+// assign nothing (the row is assigned afterwards on one connection).
+func (ss *stmtState) HoldForReadBack(on bool) (was bool) {
+	was, ss.readBack = ss.readBack, on
+	return was
+}
+
 // hold reports whether Release must keep bc for the read back of the
 // statement's user variables, and remembers it when nothing else keeps
 // it.
