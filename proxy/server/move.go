@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -166,7 +167,10 @@ type workflows struct {
 	// publish writes a rule a cutover or a rollback swapped into the
 	// fleet's topology (publish.go; nothing from one file).
 	publish func(db, table string, rule config.ShardRule)
-	log     *zap.Logger
+	// leader names the fleet's leader and its admin address (nil from
+	// one file).
+	leader func() (id, admin string)
+	log    *zap.Logger
 }
 
 // startWorkflows opens the workflow store in the sidecar, puts in force
@@ -185,6 +189,11 @@ func startWorkflows(s *Server) *workflows {
 	}
 	host, _ := os.Hostname()
 	w.m = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), w, s.log, host+"/"+cfg.Addr)
+	if s.fleet != nil {
+		// In a fleet only the leader runs workflows (LeadWorkflows).
+		w.m.Follow()
+		w.leader = s.fleetLeader
+	}
 	// Start-up waits a little for the sidecar, not for ever: a node that
 	// does not answer must not keep the proxy from serving.
 	done := make(chan struct{})
@@ -287,11 +296,20 @@ func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.S
 // List lists the workflows (admin.Workflows).
 func (w *workflows) List() ([]move.Status, error) { return w.m.List() }
 
-// Command sends a workflow a command (admin.Workflows).
-func (w *workflows) Command(name, cmd string) error { return w.m.Command(name, cmd) }
+// Command sends a workflow a command (admin.Workflows). In a fleet the
+// leader runs the workflows: another proxy says where it is.
+func (w *workflows) Command(name, cmd string) error {
+	if w.leader != nil && !w.m.Leading() {
+		id, addr := w.leader()
+		return fmt.Errorf("workflow %s is run by the fleet's leader %s (admin %s): send the command there", name, cmp.Or(id, "(none elected yet)"), cmp.Or(addr, "unknown"))
+	}
+	return w.m.Command(name, cmd)
+}
 
 // Start sets up the gate of sp's table, then starts the workflow
-// (admin.Workflows).
+// (admin.Workflows). In a fleet, a proxy that does not lead records it in
+// the sidecar, where the leader finds it within a second and runs it
+// (move.Manager.Lead).
 func (w *workflows) Start(sp move.Spec) (*move.Workflow, error) {
 	w.gates.gate(sp.Table)
 	return w.m.Start(sp)

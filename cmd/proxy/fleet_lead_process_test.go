@@ -1,0 +1,249 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/shardgate/shardgate/move"
+)
+
+// TestProcessFleetLeaderRunsWorkflows: in a fleet of three proxies only
+// the leader runs workflows. A reshard (200000 rows from 2 to 4
+// subtables: the copy takes seconds)
+// is asked of a proxy that does not lead: it records the workflow in the
+// sidecar and the leader runs it. The leader is killed (SIGKILL) during
+// the copy; once its lease ends another proxy is elected, resumes the
+// workflow from its saved checkpoint (the rows copied before are not
+// copied again), verifies and cuts over. No other proxy ever runs it: no
+// "workflow running here" in their logs, no workflow series in their
+// /metrics.
+func TestProcessFleetLeaderRunsWorkflows(t *testing.T) {
+	srv := servers(t)
+	f := newFleetEnv(t)
+	const db, rows = "fleetlead", 200000
+	d1, d2 := direct(t, srv[0], ""), direct(t, srv[1], "")
+	for _, d := range []*sql.DB{d1, d2} {
+		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
+	}
+	forget := func() error {
+		_, err := d1.Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'fleetlead\\_%'")
+		if sqlCode(err) == 1146 {
+			return nil
+		}
+		return err
+	}
+	if err := forget(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forget() })
+	nodes := []fleetNode{{name: "node1", master: srv[0]}, {name: "node2", master: srv[1]}}
+	shard := "    shard:\n      - db: fleetlead\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
+	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: shard}}))
+
+	type member struct {
+		p   *proc
+		web string
+	}
+	var ms []member
+	for range 3 {
+		web := freeAddr(t)
+		p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
+		p.spawn(t, t.TempDir(), []string{proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix, "-addr", p.addr,
+			"-metrics-addr", p.metrics, "-web-addr", web}, nil)
+		waitServing(t, p, 20*time.Second)
+		ms = append(ms, member{p, web})
+	}
+	procs := []*proc{ms[0].p, ms[1].p, ms[2].p}
+	waitApplied(t, procs, rev0, 10*time.Second)
+	leaderOf := func() (string, *member) {
+		var id string
+		waitUntil(t, 20*time.Second, "a leader", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			id, _ = f.store.Leader(ctx)
+			return id != ""
+		})
+		p := f.memberProc(t, procs, id)
+		for i := range ms {
+			if ms[i].p == p {
+				return id, &ms[i]
+			}
+		}
+		t.Fatalf("no proxy is the leader %s", id)
+		return "", nil
+	}
+	leaderID, leader := leaderOf()
+
+	h := ms[0].p.openDB(t, db)
+	execAll(t, h, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(32) NOT NULL)")
+	// The rows go straight into the subtables (hash: id mod 2), from
+	// MariaDB's sequence engine.
+	execAll(t, d1, fmt.Sprintf("INSERT INTO %s.t_0000 SELECT seq, CONCAT('row ', seq) FROM %s.seq_0_to_%d_step_2", db, db, rows-1))
+	execAll(t, d2, fmt.Sprintf("INSERT INTO %s.t_0001 SELECT seq, CONCAT('row ', seq) FROM %s.seq_1_to_%d_step_2", db, db, rows-1))
+
+	call := func(web, method, path string, body any) (move.Status, int, string) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, "http://"+web+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		var s move.Status
+		json.Unmarshal(out, &s)
+		return s, resp.StatusCode, string(out)
+	}
+	// The request goes to a proxy that does not lead.
+	var asked *member
+	for i := range ms {
+		if &ms[i] != leader {
+			asked = &ms[i]
+			break
+		}
+	}
+	name := fmt.Sprintf("fleetlead_%d", time.Now().UnixNano())
+	t0 := time.Now()
+	st, code, body := call(asked.web, "POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2"},
+		"locations": []int{2, 2}, "auto_cutover": true, "options": map[string]int{"CopyWorkers": 1, "BatchRows": 50}})
+	if code != 200 {
+		t.Fatalf("POST /admin/workflows to a proxy that does not lead: %d %s", code, body)
+	}
+	if st.Running {
+		t.Errorf("the proxy that does not lead reports the workflow running")
+	}
+	// saved reads the workflow's state as the sidecar holds it, through a
+	// proxy that does not run it.
+	saved := func(web string) move.Status {
+		t.Helper()
+		s, code, body := call(web, "GET", "/admin/workflows/"+name, nil)
+		if code != 200 {
+			t.Fatalf("GET /admin/workflows/%s: %d %s", name, code, body)
+		}
+		return s
+	}
+	var before move.Status
+	waitUntil(t, 30*time.Second, "the leader to copy a quarter of the rows", func() bool {
+		before = saved(asked.web)
+		return before.State.Phase == move.PhaseCopying && before.State.RowsCopied >= rows/4
+	})
+	picked := time.Since(t0)
+	if before.State.RowsCopied >= rows {
+		t.Fatalf("the copy is done before the leader could be killed (%d rows)", before.State.RowsCopied)
+	}
+	running := func(m *member) bool {
+		b, err := os.ReadFile(m.p.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, []byte("workflow running here")) && bytes.Contains(b, []byte(name))
+	}
+	series := func(m *member) bool {
+		resp, err := http.Get("http://" + m.p.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return bytes.Contains(b, []byte(`shardgate_workflow_rows_copied{`))
+	}
+	if !running(leader) || !series(leader) {
+		t.Errorf("the leader %s does not say it runs the workflow (log %v, /metrics %v)", leaderID, running(leader), series(leader))
+	}
+	for i := range ms {
+		if &ms[i] != leader && (running(&ms[i]) || series(&ms[i])) {
+			t.Errorf("proxy %s, not the leader, runs the workflow (log %v, /metrics %v)", ms[i].p.addr, running(&ms[i]), series(&ms[i]))
+		}
+	}
+
+	// The leader dies in the middle of the copy.
+	leader.p.cmd.Process.Kill()
+	<-leader.p.done
+	killed := time.Now()
+	var atKill move.Status
+	for i := range ms {
+		if &ms[i] != leader {
+			atKill = saved(ms[i].web)
+			break
+		}
+	}
+	var rest []*proc
+	for i := range ms {
+		if &ms[i] != leader {
+			rest = append(rest, ms[i].p)
+		}
+	}
+	procs = rest
+	var nextID string
+	var next *member
+	waitUntil(t, 30*time.Second, "another leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		id, _ := f.store.Leader(ctx)
+		if id == "" || id == leaderID {
+			return false
+		}
+		nextID = id
+		return true
+	})
+	elected := time.Since(killed)
+	p := f.memberProc(t, procs, nextID)
+	for i := range ms {
+		if ms[i].p == p {
+			next = &ms[i]
+		}
+	}
+	waitUntil(t, 20*time.Second, "the new leader to run the workflow", func() bool { return running(next) })
+	resumed := time.Since(killed)
+	var done move.Status
+	waitUntil(t, 120*time.Second, "the workflow to cut over", func() bool {
+		done = saved(next.web)
+		return done.State.Phase == move.PhaseSwitched
+	})
+	finished := time.Since(killed)
+
+	// Resumed from the checkpoint: rows_copied counts the rows of each
+	// checkpointed chunk once, so it is the table's rows exactly; a copy
+	// started again would count the rows copied before the kill twice.
+	if done.State.RowsTotal != rows || done.State.RowsCopied != rows {
+		t.Errorf("rows copied %d of %d (total %d): want the copy resumed at its checkpoint (%d rows saved at the kill would count twice otherwise)",
+			done.State.RowsCopied, rows, done.State.RowsTotal, atKill.State.RowsCopied)
+	}
+	if done.State.Verified.IsZero() || len(done.State.Diffs) > 0 || done.State.VerifyRows != rows {
+		t.Errorf("verify: %d rows, differing ranges %+v, at %v", done.State.VerifyRows, done.State.Diffs, done.State.Verified)
+	}
+	var n int
+	if err := next.p.openDB(t, db).QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != rows {
+		t.Errorf("the new leader counts %d rows (%v), want %d", n, err, rows)
+	}
+	total := 0
+	for i, d := range []*sql.DB{d1, d1, d2, d2} {
+		var c int
+		if err := d.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s.%s", db, done.Spec.To.Subtable(i))).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		total += c
+	}
+	if total != rows {
+		t.Errorf("the new subtables hold %d rows, want %d", total, rows)
+	}
+	for i := range ms {
+		if &ms[i] != leader && &ms[i] != next && (running(&ms[i]) || series(&ms[i])) {
+			t.Errorf("proxy %s, never the leader, ran the workflow", ms[i].p.addr)
+		}
+	}
+	t.Logf("reshard of %d rows asked of a follower; the leader %s had %d rows copied after %v and was killed (saved: %d);"+
+		" %s elected %v later, ran the workflow %v after the kill, cut over %v after it (copy %.1f s in all, verify %.2f s, pause %.1f ms); rows copied %d",
+		rows, leaderID, before.State.RowsCopied, picked.Round(time.Millisecond), atKill.State.RowsCopied, nextID, elected.Round(time.Millisecond),
+		resumed.Round(time.Millisecond), finished.Round(time.Millisecond), done.State.CopySeconds, done.State.VerifySeconds, done.State.PauseMillis, done.State.RowsCopied)
+}
