@@ -49,7 +49,7 @@ func newTestConsole(t *testing.T, mod func(*config.Config)) *testConsole {
 			tc.cfg, tc.version = c, tc.version+1
 			return nil
 		},
-		ReloadFile:   func(string) error { return errors.New("no file here") },
+		ReloadFile:   func(string) ([]string, error) { return nil, errors.New("no file here") },
 		ReplicaAdded: func() {},
 	})
 	return tc

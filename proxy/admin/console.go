@@ -33,9 +33,11 @@ type Env struct {
 	// Draining reports that Shutdown has begun: /healthz answers 503.
 	Draining func() bool
 	// Reload validates and applies a configuration; ReloadFile reads one
-	// first. ConfigPath is the file POST /admin/reload reads ("" refuses).
+	// first, and returns the shard rule changes it left for shardgate
+	// apply (they move rows). ConfigPath is the file POST /admin/reload
+	// reads ("" refuses).
 	Reload     func(*config.Config) error
-	ReloadFile func(path string) error
+	ReloadFile func(path string) (waiting []string, err error)
 	ConfigPath string
 	// ReplicaAdded is called when admin SQL adds a replica to a node.
 	ReplicaAdded func()

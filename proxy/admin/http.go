@@ -103,7 +103,8 @@ func (c *Console) serveAdminConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveReload reads the configuration file again and applies it (POST
-// /admin/reload): 200 with the new version, or 409 with why nothing
+// /admin/reload): 200 with the new version and the shard rule changes
+// left for shardgate apply (one line each), or 409 with why nothing
 // changed.
 func (c *Console) serveReload(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -115,13 +116,17 @@ func (c *Console) serveReload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this proxy was not started from a configuration file", http.StatusConflict)
 		return
 	}
-	if err := c.env.ReloadFile(path); err != nil {
+	waiting, err := c.env.ReloadFile(path)
+	if err != nil {
 		c.env.Log.Warn("reload refused", zap.Error(err))
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
 	_, version := c.env.Config()
 	fmt.Fprintf(w, "reloaded %s: configuration version %d\n", path, version)
+	for _, x := range waiting {
+		fmt.Fprintf(w, "waits for shardgate apply: %s\n", x)
+	}
 }
 
 func (c *Console) serveStats(w http.ResponseWriter, r *http.Request) {

@@ -27,7 +27,7 @@ func newConsole(s *Server, configPath string) *admin.Console {
 		Queries:      s.queries.Load,
 		Draining:     s.draining.Load,
 		Reload:       s.Reload,
-		ReloadFile:   s.ReloadFile,
+		ReloadFile:   s.reloadFile,
 		ConfigPath:   configPath,
 		ReplicaAdded: func() { s.hasReplicas.Store(true) },
 		Plans:        planner{s},
