@@ -399,10 +399,13 @@ func unicodeKey(v []byte) []byte {
 type columns struct {
 	defs  []*mysql.Column
 	kinds []cmpKind
+	// divPrec is the session's div_precision_increment: the decimals a
+	// division (and AVG) adds to its dividend's.
+	divPrec int
 }
 
 func newColumns(defs []*mysql.Column) *columns {
-	c := &columns{defs: defs, kinds: make([]cmpKind, len(defs))}
+	c := &columns{defs: defs, kinds: make([]cmpKind, len(defs)), divPrec: divPrecisionIncrement}
 	for i, d := range defs {
 		c.kinds[i] = columnCmp(d)
 	}

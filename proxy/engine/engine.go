@@ -155,6 +155,10 @@ type Executor struct {
 	// Writer). The caller sets and clears them.
 	Renumber bool
 	More     uint16
+	// DivPrecision, when set, is the session's div_precision_increment
+	// (the decimals a division and AVG add; MariaDB's default 4 when nil).
+	// The caller sets it for the statement.
+	DivPrecision *int
 	// capturing is set while Capture runs a plan: rows a target answers
 	// go to the Writer as values, never relayed to the client.
 	capturing bool

@@ -346,7 +346,7 @@ func (c *columns) evalBinary(e *router.Expr, row [][]byte) exprValue {
 		if a.enum || b.enum {
 			return exprValue{err: errEnumNumber()}
 		}
-		return arith(e.Op, a, b)
+		return arith(e.Op, a, b, c.divPrec)
 	case router.OpNullEQ:
 		if a.null || b.null {
 			return boolValue(a.null && b.null)
@@ -388,8 +388,9 @@ func compareResult(op router.ExprOp, r int) exprValue {
 // arith is + - * / over non-NULL values with MariaDB's result types: a
 // string or a DOUBLE operand makes the result a DOUBLE (the string read as
 // a DOUBLE), integers stay integers except under /, and the rest is
-// DECIMAL. Division by zero is NULL.
-func arith(op router.ExprOp, a, b exprValue) exprValue {
+// DECIMAL (a quotient with divPrec more decimals than its dividend).
+// Division by zero is NULL.
+func arith(op router.ExprOp, a, b exprValue, divPrec int) exprValue {
 	ca, cb := class(a), class(b)
 	konst := a.konst && b.konst
 	if ca == numNone || cb == numNone || ca == numDouble || cb == numDouble {
@@ -435,7 +436,7 @@ func arith(op router.ExprOp, a, b exprValue) exprValue {
 		}
 		r.Quo(x, y)
 		cls = numDecimal
-		scale = min(sa+divPrecisionIncrement, maxDecimalScale)
+		scale = min(sa+divPrec, maxDecimalScale)
 		// MariaDB computes the quotient in whole words of 9 digits and
 		// cuts it there (2/3 is 0.666666666 as a DOUBLE); a comparison
 		// rounds it to scale (roundedDecimal).

@@ -216,27 +216,44 @@ func (g *grouper) finish(gs *groupState) [][]byte {
 					sum = scaledRat(gs.fast[i], int(col.Decimals))
 				}
 				q := new(big.Rat).Quo(sum, new(big.Rat).SetUint64(gs.cnts[i]))
-				r[a.Col] = []byte(q.FloatString(avgDecimals(col)))
+				r[a.Col] = []byte(q.FloatString(avgDecimals(col, g.cols.divPrec)))
 			}
 		}
 	}
 	return r
 }
 
-// avgColumn is the definition MySQL gives AVG of a column whose SUM has
-// the column's decimals: DECIMAL with avgDecimals.
-func avgColumn(c *mysql.Column) *mysql.Column {
+// avgColumn is the definition MariaDB gives AVG of a column from the
+// definition of the SUM the targets returned: DECIMAL with avgDecimals,
+// and the argument's precision (the SUM's less the 22 digits SUM adds)
+// plus div_precision_increment, at most 65.
+func avgColumn(c *mysql.Column, divPrec int) *mysql.Column {
 	col := *c
 	col.Type = mysql.TypeNewDecimal
-	col.Length += uint32(avgDecimals(&col) - int(col.Decimals))
-	col.Decimals = byte(avgDecimals(&col))
+	sign := 1
+	if col.Flags&mysql.FlagUnsigned != 0 {
+		sign = 0
+	}
+	point := func(decimals int) int { return min(decimals, 1) }
+	prec := int(col.Length) - sign - point(int(col.Decimals))
+	prec = min(max(prec-sumDigits, 1)+divPrec, maxDecimalPrecision)
+	d := avgDecimals(&col, divPrec)
+	col.Length = uint32(prec + sign + point(d))
+	col.Decimals = byte(d)
 	return &col
 }
 
+// sumDigits are the digits SUM adds to its argument's precision
+// (DECIMAL_LONGLONG_DIGITS); maxDecimalPrecision is DECIMAL's most.
+const (
+	sumDigits           = 22
+	maxDecimalPrecision = 65
+)
+
 // avgDecimals is the scale MySQL gives AVG of a column whose SUM has the
-// column's decimals: four more (div_precision_increment), at most 30.
-func avgDecimals(c *mysql.Column) int {
-	return min(int(c.Decimals)+4, 30)
+// column's decimals: div_precision_increment more, at most 30.
+func avgDecimals(c *mysql.Column, divPrec int) int {
+	return min(int(c.Decimals)+divPrec, 30)
 }
 
 // formatDouble prints a DOUBLE as MariaDB's text protocol does: the

@@ -306,6 +306,9 @@ func (mg *merger) readHeader(s *stream) error {
 			}
 		}
 		mg.cols, mg.rawCols = newColumns(defs), raw
+		if mg.x.DivPrecision != nil {
+			mg.cols.divPrec = *mg.x.DivPrecision
+		}
 	}
 	return nil
 }
@@ -368,7 +371,7 @@ func (mg *merger) writeHeader() error {
 	raw := make([][]byte, n)
 	for i := range n {
 		if avg[i] {
-			cols[i] = avgColumn(mg.cols.defs[i])
+			cols[i] = avgColumn(mg.cols.defs[i], mg.cols.divPrec)
 			continue
 		}
 		cols[i], raw[i] = mg.cols.defs[i], mg.rawCols[i]

@@ -87,10 +87,10 @@ func TestStringNumberCompare(t *testing.T) {
 // (overflow included), and a string is true when its DOUBLE is not 0.
 func TestStringArithmeticAndTruth(t *testing.T) {
 	s := func(v string) exprValue { return exprValue{text: []byte(v), kind: cmpGeneralCI} }
-	if got := toDouble(arith(router.OpAdd, s("1e999999"), constValue([]byte("0")))); got != math.MaxFloat64 {
+	if got := toDouble(arith(router.OpAdd, s("1e999999"), constValue([]byte("0")), divPrecisionIncrement)); got != math.MaxFloat64 {
 		t.Errorf("'1e999999' + 0 = %v, want the largest DOUBLE", got)
 	}
-	if got := toDouble(arith(router.OpSub, constValue([]byte("0")), s("9223372036854775808"))); got != -9.223372036854776e18 {
+	if got := toDouble(arith(router.OpSub, constValue([]byte("0")), s("9223372036854775808"), divPrecisionIncrement)); got != -9.223372036854776e18 {
 		t.Errorf("0 - '9223372036854775808' = %v", got)
 	}
 	for v, want := range map[string]bool{"1e999999": true, "-1e999999": true, "1e-999999": false, "inf": false,
@@ -265,7 +265,7 @@ func TestDecimalDivisionRounded(t *testing.T) {
 		a, b string
 		want float64
 	}{{"2", "3", 0.666666666}, {"-2", "3", -0.666666666}, {"1.5", "7", 0.214285714}, {"6", "3", 2}} {
-		if got := toDouble(arith(router.OpDiv, constValue([]byte(tt.a)), constValue([]byte(tt.b)))); got != tt.want {
+		if got := toDouble(arith(router.OpDiv, constValue([]byte(tt.a)), constValue([]byte(tt.b)), divPrecisionIncrement)); got != tt.want {
 			t.Errorf("%s/%s as DOUBLE = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}

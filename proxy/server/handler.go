@@ -22,13 +22,16 @@ import (
 // the router and the engine. Session state lives in conn.st; what the
 // client is sent goes through conn. It is owned by the conn's goroutine.
 type handler struct {
-	c     *conn
-	x     *engine.Executor
-	ps    *stmtHandler // binary prepared statements
-	ls    *localStmts  // statements the proxy answers itself
-	multi *multiRunner // multi-statement texts on sharded tables
-	cmds  *userCmds    // COM_CHANGE_USER, COM_SET_OPTION
-	qbuf  []byte       // scratch for rewritten COM_QUERY packets
+	c *conn
+	x *engine.Executor
+	// divPrec holds the session's div_precision_increment for the
+	// executor (knobs).
+	divPrec int
+	ps      *stmtHandler // binary prepared statements
+	ls      *localStmts  // statements the proxy answers itself
+	multi   *multiRunner // multi-statement texts on sharded tables
+	cmds    *userCmds    // COM_CHANGE_USER, COM_SET_OPTION
+	qbuf    []byte       // scratch for rewritten COM_QUERY packets
 	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
 	immediate bool
 	// logical relays results of statements on subtables of relayTables
@@ -167,6 +170,11 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	c := h.c
 	c.interrupted.Store(false)
 	cmd := p[0]
+	if c.st.TrackersUnknown() && cmd != mysql.ComQuit && cmd != mysql.ComPing {
+		if err := h.loadTrackers(); err != nil { // track.go
+			return false, err
+		}
+	}
 	switch cmd {
 	case mysql.ComQuit:
 		return true, nil
@@ -233,6 +241,7 @@ func (h *handler) forwardComment(p []byte) error {
 // its OK is sent, or rolled back everywhere when a node fails it.
 func (h *handler) execute(plan *router.Plan, sql string) error {
 	st := h.c.st
+	h.knobs()
 	if (plan.Kind != router.SumOK && plan.Kind != router.LoadSplit) || !st.BeginImplicitXA(plan.Nodes()) {
 		return h.settle(h.x.Execute(plan, sql))
 	}
@@ -415,6 +424,7 @@ func (h *handler) useDB(db string) error {
 		return err
 	}
 	st.DB = db
+	st.NoteSchema(db)
 	h.c.act.setDB(db)
 	return nil
 }
@@ -435,4 +445,15 @@ func comName(cmd byte) string {
 		return fmt.Sprintf("%s (0x%02x)", n, cmd)
 	}
 	return fmt.Sprintf("0x%02x", cmd)
+}
+
+// knobs gives the executor the session settings that shape the answers the
+// proxy computes itself (div_precision_increment for AVG and divisions in
+// merges), before it runs a plan.
+func (h *handler) knobs() {
+	h.x.DivPrecision = nil
+	if n, ok := h.c.st.DivPrecision(); ok {
+		h.divPrec = n
+		h.x.DivPrecision = &h.divPrec
+	}
 }

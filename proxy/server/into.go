@@ -26,6 +26,7 @@ func (h *handler) intoVars(plan *router.Plan, stmt *router.Stmt) (*router.Plan, 
 	// read-back, and a failure leaves the session's variables as they were
 	// (the plan returned names one node, where nothing is held either).
 	unassigned := &router.Plan{Kind: router.Forward, Targets: []router.Target{{Node: node}}, Tables: plan.Tables}
+	h.knobs()
 	was := h.c.st.HoldForReadBack(false)
 	got, err := h.x.Capture(plan)
 	h.c.st.HoldForReadBack(was)

@@ -222,6 +222,8 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 				s.setWaitTimeout(value)
 			case "completion_type":
 				s.setCompletionType(value)
+			case "div_precision_increment":
+				s.setDivPrecision(value)
 			case "profiling":
 				s.noteProfiling(bc, value)
 			case "character_set_client", "character_set_connection", "character_set_results", "collation_connection":

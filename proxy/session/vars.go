@@ -41,6 +41,20 @@ type varState struct {
 	// CompletionType is the session's completion_type: 0 (NO_CHAIN), 1
 	// (CHAIN) or 2 (RELEASE).
 	CompletionType int
+	// divPrec is the session's div_precision_increment plus one (0: not
+	// set, the server's default), for the merges that divide.
+	divPrec int
+}
+
+// DivPrecision returns the session's div_precision_increment, when the
+// client set it (ok false: the server's default).
+func (vs *varState) DivPrecision() (n int, ok bool) { return vs.divPrec - 1, vs.divPrec > 0 }
+
+// setDivPrecision records the session's div_precision_increment.
+func (vs *varState) setDivPrecision(v string) {
+	if n, err := strconv.ParseUint(v, 10, 8); err == nil {
+		vs.divPrec = int(n) + 1
+	}
 }
 
 // trackedVar is one variable the session set: its assignment target and
@@ -98,6 +112,8 @@ func (vs *varState) ReadBack(bc *backend.Conn, vars []router.SetVar) error {
 			s.setWaitTimeout(string(res.Rows[0][i]))
 		case "@@SESSION.`completion_type`":
 			s.setCompletionType(string(res.Rows[0][i]))
+		case "@@SESSION.`div_precision_increment`":
+			s.setDivPrecision(string(res.Rows[0][i]))
 		}
 		s.vars = slices.DeleteFunc(s.vars, func(v trackedVar) bool { return v.target == t })
 		if lit == "NULL" && strings.HasPrefix(t, "@`") {
