@@ -194,6 +194,9 @@ func (a *Agent) Run(p Proxy) {
 	go func() { defer a.wg.Done(); a.masterLoop(ctx, p) }()
 	go func() { defer a.wg.Done(); a.healthLoop(ctx, p) }()
 	go func() { defer a.wg.Done(); a.leaderLoop(ctx, p) }()
+	if cp, ok := p.(CutoverProxy); ok { // cutover.go
+		a.wg.Go(func() { a.cutoverLoop(ctx, cp) })
+	}
 }
 
 // Close stops the agent, leaves the fleet (its member key goes at once,

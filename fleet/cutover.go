@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type CutoverProxy interface {
 // the announcement, within two seconds (past them the members let go when
 // hold has passed). It is server.FleetCutover.
 func (a *Agent) Cutover(ctx context.Context, db, table string, hold time.Duration) (wait func(context.Context) []string, end func(to *config.ShardRule), err error) {
+	if st := a.Status(); !st.Reachable {
+		// Known unreachable: no time spent on it, the fence protects.
+		return nil, nil, fmt.Errorf("etcd unreachable at the last check: %s", st.Error)
+	}
 	mb := a.membership()
 	members, err := a.o.Store.Members(ctx)
 	if err != nil {

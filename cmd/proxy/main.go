@@ -108,7 +108,7 @@ func run(cfgPath string, f flags) error {
 	if agent != nil {
 		// The topology is etcd's: POST /admin/reload has no file to read.
 		opts.ConfigPath = ""
-		opts.Fleet = &server.FleetOptions{Status: func() *metrics.FleetStats { return fleetStats(agent) }}
+		opts.Fleet = &server.FleetOptions{Status: func() *metrics.FleetStats { return fleetStats(agent) }, Cutover: agent.Cutover}
 		// A cutover's rule goes into the topology too: topo get, a proxy
 		// started later and shardgate plan see it.
 		opts.PublishRule = func(ctx context.Context, db, table string, rule config.ShardRule) error {

@@ -16,6 +16,10 @@ type FleetOptions struct {
 	// Status returns the fleet as the proxy last saw it, for /stats, the
 	// status page and /metrics.
 	Status func() *metrics.FleetStats
+	// Cutover, when set, announces this proxy's cutovers to the fleet
+	// (cutover.go; fleet.Agent.Cutover): the other proxies hold the
+	// table's statements too.
+	Cutover FleetCutover
 }
 
 // NodeHealth returns what the proxy's health checks last saw of each

@@ -15,7 +15,6 @@ import (
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/move"
-	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/proxy/admin"
 	"github.com/shardgate/shardgate/router"
 )
@@ -25,9 +24,10 @@ import (
 // transaction (or autocommitted statement) ends; a cutover holds it shut:
 // sessions not inside wait, and the cutover waits until none is inside.
 type gate struct {
-	active int           // sessions inside
-	held   chan struct{} // non-nil while held; closed when released
-	empty  chan struct{} // gets a token when active drops to 0 while held
+	active  int           // sessions inside
+	held    chan struct{} // non-nil while held; closed when released
+	empty   chan struct{} // gets a token when active drops to 0 while held
+	waiting int           // statements waiting while held (the buffer, cutover.go)
 }
 
 // gates are the gates of the tables workflows move, by table name (as
@@ -41,7 +41,12 @@ type gates struct {
 	moving atomic.Pointer[map[string]*gate]
 	// heldStatements counts statements a cutover held.
 	heldStatements atomic.Uint64
-	conf           *liveConfig // the cutover timeout
+	conf           *liveConfig // the cutover timeout and the buffer's bounds
+	// buffer counts what the gates held (cutover.go).
+	buffer bufferCounters
+	// fleet announces a cutover to the other proxies of the fleet
+	// (cutover.go); nil from one file.
+	fleet FleetCutover
 }
 
 // gate returns table's gate, making it (and publishing the set) if needed.
@@ -83,12 +88,8 @@ func (gs *gates) enter(inside []*gate, m map[string]*gate, tables []string) (_ [
 			}
 			gs.mu.Unlock()
 			waited = true
-			gs.heldStatements.Add(1)
-			limit := 2*gs.conf.cfg().Move.WithDefaults().CutoverTimeout + time.Second
-			select {
-			case <-held:
-			case <-time.After(limit):
-				return inside, true, mysql.NewError(mysql.ErLockWaitTimeout, "Lock wait timeout exceeded: table %s is being cut over to a new shard rule and stayed held longer than %v", t, limit)
+			if err := gs.wait(t, g, held); err != nil {
+				return inside, true, err
 			}
 		}
 	}
@@ -122,11 +123,13 @@ func (gs *gates) hold(ctx context.Context, db, table string) (release func(), er
 	}
 	g.held, g.empty = make(chan struct{}), make(chan struct{}, 1)
 	gs.mu.Unlock()
+	t0 := time.Now()
 	release = func() {
 		gs.mu.Lock()
 		close(g.held)
 		g.held = nil
 		gs.mu.Unlock()
+		gs.buffer.paused(time.Since(t0))
 	}
 	for {
 		gs.mu.Lock()
@@ -274,14 +277,21 @@ func (w *workflows) Lag(node string) time.Duration {
 
 // Pause holds the statements on db.table until no session is inside a
 // transaction on it (move.Env); the function it returns puts the new rule
-// in force (none when nil) and lets them go.
+// in force (none when nil) and lets them go. In a fleet every other live
+// proxy holds them too, as far as it acknowledges within
+// cutover_ack_wait, and puts the same rule in force before it lets them
+// go (cutover.go).
 func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.ShardRule) error, error) {
+	fp := w.announce(ctx, db, table)
 	release, err := w.gates.hold(ctx, db, table)
 	if err != nil {
+		fp.end(nil)
 		return nil, err
 	}
+	fp.wait(ctx)
 	return func(to *config.ShardRule) error {
 		defer release()
+		defer fp.end(to)
 		if to == nil {
 			return nil
 		}

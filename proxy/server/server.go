@@ -170,6 +170,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.liveConfig.overlay = o.Overlay
 	s.registry.conf = &s.liveConfig
 	s.gates.conf = &s.liveConfig
+	if o.Fleet != nil {
+		s.gates.fleet = o.Fleet.Cutover
+	}
 	var names []string
 	for _, nc := range cfg.Nodes {
 		names = append(names, nc.Name)
@@ -443,6 +446,7 @@ func (s *Server) Stats() Stats {
 	st := s.counters.stats(s.count())
 	st.PlanCacheHits, st.PlanCacheMisses, st.PlanCacheShapes = s.rt().CacheStats()
 	st.HeldStatements = s.heldStatements.Load()
+	st.Buffer = s.gates.bufferStats()
 	st.PacketMemoryInUse, st.PacketMemoryRefused = s.packets.InUse(), s.packets.Refused()
 	st.SchemaDrift, st.CatalogVersion = s.tables.driftReport(), s.tables.catalog.Version()
 	st.Nodes = metrics.Nodes(s.allNodes())
