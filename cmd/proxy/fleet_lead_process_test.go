@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,15 +19,32 @@ import (
 
 // TestProcessFleetLeaderRunsWorkflows: in a fleet of three proxies only
 // the leader runs workflows. A reshard (200000 rows from 2 to 4
-// subtables: the copy takes seconds)
-// is asked of a proxy that does not lead: it records the workflow in the
-// sidecar and the leader runs it. The leader is killed (SIGKILL) during
-// the copy; once its lease ends another proxy is elected, resumes the
-// workflow from its saved checkpoint (the rows copied before are not
-// copied again), verifies and cuts over. No other proxy ever runs it: no
-// "workflow running here" in their logs, no workflow series in their
-// /metrics.
+// subtables: the copy takes seconds) is asked of a proxy that does not
+// lead: it records the workflow in the sidecar and the leader runs it. The
+// leader is killed (SIGKILL) during the copy; once its lease ends another
+// proxy is elected, resumes the workflow from its saved checkpoint (the
+// rows copied before are not copied again), verifies and cuts over. No
+// other proxy ever runs it: no "workflow running here" in their logs, no
+// workflow series in their /metrics; a command sent to one is answered
+// with the leader's name.
 func TestProcessFleetLeaderRunsWorkflows(t *testing.T) {
+	leaderFailover(t, false)
+}
+
+// TestProcessFleetWorkflowLeaderFrozen: as
+// TestProcessFleetLeaderRunsWorkflows, but the leader is frozen (SIGSTOP)
+// during the copy and let go (SIGCONT) once the next leader runs the
+// workflow: two runners exist for a moment. The frozen one's saves are
+// refused by the sidecar (its lease was taken in a later term) and its
+// term is over: it stops, and the workflow ends as the new leader runs
+// it, every row counted once.
+func TestProcessFleetWorkflowLeaderFrozen(t *testing.T) {
+	leaderFailover(t, true)
+}
+
+// leaderFailover runs the two tests above: the leader killed, or frozen
+// and let go.
+func leaderFailover(t *testing.T, freeze bool) {
 	srv := servers(t)
 	f := newFleetEnv(t)
 	const db, rows = "fleetlead", 200000
@@ -166,9 +185,15 @@ func TestProcessFleetLeaderRunsWorkflows(t *testing.T) {
 		}
 	}
 
-	// The leader dies in the middle of the copy.
-	leader.p.cmd.Process.Kill()
-	<-leader.p.done
+	// The leader dies (or freezes) in the middle of the copy.
+	if freeze {
+		if err := leader.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		leader.p.cmd.Process.Kill()
+		<-leader.p.done
+	}
 	killed := time.Now()
 	var atKill move.Status
 	for i := range ms {
@@ -205,6 +230,22 @@ func TestProcessFleetLeaderRunsWorkflows(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "the new leader to run the workflow", func() bool { return running(next) })
 	resumed := time.Since(killed)
+	if freeze {
+		// Two runners for a moment: the old leader goes on where it froze,
+		// and stops its run (no workflow series; its log says why).
+		if err := leader.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		thawed := time.Now()
+		waitUntil(t, 20*time.Second, "the thawed leader to stop its run", func() bool { return !series(leader) })
+		stopped := time.Since(thawed)
+		b, _ := os.ReadFile(leader.p.logPath)
+		if !bytes.Contains(b, []byte("no longer leading")) {
+			t.Errorf("the thawed leader does not log that it no longer leads")
+		}
+		t.Logf("the thawed leader stopped its run %v after SIGCONT (it logged: a save refused %v, the lease lost %v)", stopped.Round(time.Millisecond),
+			bytes.Contains(b, []byte("another proxy runs the workflow now")), bytes.Contains(b, []byte("lost the lease of a workflow")))
+	}
 	var done move.Status
 	waitUntil(t, 120*time.Second, "the workflow to cut over", func() bool {
 		done = saved(next.web)
@@ -242,8 +283,20 @@ func TestProcessFleetLeaderRunsWorkflows(t *testing.T) {
 			t.Errorf("proxy %s, never the leader, ran the workflow", ms[i].p.addr)
 		}
 	}
-	t.Logf("reshard of %d rows asked of a follower; the leader %s had %d rows copied after %v and was killed (saved: %d);"+
+	// A follower does not take commands: it names the leader.
+	for i := range ms {
+		if &ms[i] != leader && &ms[i] != next {
+			if _, code, body := call(ms[i].web, "POST", "/admin/workflows/"+name+"/complete", nil); code != http.StatusConflict || !strings.Contains(body, "run by the fleet's leader "+nextID) {
+				t.Errorf("a command to a follower: %d %s", code, body)
+			}
+		}
+	}
+	what := "killed"
+	if freeze {
+		what = "frozen"
+	}
+	t.Logf("reshard of %d rows asked of a follower; the leader %s had %d rows copied after %v and was %s (saved: %d);"+
 		" %s elected %v later, ran the workflow %v after the kill, cut over %v after it (copy %.1f s in all, verify %.2f s, pause %.1f ms); rows copied %d",
-		rows, leaderID, before.State.RowsCopied, picked.Round(time.Millisecond), atKill.State.RowsCopied, nextID, elected.Round(time.Millisecond),
+		rows, leaderID, before.State.RowsCopied, picked.Round(time.Millisecond), what, atKill.State.RowsCopied, nextID, elected.Round(time.Millisecond),
 		resumed.Round(time.Millisecond), finished.Round(time.Millisecond), done.State.CopySeconds, done.State.VerifySeconds, done.State.PauseMillis, done.State.RowsCopied)
 }
