@@ -88,6 +88,10 @@ type Stmt struct {
 	// (SELECT ... INTO @v, @v := expr, LOAD DATA ... (@v));
 	// AssignedVars names them. Sticky is set too.
 	AssignsVars bool
+	// ReadsTrackers: the statement reads the session's value of a session
+	// state tracker (@@session_track_schema, ...), which is the client's,
+	// not its connection's (BindTrackers).
+	ReadsTrackers bool
 	// ReadsCounts: the statement names ROW_COUNT or FOUND_ROWS, whose
 	// values are the last statement's on the connection (BindCounts
 	// gives them the session's). Sticky is set too.
@@ -372,8 +376,16 @@ func (sc *stmtScanner) variable() {
 				sc.st.SetsGlobal = true
 			}
 		}
+		if IsTracker(strings.ToLower(name)) && !equalFoldASCII(s[vstart+2:start], "global.") {
+			sc.st.ReadsTrackers = true
+		}
 		if (equalFoldASCII(name, "last_insert_id") || equalFoldASCII(name, "identity")) && !sc.program {
 			sc.st.UsesLastInsertID = true // the connection's value, as LAST_INSERT_ID()
+		}
+		if equalFoldASCII(name, "pseudo_thread_id") && !sc.program {
+			// The connection's thread id, as CONNECTION_ID(): the session
+			// keeps the connection, so KILL of that id names it.
+			sc.st.Sticky, sc.st.ReadsHeld = true, true
 		}
 		if (equalFoldASCII(name, "warning_count") || equalFoldASCII(name, "error_count")) && !sc.program {
 			sc.st.Diagnostics = true

@@ -57,7 +57,7 @@ func (l *localStmts) evalKillID(expr, sql string) (uint64, error) {
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErSyntax {
-			err = serverParse(bc, sql)
+			err = serverParse(bc, sql, mysql.NewError(mysql.ErNotSupported, "KILL with a placeholder is not supported by shardgate: write the id in the statement"))
 		}
 		c.st.Release(bc, false, backend.Outcome{})
 		if bc.Broken() {
@@ -85,18 +85,18 @@ func (l *localStmts) evalKillID(expr, sql string) (uint64, error) {
 }
 
 // serverParse returns the server's error for the text sql, which the
-// server parses (PREPARE) without running it; when it parses, the
-// expression is one the proxy cannot evaluate alone (a placeholder of a
-// prepared KILL): 1235.
-func serverParse(bc *backend.Conn, sql string) error {
-	const name = "`shardgate_kill_check`"
+// server parses (PREPARE) without running it, and refused when it parses:
+// the text is then one the proxy does not run (a KILL whose expression it
+// cannot evaluate alone, a text with an executable comment).
+func serverParse(bc *backend.Conn, sql string, refused error) error {
+	const name = "`shardgate_parse_check`"
 	if _, err := bc.Exec("PREPARE " + name + " FROM " + mysql.QuoteString(sql, "")); err != nil {
 		return err
 	}
 	if _, err := bc.Exec("DEALLOCATE PREPARE " + name); err != nil {
 		return err
 	}
-	return mysql.NewError(mysql.ErNotSupported, "KILL with a placeholder is not supported by shardgate: write the id in the statement")
+	return refused
 }
 
 // killQueryID runs KILL [HARD | SOFT] QUERY ID n: n is a query id of one

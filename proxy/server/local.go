@@ -59,9 +59,10 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	case stmt.Keyword == "PREPARE" && h.immediate:
 		return false, nil // prepareFromExpr's: checked, the server runs it
 	case stmt.Keyword == "PREPARE":
-		// An executable comment anywhere, the statement's text included,
-		// is refused: the text prepared must be the text checked.
-		if router.HasExecutableComment(sql) {
+		// An executable comment in the statement (outside its literal,
+		// whose text sqlPrepare checks) is refused: the text prepared
+		// must be the text checked.
+		if stmt.Executable {
 			return true, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: prepare from a string literal, a user variable or an expression, without executable comments")
 		}
 		if _, ok := router.ParseSQLPrepare(sql, c.st.Mode()); !ok {
@@ -83,6 +84,9 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.ls.sqlPrepare(sql)
 	case stmt.Keyword == "SET" && !stmt.Effects:
+		if router.SetsTrackers(sql, c.st.Mode()) {
+			return true, h.ls.setTrackers(sql)
+		}
 		// A SET that takes a lock, advances a sequence or calls a stored
 		// function leaves more than variables: it runs on the session's
 		// own connection.
@@ -92,8 +96,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 		if cs, coll, ok := router.ParseSetNames(sql, c.st.Mode()); ok {
 			if id, ok := mysql.CollationByName(cs, coll); ok {
 				// The connections the session uses follow on next use.
-				c.st.SetNames(id)
-				return true, c.okStatus()
+				return true, h.ls.setNames(sql, id) // track.go
 			}
 		}
 	case stmt.Keyword == "USE":
@@ -163,6 +166,7 @@ func (l *localStmts) setTracked(sql string, vars []router.SetVar) error {
 		st.Keep()
 	}
 	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
+	st.NoteServerState(res.State, false)
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
 }
 

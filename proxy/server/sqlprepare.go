@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
 )
@@ -40,6 +41,9 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 			text = v
 		}
 		cls := router.Classify(text, h.c.st.Mode())
+		if cls.Executable {
+			return true, h.ls.prepareExecutable(text)
+		}
 		if err := h.allowed(text, &cls); err != nil {
 			return true, err
 		}
@@ -90,4 +94,26 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 		return true, err
 	}
 	return true, h.query(append([]byte{mysql.ComQuery}, inlined...))
+}
+
+// prepareExecutable answers PREPARE of a text with an executable comment
+// (/*! */, /*M! */), whose content the server may read otherwise than the
+// router: the text prepared must be the text checked, so the proxy does
+// not prepare it. The server parses it first, on the session's connection
+// to the default node, so a text it refuses (an unfinished comment) gets
+// its own syntax error, as directly.
+func (l *localStmts) prepareExecutable(text string) error {
+	h := l.h
+	c := h.c
+	node, _ := c.srv.rt().DefaultNode(c.user)
+	bc, err := c.st.Acquire(node, false)
+	if err != nil {
+		return err
+	}
+	err = serverParse(bc, text, mysql.NewError(mysql.ErNotSupported, "this form of PREPARE is not supported by shardgate: the text prepared holds an executable comment (/*! */), which the server may read otherwise than the proxy"))
+	c.st.Release(bc, false, backend.Outcome{})
+	if bc.Broken() {
+		return h.backendLost(bc)
+	}
+	return err
 }
