@@ -68,6 +68,20 @@ func (b *Budget) take(n int64) bool {
 	}
 }
 
+// Take reserves n bytes for memory held outside a Conn's packet buffer (a
+// prepared statement's long data); it reports false, reserving nothing,
+// when that would pass the limit (counted as refused).
+func (b *Budget) Take(n int64) bool {
+	if !b.take(n) {
+		b.refused.Add(1)
+		return false
+	}
+	return true
+}
+
+// Give returns n bytes Take reserved.
+func (b *Budget) Give(n int64) { b.give(n) }
+
 // give returns n bytes taken before.
 func (b *Budget) give(n int64) {
 	if n > 0 {

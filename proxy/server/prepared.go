@@ -400,18 +400,28 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
 		}
 		ps.HasLong[i] = true
-		if ps.LongSize < 0 || len(ps.Long[i])+len(p)-7 > c.srv.cfg().MaxAllowedPacket {
+		switch {
+		case ps.LongSize < 0:
+			return nil // already refused: the execution gets the error
+		case len(ps.Long[i])+len(p)-7 > c.srv.cfg().MaxAllowedPacket:
 			// max_allowed_packet bounds each parameter, as on MariaDB:
 			// the data is dropped; the execution gets the error, as the
 			// server reports it (no reply is due here).
-			ps.Long[i], ps.LongSize = nil, -1
+			s.clearLong(ps)
+			ps.Long, ps.HasLong, ps.LongSize = make([][]byte, ps.NParams), make([]bool, ps.NParams), -1
+			return nil
+		case !s.holdLong(len(p) - 7):
+			// The data of every session's statements counts against
+			// packet_memory_total, as packets being received do.
+			s.clearLong(ps)
+			ps.Long, ps.HasLong, ps.LongSize = make([][]byte, ps.NParams), make([]bool, ps.NParams), -2
 			return nil
 		}
 		ps.LongSize += len(p) - 7
 		ps.Long[i] = append(ps.Long[i], p[7:]...)
 		return nil
 	case mysql.ComStmtReset:
-		ps.ClearLong()
+		s.clearLong(ps)
 		if bc := s.cursorConn(ps); bc != nil {
 			// Closes the cursor there too.
 			s.pbuf = binary.LittleEndian.AppendUint32(append(s.pbuf[:0], mysql.ComStmtReset), ps.CursorID)

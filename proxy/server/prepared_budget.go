@@ -5,6 +5,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/session"
 )
 
 // What the session's prepared statements cost, and what gives it back.
@@ -36,6 +37,27 @@ type stmtBudget struct {
 	// LAST_STMT_ID, which Connector/J sends with a COM_STMT_EXECUTE or
 	// COM_STMT_BULK_EXECUTE pipelined after its prepare).
 	lastID uint32
+	// longHeld is the long data (COM_STMT_SEND_LONG_DATA) the session's
+	// statements hold for their next executions, taken from the server's
+	// packet_memory_total.
+	longHeld int64
+}
+
+// holdLong takes n bytes of long data from packet_memory_total; false
+// when it cannot hold them.
+func (s *stmtBudget) holdLong(n int) bool {
+	if !s.h.c.srv.packets.Take(int64(n)) {
+		return false
+	}
+	s.longHeld += int64(n)
+	return true
+}
+
+// clearLong forgets ps's long data and gives its memory back.
+func (s *stmtBudget) clearLong(ps *session.Stmt) {
+	n := int64(ps.ClearLong())
+	s.longHeld -= n
+	s.h.c.srv.packets.Give(n)
 }
 
 // lastStmtID is MariaDB's LAST_STMT_ID: the statement the last
@@ -130,6 +152,9 @@ func (s *stmtBudget) release(id uint32) {
 
 // close closes client statement id: on the servers, and in the session.
 func (s *stmtBudget) close(id uint32) {
+	if ps := s.h.c.st.Stmts.Get(id); ps != nil {
+		s.clearLong(ps)
+	}
 	s.release(id)
 	s.h.c.st.Stmts.Close(id)
 	s.sync()
@@ -147,6 +172,8 @@ func (s *stmtBudget) closeAll() {
 	}
 	s.h.c.srv.stmtsOpen.Add(-int64(s.held))
 	s.held = 0
+	s.h.c.srv.packets.Give(s.longHeld) // the statements' long data goes with them
+	s.longHeld = 0
 }
 
 // releaseAll gives back what a leaving client's session holds: its

@@ -60,7 +60,7 @@ func (b bulkRunner) run(p []byte) error {
 	if bk.Flags&mysql.BulkSendUnitResults != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "results per row of COM_STMT_BULK_EXECUTE (STMT_BULK_FLAG_SEND_UNIT_RESULTS) are not supported by shardgate")
 	}
-	ps.ClearLong()
+	b.s.clearLong(ps)
 	total, err := b.atomic(ps, bk.Rows)
 	if err != nil {
 		return err

@@ -19,11 +19,16 @@ import (
 func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	h, c := s.h, s.h.c
 	e := &s.exec
-	if ps.LongSize < 0 {
+	switch ps.LongSize {
+	case -1:
 		c.srv.longDataTooLarge.Add(1)
-		ps.ClearLong()
+		s.clearLong(ps)
 		return mysql.NewError(mysql.ErUnknownError, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes (%d)", c.srv.cfg().MaxAllowedPacket)
+	case -2:
+		s.clearLong(ps)
+		return mysql.NewError(mysql.ErOutOfResources, "Out of memory: the proxy holds its packet_memory_total for packets being received and long data (mysql_send_long_data) of prepared statements; try again later")
 	}
+	defer s.clearLong(ps) // long data serves one execution, as on MariaDB
 	if err := e.Parse(p, ps.NParams, ps.Types, ps.HasLong); err != nil {
 		return err
 	}
@@ -173,7 +178,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 		}
 		lits[i] = lit
 	}
-	ps.ClearLong()
+	s.clearLong(ps)
 	if mode := c.st.Mode(); ps.Offsets == nil || ps.OffsetsMode != uint8(mode) {
 		offs, err := router.MarkerOffsets(ps.SQL, mode)
 		if err != nil {
@@ -328,7 +333,6 @@ func (s *stmtHandler) cursorConn(ps *session.Stmt) *backend.Conn {
 // the backend statement, whose parameter i is the client's order[i] (i
 // when order is nil); MySQL keeps it only until the execution.
 func sendLongData(bc *backend.Conn, st *backend.Stmt, ps *session.Stmt, order []int) error {
-	defer ps.ClearLong()
 	for i := range ps.HasLong {
 		j := i
 		if order != nil {

@@ -42,7 +42,7 @@ type Stmt struct {
 	Types     []byte   // parameter types bound by the last execution
 	Long      [][]byte // COM_STMT_SEND_LONG_DATA per parameter, until the next execution
 	HasLong   []bool
-	LongSize  int // bytes of long data received since the last execution; -1 once a parameter's passed max_allowed_packet
+	LongSize  int // bytes of long data received since the last execution; -1 once a parameter's passed max_allowed_packet, -2 once packet_memory_total could not hold more
 	// Order maps the placeholders of the targets' restored SQL to the
 	// client's (router.PlaceholderOrder), nil when they are in the
 	// client's order; Ordered says it has been computed.
@@ -170,5 +170,10 @@ func (t *Stmts) Room() error {
 // SQL-level.
 func (t *Stmts) Len() int { return len(t.byID) + len(t.byName) }
 
-// ClearLong forgets the long data sent for the next execution.
-func (st *Stmt) ClearLong() { st.Long, st.HasLong, st.LongSize = nil, nil, 0 }
+// ClearLong forgets the long data sent for the next execution; it returns
+// the bytes it held.
+func (st *Stmt) ClearLong() (held int) {
+	held = max(st.LongSize, 0)
+	st.Long, st.HasLong, st.LongSize = nil, nil, 0
+	return held
+}
