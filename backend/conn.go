@@ -83,6 +83,10 @@ func (c *Conn) enableTracking() error {
 	return nil
 }
 
+// Retrack turns the connection's trackers back on after a statement of
+// a client's changed them (a SET of its own trackers).
+func (c *Conn) Retrack() error { return c.enableTracking() }
+
 // erUnknownSystemVariable is ER_UNKNOWN_SYSTEM_VARIABLE.
 const erUnknownSystemVariable = 1193
 

@@ -1,5 +1,7 @@
 package mysql
 
+import "encoding/binary"
+
 // Session state tracking (CLIENT_SESSION_TRACK). The proxy asks every
 // backend connection to report, in each OK packet, what a statement
 // changed in the session (system variables, the current schema, any other
@@ -81,4 +83,50 @@ func (c StateChange) Schema() (string, bool) {
 	r := reader{b: c.Data}
 	n := r.lenEncBytes()
 	return string(n), r.ok()
+}
+
+// AppendOKTracked appends an OK packet payload for a client with
+// CLIENT_SESSION_TRACK. With session state information (state: entries
+// as AppendStateChange writes them) the info string is always present,
+// length-encoded, the state follows and SERVER_SESSION_STATE_CHANGED is
+// set, as MariaDB writes it; without, it is AppendOK's packet.
+func AppendOKTracked(b []byte, header byte, ok OK, state []byte) []byte {
+	if len(state) == 0 {
+		ok.Status &^= StatusSessionStateChange
+		return AppendOK(b, header, ok)
+	}
+	ok.Status |= StatusSessionStateChange
+	b = append(b, header)
+	b = AppendLenEncInt(b, ok.AffectedRows)
+	b = AppendLenEncInt(b, ok.LastInsertID)
+	b = binary.LittleEndian.AppendUint16(b, ok.Status)
+	b = binary.LittleEndian.AppendUint16(b, ok.Warnings)
+	b = AppendLenEncString(b, ok.Info)
+	b = AppendLenEncInt(b, uint64(len(state)))
+	return append(b, state...)
+}
+
+// AppendStateChange appends one entry of session state information: its
+// type and its length-encoded payload.
+func AppendStateChange(b []byte, typ byte, data []byte) []byte {
+	b = append(b, typ)
+	b = AppendLenEncInt(b, uint64(len(data)))
+	return append(b, data...)
+}
+
+// AppendTrackedVariable appends a TrackSystemVariables entry.
+func AppendTrackedVariable(b []byte, name, value string) []byte {
+	d := AppendLenEncString(AppendLenEncString(nil, name), value)
+	return AppendStateChange(b, TrackSystemVariables, d)
+}
+
+// AppendTrackedSchema appends a TrackSchema entry.
+func AppendTrackedSchema(b []byte, name string) []byte {
+	return AppendStateChange(b, TrackSchema, AppendLenEncString(nil, name))
+}
+
+// AppendTrackedStateChange appends the TrackStateChange entry ("1": some
+// state changed).
+func AppendTrackedStateChange(b []byte) []byte {
+	return AppendStateChange(b, TrackStateChange, []byte{'1'})
 }

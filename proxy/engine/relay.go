@@ -280,10 +280,10 @@ func (rl *relayer) rows(bc *backend.Conn, r *backend.Outcome) error {
 
 // end reads the OK or EOF packet that ends a result (or the EOF after
 // column definitions), records in r what it says, including the session
-// state changes the server reports, and passes it on as a client without
-// CLIENT_SESSION_TRACK expects it: without the state information and
-// without SERVER_SESSION_STATE_CHANGED. A packet without a state change
-// goes out unchanged.
+// state changes the server reports, and passes it on with the state
+// information the client's own trackers report (StateWriter), or without
+// it and without SERVER_SESSION_STATE_CHANGED. A packet without a state
+// change goes out unchanged when there is nothing to report.
 func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 	p, err := bc.ReadPacket()
 	if err != nil {
@@ -306,15 +306,34 @@ func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 		if state != nil {
 			r.State = append(r.State[:0], state...)
 		}
-		ok.Status &^= mysql.StatusSessionStateChange
-		rl.ebuf = mysql.AppendOK(rl.ebuf[:0], p[0], ok)
+		rl.ebuf = mysql.AppendOKTracked(rl.ebuf[:0], p[0], ok, rl.clientState(state))
 		out = rl.ebuf
+	case len(p) > 0 && (p[0] == mysql.OKHeader || p[0] == mysql.EOFHeader):
+		// Something the proxy did for the statement may be due in its
+		// OK.
+		if st := rl.clientState(nil); st != nil {
+			ok, _, err := mysql.ParseOKTracked(p)
+			if err != nil {
+				return err
+			}
+			rl.ebuf = mysql.AppendOKTracked(rl.ebuf[:0], p[0], ok, st)
+			out = rl.ebuf
+		}
 	}
 	if rl.x.More != 0 {
 		out = rl.withStatus(out, rl.x.More)
 	}
 	if err := rl.x.w.Client().WritePacket(out); err != nil {
 		return &mysql.DstError{Err: err}
+	}
+	return nil
+}
+
+// clientState is the session state information the client gets in an
+// OK that passes on a backend's with information state (StateWriter).
+func (rl *relayer) clientState(state []byte) []byte {
+	if sw, ok := rl.x.w.(StateWriter); ok {
+		return sw.SessionState(state)
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ func (a auth) handshake(timeout time.Duration) error {
 	c.st = session.New(srv.nodeMap(), srv.cfg().TransactionMode == config.TransactionSingle, coll,
 		variant, c.caps&mysql.ClientMultiStatements != 0)
 	c.st.SetContext(c.ctx)
+	c.st.TrackClient(c.caps&mysql.ClientSessionTrack != 0)
 	c.st.SetKnobs(srv.knobs)
 	c.st.SetNodeSource(srv.nodeMap) // nodes a reload adds
 	clientPlugin := hr.AuthPlugin

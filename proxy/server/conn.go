@@ -367,7 +367,7 @@ func (c *conn) status() uint16 {
 
 func (c *conn) writeOK(ok mysql.OK) error {
 	ok.Status |= c.more
-	c.buf = mysql.AppendOK(c.buf[:0], mysql.OKHeader, ok)
+	c.buf = mysql.AppendOKTracked(c.buf[:0], mysql.OKHeader, ok, c.SessionState(nil))
 	return c.c.WritePacket(c.buf)
 }
 

@@ -30,6 +30,9 @@ func (h *handler) query(p []byte) error {
 		p = h.queryPacket(sql)
 	}
 	stmt := router.Classify(sql, st.Mode())
+	if stmt.ReadsTrackers {
+		sql, p = h.bindTrackers(sql, p) // track.go
+	}
 	if stmt.ReadsCounts {
 		sql, p = h.counts.bind(sql, &stmt, p)
 	}

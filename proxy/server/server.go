@@ -32,7 +32,8 @@ const serverCaps = mysql.ClientLongPassword | mysql.ClientFoundRows | mysql.Clie
 	mysql.ClientLocalFiles | mysql.ClientIgnoreSpace | mysql.ClientProtocol41 | mysql.ClientInteractive |
 	mysql.ClientIgnoreSigpipe | mysql.ClientTransactions | mysql.ClientReserved | mysql.ClientSecureConnection |
 	mysql.ClientMultiStatements | mysql.ClientMultiResults | mysql.ClientPSMultiResults | mysql.ClientPluginAuth |
-	mysql.ClientConnectAttrs | mysql.ClientPluginAuthLenencClientData | mysql.ClientDeprecateEOF
+	mysql.ClientConnectAttrs | mysql.ClientPluginAuthLenencClientData | mysql.ClientDeprecateEOF |
+	mysql.ClientSessionTrack // the client's own trackers: proxy/session/track.go
 
 // versionSuffix marks the proxy in the version string sent to clients.
 const versionSuffix = "-shardgate"

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/session"
+	"github.com/shardgate/shardgate/router"
+)
+
+// The client's own session state trackers (proxy/session/track.go): the
+// proxy learns them from the server's defaults before a tracking client's
+// first statement, answers a SET of them itself (the backend connections
+// keep every tracker on for the proxy), and puts what they report into
+// the OK packets it sends.
+
+// SessionState is the engine's Writer's: what the client's trackers
+// report in an OK packet (nil without CLIENT_SESSION_TRACK).
+func (c *conn) SessionState(backend []byte) []byte {
+	if c.st == nil || c.caps&mysql.ClientSessionTrack == 0 {
+		return nil
+	}
+	return c.st.ClientState(backend)
+}
+
+// loadTrackers reads the server's default trackers, a new session's, on
+// the default node.
+func (h *handler) loadTrackers() error {
+	c, st := h.c, h.c.st
+	node, _ := c.srv.rt().DefaultNode(c.user)
+	bc, err := st.Acquire(node, false)
+	if err != nil {
+		return err
+	}
+	res, err := bc.Exec(fmt.Sprintf(session.TrackersSQL, "GLOBAL"))
+	st.Release(bc, false, backend.Outcome{})
+	var se *mysql.SQLError
+	switch {
+	case errors.As(err, &se):
+		st.SetTrackers(session.Trackers{}) // a server without trackers
+		return nil
+	case err != nil:
+		if bc.Broken() {
+			return h.backendLost(bc)
+		}
+		return err
+	}
+	t, ok := session.Trackers{}, len(res.Rows) == 1
+	if ok {
+		t, ok = session.ParseTrackers(res.Rows[0])
+	}
+	if !ok {
+		return fmt.Errorf("reading the session state trackers: %d rows", len(res.Rows))
+	}
+	st.SetTrackers(t)
+	return nil
+}
+
+// bindTrackers gives a statement's reads of the session's trackers the
+// session's values (router.BindTrackers): the connection's are the
+// proxy's. A text it cannot read runs as written.
+func (h *handler) bindTrackers(sql string, p []byte) (string, []byte) {
+	st := h.c.st
+	if !st.TrackersKnown() && h.loadTrackers() != nil {
+		return sql, p
+	}
+	t := st.ClientTrackers()
+	bound, ok := router.BindTrackers(sql, st.Mode(), func(name string) string {
+		switch name {
+		case "session_track_schema":
+			return boolLiteral(t.Schema)
+		case "session_track_state_change":
+			return boolLiteral(t.StateChange)
+		case "session_track_transaction_info":
+			return mysql.QuoteString(t.TransactionInfo, "utf8mb3")
+		}
+		// In the character set of system variables' values.
+		return mysql.QuoteString(t.SystemVariables, "utf8mb3")
+	})
+	if !ok || bound == sql {
+		return sql, p
+	}
+	return bound, h.queryPacket(bound)
+}
+
+// boolLiteral is a boolean variable's value as the server reads it out.
+func boolLiteral(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
+}
+
+// setTrackers answers a SET of the client's trackers (router.SetsTrackers):
+// it runs on a pooled connection, whose answer (the server's error, or
+// what the new trackers report) is the client's; the values it left are
+// read back as the session's, and the connection's own trackers are put
+// back.
+func (l *localStmts) setTrackers(sql string) error {
+	h := l.h
+	c, st := h.c, h.c.st
+	if !st.TrackersKnown() {
+		if err := h.loadTrackers(); err != nil {
+			return err
+		}
+	}
+	node, _ := c.srv.rt().DefaultNode(c.user)
+	bc, err := st.AcquireOutsideTxn(node)
+	if err != nil {
+		return err
+	}
+	c.running.Store(bc)
+	// The connection gets the client's trackers first: the statement
+	// changes some of them, and what it reports is what the client's
+	// report.
+	t := st.ClientTrackers()
+	if t.TransactionInfo == "" {
+		t.TransactionInfo = "OFF"
+	}
+	_, err = bc.Exec("SET SESSION session_track_system_variables = " + mysql.QuoteString(t.SystemVariables, "") +
+		", session_track_schema = " + onOff(t.Schema) + ", session_track_state_change = " + onOff(t.StateChange) +
+		", session_track_transaction_info = " + t.TransactionInfo)
+	var res, back *backend.Result
+	if err == nil {
+		res, err = bc.Exec(sql)
+	}
+	if err == nil {
+		if back, err = bc.Exec(fmt.Sprintf(session.TrackersSQL, "SESSION")); err == nil && len(back.Rows) != 1 {
+			err = fmt.Errorf("reading the session state trackers back: %d rows", len(back.Rows))
+		}
+	}
+	if rerr := bc.Retrack(); rerr != nil && !bc.Broken() {
+		bc.MarkBroken() // its trackers are no longer the proxy's
+	}
+	c.running.Store(nil)
+	st.Release(bc, false, backend.Outcome{})
+	if err != nil {
+		var se *mysql.SQLError
+		if errors.As(err, &se) && !bc.Broken() {
+			return err
+		}
+		return h.backendLost(bc)
+	}
+	t, ok := session.ParseTrackers(back.Rows[0])
+	if !ok {
+		return fmt.Errorf("reading the session state trackers back: %d columns", len(back.Rows[0]))
+	}
+	st.SetTrackers(t)
+	st.NoteServerState(res.State, true) // the server had the client's trackers
+	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// noteNames notes, for the client's trackers, the character sets a SET
+// NAMES the proxy answered set (MariaDB reports these three, not
+// collation_connection; in this order when it tracks every variable, in
+// the order of the client's list otherwise).
+func noteNames(c *conn, coll byte) {
+	cs, ok := mysql.CollationByID(coll)
+	if !ok {
+		return
+	}
+	for _, name := range []string{"character_set_connection", "character_set_client", "character_set_results"} {
+		c.st.NoteVar(name, cs.Charset)
+	}
+}
+
+// onOff is a boolean variable's value in SQL.
+func onOff(on bool) string {
+	if on {
+		return "ON"
+	}
+	return "OFF"
+}
+
+// setNames answers SET NAMES for a client that tracks the character sets
+// it sets: on a pooled connection, whose report (the three character
+// sets, in the server's order) is the client's; otherwise the proxy only
+// records it (the connections follow on their next use).
+func (l *localStmts) setNames(sql string, id byte) error {
+	h := l.h
+	c, st := h.c, h.c.st
+	if !st.TracksVar("character_set_client", "character_set_connection", "character_set_results") {
+		st.SetNames(id)
+		noteNames(c, id)
+		return c.okStatus()
+	}
+	node, _ := c.srv.rt().DefaultNode(c.user)
+	bc, err := st.AcquireOutsideTxn(node)
+	if err != nil {
+		return err
+	}
+	c.running.Store(bc)
+	res, err := bc.Exec(sql)
+	c.running.Store(nil)
+	if err != nil {
+		st.Release(bc, false, backend.Outcome{})
+		var se *mysql.SQLError
+		if errors.As(err, &se) && !bc.Broken() {
+			return err
+		}
+		return h.backendLost(bc)
+	}
+	st.SetNames(id)
+	bc.Collation = id // what it has now, whoever gets it next
+	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
+	st.NoteServerState(res.State, false)
+	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
