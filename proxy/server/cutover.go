@@ -129,7 +129,8 @@ type fleetPause struct {
 }
 
 // announce tells the fleet that db.table is being cut over (FleetCutover),
-// waiting at most cutover_ack_wait for etcd. A failure is logged: the
+// waiting at most half cutover_ack_wait for etcd (an etcd that does not
+// answer must not take the pause's time). A failure is logged: the
 // cutover goes on, protected by the fence.
 func (w *workflows) announce(ctx context.Context, db, table string) *fleetPause {
 	fc := w.gates.fleet
@@ -142,7 +143,7 @@ func (w *workflows) announce(ctx context.Context, db, table string) *fleetPause 
 		hold = time.Until(d) + time.Second
 	}
 	t0 := time.Now()
-	actx, cancel := context.WithTimeout(ctx, o.CutoverAckWait)
+	actx, cancel := context.WithTimeout(ctx, o.CutoverAckWait/2)
 	defer cancel()
 	wait, end, err := fc(actx, db, table, hold)
 	if err != nil {
