@@ -65,6 +65,7 @@ var errorCodes = []struct {
 	{"ErXAERNota", 1397, ErXAERNota, "XAE04"},
 	{"ErXAERRmfail", 1399, ErXAERRmfail, "XAE07"},
 	{"ErXARBRollback", 1402, ErXARBRollback, "XA100"},
+	{"ErTooManyRows", 1172, ErTooManyRows, "42000"},
 }
 
 func TestErrorCodes(t *testing.T) {
