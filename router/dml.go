@@ -496,7 +496,7 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 	}
 	keyPos := slices.Index(names, r.key)
 	if keyPos < 0 {
-		return nil, notSupported("INSERT into sharded table %s must set its shard key %s: shardgate picks the subtable from it", r.table, r.key)
+		return nil, missingKey(r, x.Select != nil)
 	}
 	if err := st.link(); err != nil {
 		return nil, err

@@ -33,3 +33,20 @@ func (r *rule) span() string {
 	}
 	return r.key
 }
+
+// missingKey is the error of an INSERT into a sharded table whose column
+// list leaves out the shard key: it says what to do, which depends on the
+// rule (a sequence that fills the key would have filled it) and on the
+// form (INSERT ... SELECT takes no sequence values).
+func missingKey(r *rule, sel bool) error {
+	const head = "INSERT into sharded table %s must set its shard key %s: shardgate picks the subtable from it; "
+	switch {
+	case sel:
+		return notSupported(head+"name %s in the column list and select its value", r.table, r.key, r.key)
+	case r.seq != "":
+		return notSupported(head+"give %s a value in every row (the rule's sequence fills %s, not the shard key)", r.table, r.key, r.key, r.seq)
+	default:
+		return notSupported(head+"give %s a value in every row, or add `sequence: %s` to the rule of %s.%s in ks.yaml so that shardgate fills it from a global sequence, as AUTO_INCREMENT would",
+			r.table, r.key, r.key, r.key, r.db, r.table)
+	}
+}
