@@ -1,6 +1,6 @@
 // Package metrics is what the proxy counts and how it shows it: the
-// Prometheus registry (shardgate_* series only, no go_* or process_*
-// collectors), the per-statement counters and latency histograms, the query
+// Prometheus registry (the shardgate_* series beside the standard go_* and
+// process_* collectors), the per-statement counters and latency histograms, the query
 // digest, the per-second series of the status page, and the Stats snapshot
 // that /stats and the scrape both read.
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
@@ -86,9 +87,13 @@ func (m *Metrics) AddNodes(nodes ...string) {
 	m.backend.Store(&next)
 }
 
-// New registers the proxy's series in a registry of its own.
+// New registers the proxy's series in a registry of its own, beside the
+// standard Go runtime (go_*: goroutines, memory, GC) and process
+// (process_*: CPU, file descriptors, start time) collectors every
+// Prometheus user expects.
 func New(o Options) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), stop: make(chan struct{})}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	stmts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardgate_statements_total",
 		Help: "Client statements (COM_QUERY, COM_STMT_EXECUTE) by kind and by how they were routed."}, []string{"kind", "route"})
 	for k, kind := range stmtKinds {

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,12 +83,42 @@ func TestObserve(t *testing.T) {
 			t.Errorf("scrape lacks %s", want)
 		}
 	}
-	if strings.Contains(out, "go_goroutines") || strings.Contains(out, "process_") {
-		t.Errorf("the registry has the Go or process collectors:\n%s", out)
-	}
 	rows := m.Digest().Snapshot()
 	if len(rows) != 2 || rows[0].Count+rows[1].Count != 3 {
 		t.Fatalf("digest = %+v, want two shapes, three statements", rows)
+	}
+}
+
+// TestStandardCollectors: the Go runtime's and the process's series are
+// scraped beside the proxy's own, as every Prometheus user expects.
+func TestStandardCollectors(t *testing.T) {
+	out := scrape(t, newTest(t, 10))
+	for _, want := range []string{
+		"# TYPE go_goroutines gauge",
+		"# TYPE go_memstats_alloc_bytes gauge",
+		"# TYPE go_memstats_heap_inuse_bytes gauge",
+		"# TYPE go_gc_duration_seconds summary",
+		"# TYPE go_info gauge",
+		"# TYPE process_start_time_seconds gauge",
+		"# TYPE process_open_fds gauge",
+		"# TYPE process_resident_memory_bytes gauge",
+		"# TYPE process_cpu_seconds_total counter",
+		"# TYPE shardgate_statements_total counter",
+		"# TYPE shardgate_client_connections gauge",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	start := regexp.MustCompile(`(?m)^process_start_time_seconds (\S+)$`).FindStringSubmatch(out)
+	if start == nil {
+		t.Fatal("no process_start_time_seconds sample")
+	}
+	if v, err := strconv.ParseFloat(start[1], 64); err != nil || time.Since(time.Unix(int64(v), 0)) > time.Hour || v > float64(time.Now().Unix()+1) {
+		t.Errorf("process_start_time_seconds %s is not this process's start", start[1])
+	}
+	if !regexp.MustCompile(`(?m)^process_open_fds [1-9]`).MatchString(out) {
+		t.Error("process_open_fds is not positive")
 	}
 }
 
