@@ -62,7 +62,7 @@ func (c *Console) SQL(s Session, sql, keyword string) (res Result, handled bool,
 		return res, ok, err
 	}
 	if admin := c.cfg().AdminUser; admin == "" || s.User != admin {
-		return res, true, mysql.NewError(mysql.ErSpecificAccessDenied, "Access denied; you need to be the proxy's admin_user to run shardgate's admin SQL")
+		return res, true, c.notAdmin(admin)
 	}
 	vals := a.Values
 	switch a.Target {
@@ -80,6 +80,22 @@ func (c *Console) SQL(s Session, sql, keyword string) (res Result, handled bool,
 		}
 	}
 	return res, true, err
+}
+
+// notAdmin is the refusal of admin SQL to a user other than admin_user
+// (1227, as MariaDB refuses a statement that needs a privilege): it says
+// how to be allowed, naming the key and the file it is set in, and not
+// who the admin user is.
+func (c *Console) notAdmin(admin string) error {
+	file := "the proxy's configuration file (ks.yaml)"
+	if p := c.env.ConfigPath; p != "" {
+		file = p
+	}
+	const head = "Access denied; you need to be the proxy's admin_user to run shardgate's admin SQL"
+	if admin == "" {
+		return mysql.NewError(mysql.ErSpecificAccessDenied, head+", and none is set: add `admin_user: <name>` (a user of user_list) at the top level of %s, then reload it (SIGHUP or POST /admin/reload) or restart the proxy", file)
+	}
+	return mysql.NewError(mysql.ErSpecificAccessDenied, head+": connect as the user that admin_user names in %s", file)
 }
 
 func (c *Console) adminNode(s Session, v []string) (Result, error) {
