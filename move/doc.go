@@ -36,6 +36,13 @@
 //
 // The state of every workflow lives in the sidecar database (package
 // sidecar), so a restarted proxy resumes each from its last checkpoint.
+// One proxy runs a workflow at a time: the one holding its lease in the
+// sidecar, renewed while it runs. In a fleet only the leader runs
+// workflows (Manager.Follow, Manager.Lead), and the lease is claimed with
+// the leader's term, its election revision: a later term takes it at
+// once, an earlier one never again, and every save of a run's state is a
+// compare-and-set on the lease's owner and term (Store.SaveOwned), so a
+// deposed leader that has not noticed yet writes nothing.
 //
 // It is its own room because it is the one part of the proxy that writes
 // rows on its own account, over long spans, from several sources, and
