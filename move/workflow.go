@@ -115,9 +115,16 @@ func (m *Manager) Lead(ctx context.Context, id int64, prepare func(*Workflow)) {
 	m.mu.Unlock()
 	m.log.Info("leading the fleet's workflows", zap.Int64("term", id))
 	tick := time.NewTicker(pollInterval)
+	failing := false // logged once per outage of the sidecar
 	for tctx.Err() == nil {
-		if err := m.resume(t, prepare); err != nil && tctx.Err() == nil {
-			m.log.Warn("cannot read the workflows from the sidecar; trying again", zap.Error(err))
+		err := m.resume(t, prepare)
+		switch {
+		case err != nil && !failing && tctx.Err() == nil:
+			m.log.Warn("cannot read the workflows from the sidecar; trying again every second", zap.Error(err))
+			failing = true
+		case err == nil && failing:
+			m.log.Info("the sidecar answers again: the fleet's workflows run")
+			failing = false
 		}
 		select {
 		case <-tctx.Done():
