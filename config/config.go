@@ -659,7 +659,7 @@ func Parse(data []byte) (*Config, error) {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			// A syntax error: nothing decoded can be trusted.
-			return nil, &Error{Problems: []Problem{syntaxProblem(err)}}
+			return nil, &Error{Problems: []Problem{syntaxProblem(data, err)}}
 		}
 		for _, msg := range te.Errors {
 			problems = append(problems, pos.decodeProblem(msg))

@@ -337,9 +337,9 @@ func TestProblems(t *testing.T) {
 		// Decoding.
 		{"unknown key", base + "bogus: 1\n", []Problem{{"bogus", 14, `unknown key "bogus"`}}},
 		{"unknown nested key", edit("  master: 127.0.0.1:3307\n", "  master: 127.0.0.1:3307\n  mastr: x\n"),
-			[]Problem{{"nodes[1].mastr", 10, `unknown key "mastr"`}}},
+			[]Problem{{"nodes[1].mastr", 10, `unknown key "mastr" (did you mean "master"?)`}}},
 		{"unknown extension key", base + "backend:\n  dial_timeot: 1s\n",
-			[]Problem{{"backend.dial_timeot", 15, `unknown key "dial_timeot"`}}},
+			[]Problem{{"backend.dial_timeot", 15, `unknown key "dial_timeot" (did you mean "dial_timeout"?)`}}},
 		{"repeated key", base + "addr: 127.0.0.1:1\n", []Problem{{"addr", 14, `key "addr" is repeated`}}},
 		{"type error", edit("  master: 127.0.0.1:3306\n", "  master: 127.0.0.1:3306\n  max_conns_limit: lots\n"),
 			[]Problem{{"nodes[0].max_conns_limit", 8, `cannot use "lots" as an integer`}}},

@@ -106,7 +106,7 @@ func (p *positions) pathAt(line int, name string) string {
 
 var (
 	lineRE       = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	notFoundRE   = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	notFoundRE   = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
 	fieldSetRE   = regexp.MustCompile(`^field (\S+) already set in type \S+$`)
 	keySetRE     = regexp.MustCompile(`^key "(.*)" already set in map$`)
 	cannotDecRE  = regexp.MustCompile("^cannot unmarshal (\\S+)(?: `(.*)`)? into (\\S+)$")
@@ -133,7 +133,7 @@ func (p *positions) decodeProblem(msg string) Problem {
 	line, _ := strconv.Atoi(m[1])
 	rest := m[2]
 	if s := notFoundRE.FindStringSubmatch(rest); s != nil {
-		return Problem{Path: p.pathAt(line, s[1]), Line: line, Msg: fmt.Sprintf("unknown key %q", s[1])}
+		return Problem{Path: p.pathAt(line, s[1]), Line: line, Msg: fmt.Sprintf("unknown key %q%s", s[1], didYouMean(s[1], knownKeys(s[2])))}
 	}
 	if s := fieldSetRE.FindStringSubmatch(rest); s != nil {
 		return Problem{Path: p.pathAt(line, s[1]), Line: line, Msg: fmt.Sprintf("key %q is repeated", s[1])}
@@ -214,14 +214,91 @@ func (p *positions) durationProblems() []Problem {
 }
 
 // syntaxProblem turns a yaml.v2 syntax error ("yaml: line 3: mapping values
-// are not allowed in this context") into a Problem.
-func syntaxProblem(err error) Problem {
-	msg := err.Error()
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Problem{Line: line, Msg: "invalid YAML: " + m[2]}
+// are not allowed in this context") in data into a Problem on the line of
+// the mistake. yaml.v2 reports the line of the token the parser stopped at,
+// counted from 0 for parser errors (the line before) and, for a key
+// without its colon, after the comments and blank lines that follow it;
+// yaml.v3 reports where the construct began (the key, the quote, the
+// bracket), counted from 0 for parser errors too. Each message is raised in
+// one place of libyaml, so it says which line is right; a line that is
+// blank, a comment or past the end is then moved back to the line with
+// content before it, where the mistake is.
+func syntaxProblem(data []byte, err error) Problem {
+	line, msg, ok := yamlError(err)
+	if !ok {
+		return Problem{Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	return Problem{Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	var doc yaml3.Node
+	line3, msg3, ok3 := yamlError(yaml3.Unmarshal(data, &doc))
+	same := ok3 && msg3 == msg && line3 > 0
+	switch {
+	case (msg == "did not find expected ',' or ']'" || msg == "did not find expected ',' or '}'") && same:
+		line = line3 + 1 // the bracket never closed
+	case parserErrors[msg]:
+		line++
+	case same && !parserErrors[msg3]:
+		line = line3 // a scanner error: where its token began
+	}
+	return Problem{Line: contentLine(data, line), Msg: "invalid YAML: " + msg + syntaxHint(msg)}
+}
+
+// parserErrors are libyaml's parser (not scanner) messages, whose lines
+// yaml.v2 and yaml.v3 count from 0.
+var parserErrors = map[string]bool{
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected key":              true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+}
+
+// syntaxHint says what usually causes msg.
+func syntaxHint(msg string) string {
+	switch msg {
+	case "could not find expected ':'":
+		return " (write a key as key: value, with a space after the colon)"
+	case "did not find expected key", "did not find expected '-' indicator":
+		return " (check this line's indentation: it must line up with the keys of its block)"
+	case "found character that cannot start any token":
+		return " (indent with spaces, not tabs; quote values that start with @ or `)"
+	case "mapping values are not allowed in this context":
+		return " (quote a value that holds \": \")"
+	}
+	return ""
+}
+
+// yamlError splits a yaml library error into its line and message; ok is
+// false for nil and for errors of another shape.
+func yamlError(err error) (line int, msg string, ok bool) {
+	if err == nil {
+		return 0, "", false
+	}
+	s := err.Error()
+	if m := lineRE.FindStringSubmatch(s); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		return line, m[2], true
+	}
+	if rest, found := strings.CutPrefix(s, "yaml: "); found && !strings.Contains(rest, "\n") {
+		return 0, rest, true
+	}
+	return 0, "", false
+}
+
+// contentLine returns line, or when line is blank, a comment or past the end
+// of data, the nearest line before it that holds YAML (0 when none does).
+func contentLine(data []byte, line int) int {
+	lines := strings.Split(string(data), "\n")
+	if line > len(lines) {
+		line = len(lines)
+	}
+	for ; line > 0; line-- {
+		t := strings.TrimSpace(lines[line-1])
+		if t != "" && !strings.HasPrefix(t, "#") {
+			return line
+		}
+	}
+	return 0
 }
 
 // coveredBy reports whether path is at or under the path of one of problems,

@@ -135,11 +135,29 @@ func (c *Config) validateGlobals(v *validator) {
 	if c.DigestSize < 0 || c.DigestSize > 10_000_000 {
 		v.add("digest_size", "%d is out of range 0..10000000", c.DigestSize)
 	}
-	if m := c.Move; m.CutoverTimeout < 0 || m.CopyWorkers < 0 || m.CopyWorkers > 256 || m.BatchRows < 0 || m.BatchRows > 100000 || m.ApplyWorkers < 0 || m.ApplyWorkers > 256 || m.ThrottleLatency < 0 {
-		v.add("move", "cutover_timeout must be positive, copy_workers and apply_workers 1..256, batch_rows 1..100000, throttle_latency 0 or more (0 or absent: the default)")
+	// Each move key on its own path; 0 or absent is the default.
+	m := c.Move
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{
+		{"cutover_timeout", m.CutoverTimeout}, {"throttle_latency", m.ThrottleLatency},
+		{"cutover_ack_wait", m.CutoverAckWait}, {"buffer_window", m.BufferWindow},
+	} {
+		if d.val < 0 {
+			v.add(joinKey("move", d.key), "%v is negative; use a positive duration, or 0 for the default", d.val)
+		}
 	}
-	if m := c.Move; m.CutoverAckWait < 0 || m.BufferWindow < 0 || m.BufferSize < 0 || m.BufferSize > 1_000_000 {
-		v.add("move", "cutover_ack_wait and buffer_window must be positive, buffer_size 1..1000000 (0 or absent: the default)")
+	for _, n := range []struct {
+		key      string
+		val, max int
+	}{
+		{"copy_workers", m.CopyWorkers, 256}, {"apply_workers", m.ApplyWorkers, 256},
+		{"batch_rows", m.BatchRows, 100000}, {"buffer_size", m.BufferSize, 1_000_000},
+	} {
+		if n.val < 0 || n.val > n.max {
+			v.add(joinKey("move", n.key), "%d is out of range 1..%d (0 or absent: the default)", n.val, n.max)
+		}
 	}
 	for _, e := range splitList(c.AllowIPs) {
 		if _, err := parseAllowEntry(e); err != nil {
@@ -271,6 +289,17 @@ func (c *Config) validateSchemas(v *validator) {
 // validateRule checks one shard rule at path. rules maps "db.table" to the
 // index of the rule that first claimed it.
 func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNodes string, inSchema map[string]bool, rules map[string]int, k int) {
+	// The type first: what else a rule needs depends on it, so with a
+	// type that is missing or misspelt those checks would only list knock-on
+	// problems (a global table's key, a hash rule's generation) before the
+	// cause. They are left out until the type is right.
+	typeOK := slices.Contains(shardTypes, r.Type)
+	switch {
+	case r.Type == "":
+		v.add(joinKey(path, "type"), "required: one of %s", strings.Join(shardTypes, ", "))
+	case !typeOK:
+		v.add(joinKey(path, "type"), "unknown type %q%s; use %s", r.Type, didYouMean(r.Type, shardTypes), strings.Join(shardTypes, ", "))
+	}
 	if r.DB == "" {
 		v.add(joinKey(path, "db"), "required")
 	}
@@ -285,7 +314,7 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 			rules[qualified] = k
 		}
 	}
-	if r.Key == "" && r.Type != "global" {
+	if r.Key == "" && r.Type != "global" && typeOK {
 		v.add(joinKey(path, "key"), "required: the sharding column")
 	}
 
@@ -306,6 +335,7 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 	}
 
 	switch {
+	case !typeOK:
 	case r.Sequence != "" && r.Type == "global":
 		v.add(joinKey(path, "sequence"), "not allowed for type global: a global table's copies take ids from its own AUTO_INCREMENT")
 	case r.Sequence != "" && !identRE.MatchString(r.Sequence):
@@ -320,7 +350,7 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 
 	if r.Generation < 0 || r.Generation > 9999 {
 		v.add(joinKey(path, "generation"), "%d is out of range 0..9999", r.Generation)
-	} else if r.Generation > 0 && r.Type != "hash" && r.Type != "range" {
+	} else if r.Generation > 0 && r.Type != "hash" && r.Type != "range" && typeOK {
 		v.add(joinKey(path, "generation"), "only hash and range rules have generations")
 	}
 	switch r.Type {
@@ -342,10 +372,6 @@ func (c *Config) validateRule(v *validator, path string, r *ShardRule, schemaNod
 		if len(r.DateRange) > 0 {
 			v.add(joinKey(path, "date_range"), "not allowed for type global")
 		}
-	case "":
-		v.add(joinKey(path, "type"), "required: one of %s", strings.Join(shardTypes, ", "))
-	default:
-		v.add(joinKey(path, "type"), "unknown type %q; use %s", r.Type, strings.Join(shardTypes, ", "))
 	}
 }
 
@@ -484,8 +510,11 @@ func (c *Config) validateExtensions(v *validator) {
 			v.add(fmt.Sprintf("schema_list[%d].transaction_mode", i), "must be %q, %q or %q, got %q", TransactionMulti, TransactionSingle, TransactionXA, m)
 		}
 	}
-	if c.XA.RecoveryInterval < 0 || c.XA.Lease < 0 {
-		v.add("xa", "recovery_interval and lease must not be negative")
+	if c.XA.RecoveryInterval < 0 {
+		v.add("xa.recovery_interval", "%v is negative", c.XA.RecoveryInterval)
+	}
+	if c.XA.Lease < 0 {
+		v.add("xa.lease", "%v is negative", c.XA.Lease)
 	}
 	for i, k := range c.DenyStatements {
 		if !slices.Contains(DenyKinds, k) {
