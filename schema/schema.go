@@ -239,3 +239,33 @@ func describe(c Column) string {
 	}
 	return s
 }
+
+// Members returns the members of an ENUM or SET column in order, as its
+// COLUMN_TYPE lists them (enum('a','it''s')); nil for other types.
+func (c *Column) Members() []string {
+	dt := c.DataType()
+	if dt != "enum" && dt != "set" {
+		return nil
+	}
+	s := c.Type[strings.IndexByte(c.Type, '(')+1:]
+	var out []string
+	for len(s) > 0 && s[0] == '\'' {
+		var b strings.Builder
+		i := 1
+		for i < len(s) {
+			if s[i] == '\'' {
+				if i+1 < len(s) && s[i+1] == '\'' {
+					b.WriteByte('\'')
+					i += 2
+					continue
+				}
+				break
+			}
+			b.WriteByte(s[i])
+			i++
+		}
+		out = append(out, b.String())
+		s = strings.TrimLeft(s[min(i+1, len(s)):], ",")
+	}
+	return out
+}

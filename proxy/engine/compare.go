@@ -402,6 +402,9 @@ type columns struct {
 	// divPrec is the session's div_precision_increment: the decimals a
 	// division (and AVG) adds to its dividend's.
 	divPrec int
+	// members are the members of the ENUM and SET columns, by column, as
+	// the tables' definitions give them (nil: not known).
+	members [][]string
 }
 
 func newColumns(defs []*mysql.Column) *columns {

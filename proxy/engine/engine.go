@@ -88,6 +88,8 @@ type Engine struct {
 	// mergeTotalLimit (merge_memory_total).
 	mergeTotal      atomic.Int64
 	mergeTotalLimit int64
+	// members returns the members of an ENUM or SET column (SetMembers).
+	members func(db, table, column string) []string
 }
 
 // New returns an engine over nodes; mergeLimit bounds the bytes of rows
@@ -100,6 +102,14 @@ func New(nodes map[string]*backend.Node, mergeLimit, mergeTotalLimit int64) *Eng
 // (never changed once returned) instead of the map given to New: nodes
 // may be added while it runs. Call it before the engine is used.
 func (e *Engine) SetNodeSource(source func() map[string]*backend.Node) { e.source = source }
+
+// SetMembers gives the engine the members of ENUM and SET columns, which
+// a cross-shard HAVING needs to use their values as numbers (MariaDB
+// uses the member's index): members returns them in order for column
+// column of logical table db.table, nil when it does not know them.
+func (e *Engine) SetMembers(members func(db, table, column string) []string) {
+	e.members = members
+}
 
 // node returns the node named name (nil when there is none).
 func (e *Engine) node(name string) *backend.Node {

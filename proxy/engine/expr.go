@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"math/big"
+	"strconv"
+	"strings"
 
 	"github.com/shardgate/shardgate/mysql"
 	"github.com/shardgate/shardgate/router"
@@ -30,8 +32,11 @@ type exprValue struct {
 	// to the whole expression, except past what AND and OR do not
 	// evaluate.
 	err error
-	// enum marks an ENUM or SET column's value.
-	enum bool
+	// enum marks an ENUM or SET column's value; enumNum is its number
+	// (the member's index, the members' bit mask) when the table's
+	// definition gave the members, nil otherwise.
+	enum    bool
+	enumNum []byte
 	// uns marks an unsigned integer that is not a column's (a literal
 	// past BIGINT, arithmetic on an unsigned operand).
 	uns bool
@@ -195,12 +200,34 @@ func toDouble(v exprValue) float64 {
 }
 
 // asBool is v in boolean context: an ENUM or SET value there is its
-// number, which the merge does not know.
+// number.
 func asBool(v exprValue) exprValue {
 	if v.enum && !v.null {
-		return exprValue{err: errEnumNumber()}
+		return v.number()
 	}
 	return v
+}
+
+// number is an ENUM or SET value in numeric context: its number, or the
+// statement's error when the members are not known.
+func (v exprValue) number() exprValue {
+	if !v.enum {
+		return v
+	}
+	if v.enumNum == nil {
+		return exprValue{err: errEnumNumber()}
+	}
+	return exprValue{text: v.enumNum, kind: cmpUnsigned}
+}
+
+// numbers is a and b compared or computed as numbers: ENUM and SET values
+// as their numbers (err set when one is not known).
+func numbers(a, b exprValue) (exprValue, exprValue, error) {
+	a, b = a.number(), b.number()
+	if a.err != nil {
+		return a, b, a.err
+	}
+	return a, b, b.err
 }
 
 // enumAsNumber reports whether comparing a with b compares an ENUM or
@@ -224,8 +251,8 @@ func (c *columns) having(e *router.Expr, row [][]byte) (bool, error) {
 	if v.err != nil {
 		return false, v.err
 	}
-	if v.enum {
-		return false, errEnumNumber()
+	if v = asBool(v); v.err != nil {
+		return false, v.err
 	}
 	return truthy(v), nil
 }
@@ -281,8 +308,35 @@ func (c *columns) column(i int, row [][]byte) exprValue {
 		return exprNull
 	}
 	d := c.defs[i]
-	return exprValue{text: v, kind: c.kinds[i], enum: d.Flags&(mysql.FlagEnum|mysql.FlagSet) != 0,
+	ev := exprValue{text: v, kind: c.kinds[i], enum: d.Flags&(mysql.FlagEnum|mysql.FlagSet) != 0,
 		scale: min(int(d.Decimals), maxDecimalScale)}
+	if ev.enum && i < len(c.members) && c.members[i] != nil {
+		ev.enumNum = memberNumber(c.members[i], v, d.Flags&mysql.FlagSet != 0)
+	}
+	return ev
+}
+
+// memberNumber is the number MariaDB gives an ENUM value (its member's
+// index from 1; 0 for the empty error value) or a SET value (the bits of
+// its members), from the column's members.
+func memberNumber(members []string, v []byte, set bool) []byte {
+	if !set {
+		for k, m := range members {
+			if m == string(v) {
+				return strconv.AppendInt(nil, int64(k+1), 10)
+			}
+		}
+		return []byte("0")
+	}
+	var bits uint64
+	for part := range strings.SplitSeq(string(v), ",") {
+		for k, m := range members {
+			if m == part && k < 64 {
+				bits |= 1 << k
+			}
+		}
+	}
+	return strconv.AppendUint(nil, bits, 10)
 }
 
 // evalAnd owns AND's three-valued logic and its short circuit.
@@ -343,8 +397,9 @@ func (c *columns) evalBinary(e *router.Expr, row [][]byte) exprValue {
 		if a.null || b.null {
 			return exprNull
 		}
-		if a.enum || b.enum {
-			return exprValue{err: errEnumNumber()}
+		a, b, err := numbers(a, b)
+		if err != nil {
+			return exprValue{err: err}
 		}
 		return arith(e.Op, a, b, c.divPrec)
 	case router.OpNullEQ:
@@ -352,7 +407,10 @@ func (c *columns) evalBinary(e *router.Expr, row [][]byte) exprValue {
 			return boolValue(a.null && b.null)
 		}
 		if enumAsNumber(a, b) {
-			return exprValue{err: errEnumNumber()}
+			var err error
+			if a, b, err = numbers(a, b); err != nil {
+				return exprValue{err: err}
+			}
 		}
 		return boolValue(compareExpr(a, b) == 0)
 	}
@@ -360,7 +418,10 @@ func (c *columns) evalBinary(e *router.Expr, row [][]byte) exprValue {
 		return exprNull
 	}
 	if enumAsNumber(a, b) {
-		return exprValue{err: errEnumNumber()}
+		var err error
+		if a, b, err = numbers(a, b); err != nil {
+			return exprValue{err: err}
+		}
 	}
 	return compareResult(e.Op, compareExpr(a, b))
 }
@@ -527,7 +588,9 @@ func between(v, lo, hi exprValue) exprValue {
 		cls = aggClass(class(v), class(hi))
 	}
 	if cls != numNone && (v.enum || lo.enum || hi.enum) {
-		return exprValue{err: errEnumNumber()}
+		if v, lo, hi = v.number(), lo.number(), hi.number(); v.err != nil || lo.err != nil || hi.err != nil {
+			return exprValue{err: errEnumNumber()}
+		}
 	}
 	cmp := func(x, y exprValue) int {
 		switch cls {

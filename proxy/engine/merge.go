@@ -168,6 +168,7 @@ func (mg *merger) open(plan *router.Plan) error {
 		return err
 	}
 	mg.m = m
+	mg.members()
 	return nil
 }
 
@@ -311,6 +312,27 @@ func (mg *merger) readHeader(s *stream) error {
 		}
 	}
 	return nil
+}
+
+// members gives a HAVING the members of the ENUM and SET columns it may
+// use as numbers (Engine.SetMembers).
+func (mg *merger) members() {
+	if mg.m.Having == nil || mg.x.eng.members == nil {
+		return
+	}
+	for i, d := range mg.cols.defs {
+		if d.Flags&(mysql.FlagEnum|mysql.FlagSet) == 0 || d.OrgName == "" {
+			continue
+		}
+		if mg.cols.members == nil {
+			mg.cols.members = make([][]string, len(mg.cols.defs))
+		}
+		table := d.OrgTable
+		if l, ok := LogicalName(mg.x.tables, []byte(table)); ok {
+			table = l
+		}
+		mg.cols.members[i] = mg.x.eng.members(d.Schema, table, d.OrgName)
+	}
 }
 
 // buffer reads all of a stream's rows into memory so its connection is

@@ -100,6 +100,21 @@ func (t *tables) info(key schema.Key) (router.TableInfo, bool) {
 	return ti, ok
 }
 
+// members returns the members of ENUM or SET column column of logical
+// table db.table, from its definition (nil when not known): the merge's
+// HAVING uses them as numbers, as MariaDB does.
+func (t *tables) members(db, table, column string) []string {
+	tbl := t.catalog.Table(db, table)
+	if tbl == nil {
+		return nil
+	}
+	i, ok := tbl.Column(column)
+	if !ok {
+		return nil
+	}
+	return tbl.Columns[i].Members()
+}
+
 // infoList lists the tables with rules.
 func (t *tables) infoList() []router.TableInfo {
 	t.mu.Lock()

@@ -194,6 +194,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.engine.SetNodeSource(s.nodeMap)
 	s.engine.SetFallbackLimits(cfg.FallbackMaxRows, cfg.FallbackMaxBytes, cfg.FallbackMaxTime)
 	s.tables = newTables(s)
+	s.engine.SetMembers(s.tables.members)
 	s.liveConfig.rulesAdded = s.tables.addRules
 	s.deadlock = startDetector(cfg, s.log) // deadlock.go
 	if cfg.UsesXA() {
