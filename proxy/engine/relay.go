@@ -293,7 +293,7 @@ func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 	out := p
 	switch {
 	case len(p) == 5 && p[0] == mysql.EOFHeader:
-		if r.Status&mysql.StatusSessionStateChange != 0 {
+		if r.Status&mysql.StatusSessionStateChange != 0 && !rl.eofState() {
 			rl.ebuf = mysql.AppendEOF(rl.ebuf[:0], r.Warnings, r.Status&^mysql.StatusSessionStateChange)
 			out = rl.ebuf
 		}
@@ -327,6 +327,23 @@ func (rl *relayer) end(bc *backend.Conn, r *backend.Outcome) error {
 		return &mysql.DstError{Err: err}
 	}
 	return nil
+}
+
+// eofState reports whether the client keeps SERVER_SESSION_STATE_CHANGED
+// in an EOF, which carries no information (EOFStateWriter).
+func (rl *relayer) eofState() bool {
+	ew, ok := rl.x.w.(EOFStateWriter)
+	return ok && ew.EOFState()
+}
+
+// EOFStateWriter is a Writer whose client is told of a change of session
+// state in an EOF packet (SERVER_SESSION_STATE_CHANGED, without the
+// information an EOF cannot carry) when its trackers would have seen the
+// change the server reports there; EOFState says whether they would
+// (MariaDB sets it in the EOF of a result set that changed the
+// transaction's state, for a client tracking it).
+type EOFStateWriter interface {
+	EOFState() bool
 }
 
 // clientState is the session state information the client gets in an

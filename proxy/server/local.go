@@ -32,7 +32,7 @@ func (l *localStmts) trackedSet(sql string) bool {
 	if router.HasExecutableComment(sql) {
 		return false
 	}
-	if _, ok := router.ParseSet(sql, mode); ok {
+	if _, ok := router.ParseSet(sql, mode); ok || router.SetsTrackers(sql, mode) {
 		return true
 	}
 	if cs, coll, ok := router.ParseSetNames(sql, mode); ok {
@@ -236,6 +236,7 @@ func (l *localStmts) txnStatement(sql string, stmt *router.Stmt) (handled bool, 
 		sql = router.InlineExecutable(sql, h.defaultVersion())
 	}
 	txn := router.ParseTxn(sql)
+	was := st.InTxn()
 	switch txn.Verb {
 	case router.TxnNone:
 		// Not a form the proxy composes: the server answers it (its
@@ -281,5 +282,6 @@ func (l *localStmts) txnStatement(sql string, stmt *router.Stmt) (handled bool, 
 	if err != nil {
 		return true, h.settle(err)
 	}
+	noteTxn(st, was, txn.Verb == router.TxnBegin || txn.Chain) // track.go
 	return true, h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -112,6 +113,12 @@ func TestSessionTrackClient(t *testing.T) {
 		trackQuery("SET session_track_system_variables = NULL"),
 		trackQuery("SET session_track_system_variables = 'no_such_variable'"),
 		trackValues("SELECT @@session_track_system_variables, @@session_track_transaction_info"),
+		trackQuery("BEGIN"),
+		trackQuery("SELECT 1"),
+		trackQuery("COMMIT"),
+		trackQuery("START TRANSACTION"),
+		trackQuery("ROLLBACK"),
+		trackQuery("COMMIT"),
 		trackQuery("SET session_track_system_variables = DEFAULT, session_track_schema = DEFAULT, session_track_state_change = DEFAULT, session_track_transaction_info = DEFAULT"),
 		trackValues("SELECT @@session.session_track_system_variables, @@global.session_track_system_variables"),
 		trackQuery("SET NAMES latin1"),
@@ -148,6 +155,40 @@ func TestSessionTrackClient(t *testing.T) {
 			want := d.response(false)
 			pr.command(c.cmd)
 			sameTracked(t, c, pr.response(false), want)
+		}
+	})
+	// Prepared statements (the binary protocol): what their execution
+	// changes is reported as for a text statement.
+	t.Run("prepared", func(t *testing.T) {
+		d, pr := rawPair(t, s, p, "track_a", rawCaps|mysql.ClientSessionTrack)
+		for _, q := range []string{
+			"SET time_zone = '+06:00'",
+			"SET NAMES utf8",
+			"SET @@session.session_track_system_variables = 'time_zone,sql_mode'",
+			"SET session_track_state_change = ON",
+			"SET sql_mode = 'ANSI_QUOTES'",
+			"SET time_zone = '+07:00'",
+			"SET @w = 3",
+			"SELECT @@session_track_system_variables",
+			"SET session_track_system_variables = DEFAULT, session_track_state_change = DEFAULT",
+			"SET sql_mode = DEFAULT, time_zone = DEFAULT",
+		} {
+			exec := func(r *rawConn) [][]byte {
+				id, out := r.prepare(q)
+				if id == 0 {
+					return out
+				}
+				b := binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id)
+				b = append(b, 0, 1, 0, 0, 0)
+				r.command(b)
+				out = r.response(false)
+				r.command(binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtClose}, id))
+				return out
+			}
+			c := trackQuery(q)
+			c.values = true
+			want := exec(d)
+			sameTracked(t, c, exec(pr), want)
 		}
 	})
 }

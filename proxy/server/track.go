@@ -25,6 +25,13 @@ func (c *conn) SessionState(backend []byte) []byte {
 	return c.st.ClientState(backend)
 }
 
+// EOFState is the engine's EOFStateWriter's: the client tracks the
+// transaction's state, whose changes are what the server reports in an
+// EOF.
+func (c *conn) EOFState() bool {
+	return c.st != nil && c.caps&mysql.ClientSessionTrack != 0 && c.st.TracksTxnState()
+}
+
 // loadTrackers reads the server's default trackers, a new session's, on
 // the default node.
 func (h *handler) loadTrackers() error {
@@ -207,4 +214,18 @@ func (l *localStmts) setNames(sql string, id byte) error {
 	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
 	st.NoteServerState(res.State, false)
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// noteTxn notes, for a client that tracks the transaction's state, what
+// a transaction control statement the proxy answered left: MariaDB's
+// state string once a transaction is open explicitly ("T_______"), and
+// again after it ended. was is whether one was open before; begun is
+// whether the statement began one.
+func noteTxn(st *session.State, was, begun bool) {
+	switch now := st.InTxn(); {
+	case now && (begun || !was):
+		st.NoteTxnState("T_______")
+	case !now && was:
+		st.NoteTxnState("________")
+	}
 }

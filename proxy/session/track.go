@@ -130,6 +130,22 @@ func (s *State) NoteSchema(db string) {
 	s.NoteStateChange()
 }
 
+// TracksTxnState reports whether the client tracks the transaction's
+// state (session_track_transaction_info STATE or CHARACTERISTICS).
+func (s *State) TracksTxnState() bool {
+	return s.track.client && s.track.known && s.track.tracksTxn(mysql.TrackTransactionState)
+}
+
+// NoteTxnState notes, for the client's next OK, the transaction's state
+// (MariaDB's eight characters) after a transaction control statement the
+// proxy answered.
+func (s *State) NoteTxnState(state string) {
+	ts := &s.track
+	if ts.client && ts.known && ts.tracksTxn(mysql.TrackTransactionState) {
+		ts.pendingTxn = mysql.AppendStateChange(ts.pendingTxn, mysql.TrackTransactionState, mysql.AppendLenEncString(nil, state))
+	}
+}
+
 // NoteStateChange notes, for the client's next OK, that the statement
 // changed the session's state.
 func (s *State) NoteStateChange() {
