@@ -154,12 +154,18 @@ func (w *workflows) announce(ctx context.Context, db, table string) *fleetPause 
 }
 
 // wait waits until every live proxy of the fleet holds the table, at most
-// cutover_ack_wait from the announcement (and until ctx ends).
+// cutover_ack_wait from the announcement (and until ctx ends); when this
+// proxy's own sessions took longer to leave, the acknowledgements are
+// still read once.
 func (p *fleetPause) wait(ctx context.Context) {
 	if p == nil {
 		return
 	}
-	wctx, cancel := context.WithDeadline(ctx, p.t0.Add(p.ackWait))
+	deadline := p.t0.Add(p.ackWait)
+	if last := time.Now().Add(50 * time.Millisecond); deadline.Before(last) {
+		deadline = last
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	missing := p.waitFn(wctx)
 	if len(missing) > 0 {
