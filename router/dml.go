@@ -640,11 +640,15 @@ func (st *stmt) fillSequence(x *ast.InsertStmt, r *rule, names []string) (_ []st
 		return names, nil, past, nil
 	}
 	if st.sess.IDs == nil {
-		return nil, nil, 0, &NeedIDsError{DB: r.db, Table: r.table, N: len(rows),
+		return nil, nil, 0, &NeedIDsError{DB: r.db, Table: r.table, N: len(rows), Peek: st.sess.explain,
 			Err: mysql.NewError(mysql.ErNotSupported, "INSERT into sharded table %s needs values of its sequence (column %s), and none can be had here", r.table, r.seq)}
 	}
 	ids := make([]uint64, len(rows))
-	if err := st.sess.IDs.NextIDs(r.db, r.table, ids); err != nil {
+	next := st.sess.IDs.NextIDs
+	if pk, ok := st.sess.IDs.(IDPeeker); ok && st.sess.explain {
+		next = pk.PeekIDs // EXPLAIN shows the values and takes none
+	}
+	if err := next(r.db, r.table, ids); err != nil {
 		return nil, nil, 0, err
 	}
 	if pos < 0 {
@@ -762,6 +766,9 @@ func (sc *userRules) planExplain(x *ast.ExplainStmt, sql string, s Session, bind
 	}
 	if sh, ok := x.Stmt.(*ast.ShowStmt); ok {
 		return sc.planShow(sh, x, s)
+	}
+	if !x.Analyze {
+		s.explain = true // the server explains the statement without running it
 	}
 	inner, err := sc.planStmt(x.Stmt, sql, s, bind)
 	if err != nil {

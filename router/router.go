@@ -118,6 +118,12 @@ type Session struct {
 	// pure. With nil, such an INSERT gets a *NeedIDsError saying how many
 	// values of which sequence to reserve before routing it again.
 	IDs IDSource
+
+	// explain is set while planning the statement of an EXPLAIN that does
+	// not run it (EXPLAIN FORMAT='shard', EXPLAIN without ANALYZE): its
+	// sequence values are looked at (IDPeeker, NeedIDsError.Peek), never
+	// taken, so the next INSERT gets them.
+	explain bool
 }
 
 // Catalog is what the router asks of the logical schema (package schema
@@ -134,6 +140,14 @@ type IDSource interface {
 	// NextIDs fills ids with the next values of the sequence of logical
 	// table db.table, in increasing order.
 	NextIDs(db, table string, ids []uint64) error
+}
+
+// IDPeeker is an IDSource that can also tell the values NextIDs would
+// hand out next without taking them. The statement of an EXPLAIN that does
+// not run it is planned with PeekIDs when the source has it (Reserved
+// values are given, not taken, either way).
+type IDPeeker interface {
+	PeekIDs(db, table string, ids []uint64) error
 }
 
 // NeedSchemaError is the error of a statement the router could plan only
@@ -157,7 +171,12 @@ func (e *NeedSchemaError) Unwrap() error { return e.Err }
 type NeedIDsError struct {
 	DB, Table string
 	N         int
-	Err       *mysql.SQLError
+	// Peek is set when the statement is only explained (EXPLAIN
+	// FORMAT='shard', EXPLAIN without ANALYZE): the values are shown, not
+	// stored, so the caller gives the values the sequence would hand out
+	// next without taking them (EXPLAIN runs nothing and consumes nothing).
+	Peek bool
+	Err  *mysql.SQLError
 }
 
 func (e *NeedIDsError) Error() string { return e.Err.Error() }
@@ -167,6 +186,9 @@ func (e *NeedIDsError) Unwrap() error { return e.Err }
 // hands out its first values, so routing the same statement again gives
 // the same plan.
 type Reserved []uint64
+
+// PeekIDs is NextIDs: reserved values are not taken by either.
+func (r Reserved) PeekIDs(db, table string, ids []uint64) error { return r.NextIDs(db, table, ids) }
 
 // NextIDs fills ids with the first len(ids) reserved values.
 func (r Reserved) NextIDs(db, table string, ids []uint64) error {
@@ -240,6 +262,7 @@ func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan,
 		return nil, mysql.NewError(mysql.ErDBAccessDenied, "no schema is configured for user '%s' in schema_list", s.User)
 	}
 	if inner, ok := explainShard(sql); ok {
+		s.explain = true
 		p, err := r.route(inner, s, args, prepared)
 		if err != nil {
 			return nil, err
