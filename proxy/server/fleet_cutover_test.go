@@ -266,11 +266,10 @@ func TestFleetCutoverSilentMember(t *testing.T) {
 		t.Fatalf("start: %d %s", code, body)
 	}
 	waitPhase(t, web.URL, "grow", move.PhaseReady, 2*time.Minute)
-	// Text statements only: a COM_STMT_PREPARE that a stale proxy prepares
-	// on a fenced subtable (for its metadata) answers 1146 to the client
-	// today (prepared.go prepareRouted does not refresh the rule as
-	// executions do); executions and text statements run again.
-	dbs := []*sql.DB{openDB(t, b.dsn("sbtest", "interpolateParams=true")), openDB(t, cp.dsn("sbtest", "interpolateParams=true"))}
+	// Server-side prepared statements on the silent proxy: a
+	// COM_STMT_PREPARE that meets a fenced subtable refreshes the rule and
+	// prepares again, as executions and text statements run again.
+	dbs := []*sql.DB{openDB(t, b.dsn("sbtest", "interpolateParams=true")), openDB(t, cp.dsn("sbtest", ""))}
 	st, l := swapUnderLoad(t, web.URL, "grow", "cutover", dbs, 10_000_000)
 	ba := bufferOf(a.proxy)
 	t.Logf("3 proxies, C silent: cutover pause %.1f ms (ack wait %v); %d rows written meanwhile; acknowledgements missing %d; B's buffer %+v; C's fence retries %d",

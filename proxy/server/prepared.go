@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/binary"
+	"errors"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -191,19 +193,48 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err := s.room(); err != nil {
 		return err
 	}
-	plan, nparams, err := s.probePlan(sql)
-	if err != nil {
-		return err
-	}
-	t := &plan.Targets[0]
-	q := t.SQL
-	if q == "" {
-		q = sql
-	}
 	cls := router.Classify(sql, c.st.Mode())
-	st, bc, err := s.prepareOn(plan, q, cls)
-	if err != nil {
-		return err
+	var (
+		plan    *router.Plan
+		nparams int
+		q       string
+		st      *backend.Stmt
+		bc      *backend.Conn
+	)
+	var deadline time.Time
+	for {
+		rt := c.srv.rt()
+		var err error
+		if plan, nparams, err = s.probePlan(sql); err != nil {
+			return err
+		}
+		t := &plan.Targets[0]
+		if q = t.SQL; q == "" {
+			q = sql
+		}
+		st, bc, err = s.prepareOn(plan, q, cls)
+		if err == nil {
+			break
+		}
+		// A subtable a cutover fenced (renamed) on a proxy still on the
+		// old rule: the rule in force is refreshed as for an execution
+		// (stale.go), and the statement prepared again.
+		var se *mysql.SQLError
+		if !errors.As(err, &se) || se.Code != erNoSuchTable || len(plan.Tables) == 0 || t.Subtable == "" {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = c.srv.fenceDeadline()
+		}
+		moved, moving := c.srv.refreshRule(rt, plan.Tables, t.Node+":"+t.Subtable)
+		switch {
+		case moved:
+			c.srv.staleRetries.Add(1)
+		case moving && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond)
+		default:
+			return err
+		}
 	}
 	params := st.Params
 	if nparams >= 0 {
@@ -228,7 +259,7 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		// Helper columns the merge strips are not the client's.
 		cols = cols[:len(cols)-plan.Merge.Hidden]
 	}
-	return s.writePrepareOK(ps.ID, params, cols, st.Warnings, t.Subtable, plan)
+	return s.writePrepareOK(ps.ID, params, cols, st.Warnings, plan.Targets[0].Subtable, plan)
 }
 
 // probePlan plans a statement being prepared with 0 for every placeholder
