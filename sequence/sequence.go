@@ -115,6 +115,49 @@ func (q *Sequence) Next(ctx context.Context, ids []uint64) error {
 	return nil
 }
 
+// Peek fills ids with the values Next would hand out now, taking none: what
+// is left of the block in hand, then the sidecar's next value on (for a
+// sequence not created yet, the value it would start at). EXPLAIN shows
+// them; another session or proxy may take them first.
+func (q *Sequence) Peek(ctx context.Context, ids []uint64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := 0
+	for v := q.next; i < len(ids) && v < q.end; v++ {
+		ids[i] = v
+		i++
+	}
+	if i == len(ids) {
+		return nil
+	}
+	next, err := q.stored(ctx)
+	if err != nil {
+		return err
+	}
+	for ; i < len(ids); i++ {
+		ids[i] = next
+		next++
+	}
+	return nil
+}
+
+// stored returns the next value the sidecar would reserve, reading it
+// without changing anything (reserve's first value of a new block).
+func (q *Sequence) stored(ctx context.Context) (uint64, error) {
+	res, err := q.sc.Read(ctx, tables, "SELECT next_id FROM "+q.sc.Table("sequences")+" WHERE name = "+mysql.QuoteString(q.name, "utf8mb4"))
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] != nil {
+		return strconv.ParseUint(string(res.Rows[0][0]), 10, 64)
+	}
+	v, err := q.start()
+	if err != nil {
+		return 0, fmt.Errorf("sequence %s: finding its first value: %w", q.name, err)
+	}
+	return max(v, 1), nil
+}
+
 // Advance moves the sequence past an explicit value stored in its column
 // (sequence_advance): the sidecar's next value becomes at least past+1, and
 // the values of the block in hand up to past are skipped.
@@ -161,6 +204,19 @@ func (s *Set) NextIDs(db, table string, ids []uint64) error {
 		if errors.As(err, &se) && se.Code == mysql.ErAutoincReadFailed {
 			return err
 		}
+		return mysql.NewError(mysql.ErAutoincReadFailed, "Failed to read auto-increment value from storage engine: global sequence %s: %v", q.name, err)
+	}
+	return nil
+}
+
+// PeekIDs fills ids with the values NextIDs would give next, taking none
+// (Sequence.Peek): router.IDPeeker, for EXPLAIN.
+func (s *Set) PeekIDs(db, table string, ids []uint64) error {
+	q := s.seqs[db+"."+table]
+	if q == nil {
+		return mysql.NewError(mysql.ErUnknownError, "shardgate has no sequence for %s.%s", db, table)
+	}
+	if err := q.Peek(context.Background(), ids); err != nil {
 		return mysql.NewError(mysql.ErAutoincReadFailed, "Failed to read auto-increment value from storage engine: global sequence %s: %v", q.name, err)
 	}
 	return nil

@@ -147,7 +147,11 @@ func (h *handler) fetch(err error, s *router.Session) (again bool, _ error) {
 		return false, err
 	}
 	ids := make(router.Reserved, ni.N)
-	if rerr := seqs.NextIDs(ni.DB, ni.Table, ids); rerr != nil {
+	take := seqs.NextIDs
+	if ni.Peek {
+		take = seqs.PeekIDs // EXPLAIN shows the next values and takes none
+	}
+	if rerr := take(ni.DB, ni.Table, ids); rerr != nil {
 		return false, rerr
 	}
 	s.IDs = ids
