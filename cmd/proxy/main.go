@@ -25,6 +25,7 @@ import (
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/fleet"
+	"github.com/shardgate/shardgate/internal/buildinfo"
 	"github.com/shardgate/shardgate/proxy/metrics"
 	"github.com/shardgate/shardgate/proxy/server"
 	"github.com/shardgate/shardgate/topo"
@@ -42,7 +43,12 @@ func main() {
 	flag.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file; overrides tls_cert")
 	flag.StringVar(&f.tlsKey, "tls-key", "", "TLS key file; overrides tls_key")
 	flag.StringVar(&f.instance, "xa-instance", "", "this proxy's XA instance name; overrides xa.instance (in a fleet: its member name)")
+	showVersion := flag.Bool("version", false, "print the version and the commit the binary was built from, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(buildinfo.String("proxy"))
+		return
+	}
 	f.logLevel = *logLevel
 	if err := run(*cfgPath, f); err != nil {
 		fmt.Fprintln(os.Stderr, "shardgate:", err)

@@ -36,7 +36,7 @@ func (f fleetFlags) open(ctx context.Context) (*topo.Store, error) {
 // topo get prints the version in force.
 func topoCmd(f fleetFlags, args []string, w io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("topo load FILE | topo get")
+		return usagef("topo", "needs load FILE or get")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -48,7 +48,7 @@ func topoCmd(f fleetFlags, args []string, w io.Writer) error {
 	switch args[0] {
 	case "load":
 		if len(args) != 2 {
-			return errors.New("topo load FILE")
+			return usagef("topo", "load needs the FILE: shardgate topo load FILE")
 		}
 		text, err := os.ReadFile(args[1])
 		if err != nil {
@@ -75,7 +75,7 @@ func topoCmd(f fleetFlags, args []string, w io.Writer) error {
 		fmt.Fprintf(w, "# topology version %d\n%s", v.Rev, v.YAML)
 		return nil
 	}
-	return fmt.Errorf("unknown topo command %q: topo load FILE | topo get", args[0])
+	return usagef("topo", "unknown topo command %q: topo load FILE | topo get", args[0])
 }
 
 // fleetCmd lists the live proxies of the fleet: name, addresses, the
@@ -143,7 +143,7 @@ func orNone(s string) string {
 
 func fleetFlagsOf(fs *flag.FlagSet) fleetFlags {
 	return fleetFlags{
-		etcd:    fs.String("etcd", os.Getenv("SHARDGATE_ETCD"), "etcd endpoints of the fleet, comma-separated"),
-		cluster: fs.String("cluster", envOr("SHARDGATE_CLUSTER", "/shardgate/default"), "the fleet's key prefix in etcd"),
+		etcd:    fs.String("etcd", "", "the fleet's etcd `ENDPOINTS`, comma-separated (topo, fleet; plan, apply and status of a fleet)"),
+		cluster: fs.String("cluster", "/shardgate/default", "the fleet's key `PREFIX` in etcd"),
 	}
 }

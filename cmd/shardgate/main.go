@@ -5,10 +5,14 @@
 //
 //	shardgate [-admin URL] [-user U -password P] reshard DB.TABLE -nodes n1,n2,n3 -locations 3,3,2 [-wait]
 //	shardgate import DB.TABLE -from user:password@host:port/db.table [-wait]
-//	shardgate status [NAME] [-watch]
+//	shardgate status [NAME] [-watch] [-json]
 //	shardgate cutover|rollback|complete|cancel|verify|repair NAME
 //	shardgate plan FILE | apply FILE [-wait]
 //	shardgate -etcd ENDPOINTS [-cluster PREFIX] topo load FILE | topo get | fleet
+//	shardgate version | help [COMMAND]
+//
+// shardgate help lists the commands, the flags with their defaults and the
+// SHARDGATE_* environment variables (help.go).
 package main
 
 import (
@@ -24,48 +28,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardgate/shardgate/internal/buildinfo"
 	"github.com/shardgate/shardgate/move"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "shardgate:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
-
-const usage = `usage: shardgate [-admin URL] [-user U -password P] COMMAND ...
-
-commands:
-  reshard DB.TABLE -nodes n1,n2 -locations 4,4 [-type hash|range] [-key COL]
-          [-table-row-limit N] [-name NAME] [-auto-cutover] [-workers N]
-          [-batch N] [-apply-workers N] [-wait]
-        start moving the table's rows to a new rule (subtables of the next
-        generation); with -wait, show progress until it is in sync
-  import DB.TABLE -from USER:PASSWORD@HOST:PORT/DB.TABLE [-name NAME] [-wait]
-        copy a table of a server not behind the proxy into the sharded table
-        DB.TABLE and keep applying its binary log until complete
-  status [NAME] [-watch]
-        list workflows, or show one (-watch: a progress bar until it is in sync)
-  cutover NAME     swap the table to its new rule (a pause of at most cutover_timeout)
-  rollback NAME    after a cutover: back to the old rule, no write lost
-  complete NAME    after a cutover: drop the old subtables; for an import: finish
-  cancel NAME      before a cutover: stop and drop the new subtables
-  verify NAME      compare the rows again
-  repair NAME      copy the ranges verify reported again, then verify
-  plan FILE        compare a ks.yaml with the configuration in force (with -etcd: the fleet's
-                   topology): nodes and users added or removed, new rules, rules whose rows move,
-                   and what cannot change
-  apply FILE [-wait]
-                   plan, then apply: reload the file (with -etcd: store it in etcd), the tables
-                   whose rows move keeping their rule, and start one reshard workflow each
-
-fleet commands (-etcd ENDPOINTS [-cluster PREFIX], or SHARDGATE_ETCD and SHARDGATE_CLUSTER):
-  topo load FILE   store a ks.yaml as the fleet's next topology version (checked first)
-  topo get         print the version in force
-  fleet            list the live proxies, the version each serves, the leader, drift and recorded masters
-                   (status with -etcd lists them too)
-`
 
 type client struct {
 	base, user, password string
@@ -109,26 +78,89 @@ func (c *client) do(method, path string, body any, out any) error {
 	return nil
 }
 
+// run runs the command line args, writing to w; help goes to w too. A
+// wrong command line is a *usageError.
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("shardgate", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage) }
-	admin := fs.String("admin", envOr("SHARDGATE_ADMIN", "http://127.0.0.1:9797"), "the proxy's admin address (web_addr)")
-	user := fs.String("user", os.Getenv("SHARDGATE_WEB_USER"), "web_user")
-	password := fs.String("password", os.Getenv("SHARDGATE_WEB_PASSWORD"), "web_password")
+	admin := fs.String("admin", "http://127.0.0.1:9797", "the proxy's admin `URL` (its web_addr)")
+	user := fs.String("user", "", "the admin API's `USER` (the proxy's web_user)")
+	password := fs.String("password", "", "the admin API's `PASSWORD` (the proxy's web_password)")
 	ff := fleetFlagsOf(fs)
-	if err := fs.Parse(args); err != nil {
+	version := fs.Bool("version", false, "print the version and exit (as the version command)")
+	err := parseFlags(fs, args)
+	if _, ok := err.(*helpError); ok {
+		fmt.Fprint(w, usage(fs))
+		return nil
+	} else if err != nil {
 		return err
 	}
+	if err := applyEnv(fs); err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if *version {
+		fmt.Fprintln(w, buildinfo.String("shardgate"))
+		return nil
+	}
 	if fs.NArg() == 0 {
-		fs.Usage()
-		return errors.New("no command")
+		return &usageError{msg: "no command", usage: usage(fs)}
+	}
+	switch fs.Arg(0) {
+	case "help":
+		return help(fs, ff, fs.Args()[1:], w)
+	case "version":
+		if fs.NArg() > 1 {
+			return usagef("version", "takes no arguments")
+		}
+		fmt.Fprintln(w, buildinfo.String("shardgate"))
+		return nil
 	}
 	base := *admin
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	c := &client{base: base, user: *user, password: *password}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	err = dispatch(c, ff, fs.Arg(0), fs.Args()[1:], w)
+	if h, ok := err.(*helpError); ok {
+		fmt.Fprint(w, commandUsage(findCommand(fs.Arg(0)), h.fs))
+		return nil
+	}
+	return err
+}
+
+// help prints shardgate's usage, or with a command its usage.
+func help(global *flag.FlagSet, ff fleetFlags, args []string, w io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(w, usage(global))
+		return nil
+	}
+	c := findCommand(args[0])
+	if len(args) > 1 || c == nil {
+		return usagef("help", "unknown help topic %q: the topics are the commands", strings.Join(args, " "))
+	}
+	var fs *flag.FlagSet
+	if c.flags {
+		// A command with flags returns them for -h before it does anything.
+		err := dispatch(&client{}, ff, c.name, []string{"-h"}, w)
+		h, ok := err.(*helpError)
+		if !ok {
+			return fmt.Errorf("help %s: %v", c.name, err)
+		}
+		fs = h.fs
+	}
+	fmt.Fprint(w, commandUsage(c, fs))
+	return nil
+}
+
+// dispatch runs the command cmd with its arguments rest. A command given
+// -h returns a *helpError before it does anything.
+func dispatch(c *client, ff fleetFlags, cmd string, rest []string, w io.Writer) error {
+	info := findCommand(cmd)
+	if info == nil {
+		return unknownCommand(cmd)
+	}
+	if !info.flags && len(rest) > 0 && isHelpFlag(rest[0]) {
+		return &helpError{}
+	}
 	switch cmd {
 	case "reshard":
 		return reshard(c, rest, w)
@@ -152,7 +184,7 @@ func run(args []string, w io.Writer) error {
 		return topoCmd(ff, rest, w)
 	case move.CmdCutover, move.CmdRollback, move.CmdComplete, move.CmdCancel, move.CmdVerify, move.CmdRepair:
 		if len(rest) != 1 {
-			return fmt.Errorf("%s NAME", cmd)
+			return usagef(cmd, "needs the workflow's NAME: shardgate %s NAME", cmd)
 		}
 		var st move.Status
 		if err := c.do("POST", "/admin/workflows/"+rest[0]+"/"+cmd, nil, &st); err != nil {
@@ -164,21 +196,14 @@ func run(args []string, w io.Writer) error {
 		}
 		return nil
 	}
-	fs.Usage()
-	return fmt.Errorf("unknown command %q", cmd)
+	return unknownCommand(cmd)
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
-}
-
-// interleaved parses flags that may follow the positional argument.
+// interleaved parses flags that may follow the positional argument: -h
+// is a *helpError, a flag fs does not know a *usageError.
 func interleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
 	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -192,30 +217,30 @@ func interleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
 
 func reshard(c *client, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("reshard", flag.ContinueOnError)
-	nodes := fs.String("nodes", "", "the new rule's nodes, comma-separated")
-	locations := fs.String("locations", "", "subtables per node, comma-separated")
-	typ := fs.String("type", "", "hash or range (default: the current rule's)")
-	key := fs.String("key", "", "shard key column (default: the current rule's)")
-	limit := fs.Int("table-row-limit", 0, "range rules: keys per subtable")
-	name := fs.String("name", "", "workflow name (default: db_table_time)")
+	nodes := fs.String("nodes", "", "the new rule's `NODES`, comma-separated")
+	locations := fs.String("locations", "", "the `COUNTS` of subtables per node, comma-separated")
+	typ := fs.String("type", "", "the new rule's `TYPE`, hash or range (default: the current rule's)")
+	key := fs.String("key", "", "the shard key `COLUMN` (default: the current rule's)")
+	limit := fs.Int("table-row-limit", 0, "range rules: `KEYS` per subtable")
+	name := fs.String("name", "", "the workflow's `NAME` (default: db_table_time)")
 	auto := fs.Bool("auto-cutover", false, "cut over as soon as the new subtables are in sync and verified")
-	workers := fs.Int("workers", 0, "copy workers (default move.copy_workers)")
-	batch := fs.Int("batch", 0, "rows per insert (default move.batch_rows)")
-	apply := fs.Int("apply-workers", 0, "binary log apply workers (default move.apply_workers)")
+	workers := fs.Int("workers", 0, "copy `WORKERS` (default: the proxy's move.copy_workers)")
+	batch := fs.Int("batch", 0, "`ROWS` per insert of the copy (default: the proxy's move.batch_rows)")
+	apply := fs.Int("apply-workers", 0, "binary log apply `WORKERS` (default: the proxy's move.apply_workers)")
 	wait := fs.Bool("wait", false, "show progress until in sync")
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || *nodes == "" || *locations == "" {
-		return errors.New("reshard DB.TABLE -nodes n1,n2 -locations 4,4")
+		return usagef("reshard", "needs DB.TABLE, -nodes and -locations: shardgate reshard DB.TABLE -nodes n1,n2 -locations 4,4")
 	}
 	req := map[string]any{"table": pos[0], "name": *name, "nodes": strings.Split(*nodes, ","), "auto_cutover": *auto}
 	var locs []int
 	for _, l := range strings.Split(*locations, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(l))
 		if err != nil {
-			return fmt.Errorf("-locations: %w", err)
+			return usagef("reshard", "-locations %s: %v", *locations, err)
 		}
 		locs = append(locs, n)
 	}
@@ -237,8 +262,8 @@ func reshard(c *client, args []string, w io.Writer) error {
 
 func importTable(c *client, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	from := fs.String("from", "", "USER:PASSWORD@HOST:PORT/DB.TABLE")
-	name := fs.String("name", "", "workflow name")
+	from := fs.String("from", "", "the source table, `USER:PASSWORD@HOST:PORT/DB.TABLE`")
+	name := fs.String("name", "", "the workflow's `NAME` (default: db_table_time)")
 	wait := fs.Bool("wait", false, "show progress until in sync")
 	pos, err := interleaved(fs, args)
 	if err != nil {
@@ -248,7 +273,7 @@ func importTable(c *client, args []string, w io.Writer) error {
 	addr, table, ok2 := strings.Cut(rest, "/")
 	user, password, _ := strings.Cut(cred, ":")
 	if len(pos) != 1 || !ok1 || !ok2 {
-		return errors.New("import DB.TABLE -from USER:PASSWORD@HOST:PORT/DB.TABLE")
+		return usagef("import", "needs DB.TABLE and -from: shardgate import DB.TABLE -from USER:PASSWORD@HOST:PORT/DB.TABLE")
 	}
 	req := map[string]any{"kind": move.KindImport, "table": pos[0], "name": *name,
 		"source": move.Endpoint{Addr: addr, User: user, Password: password}, "source_table": table}
@@ -265,38 +290,6 @@ func start(c *client, req map[string]any, wait bool, w io.Writer) error {
 		return nil
 	}
 	return watch(c, wf.Spec.Name, w)
-}
-
-func status(c *client, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	watchIt := fs.Bool("watch", false, "show a progress bar until the workflow is in sync")
-	pos, err := interleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 1 {
-		if *watchIt {
-			return watch(c, pos[0], w)
-		}
-		var st move.Status
-		if err := c.do("GET", "/admin/workflows/"+pos[0], nil, &st); err != nil {
-			return err
-		}
-		b, _ := json.MarshalIndent(st, "", "  ")
-		fmt.Fprintln(w, string(b))
-		return nil
-	}
-	var all []move.Status
-	if err := c.do("GET", "/admin/workflows", nil, &all); err != nil {
-		return err
-	}
-	if len(all) == 0 {
-		fmt.Fprintln(w, "no workflows")
-	}
-	for i := range all {
-		fmt.Fprintln(w, line(&all[i]))
-	}
-	return nil
 }
 
 // watch redraws a progress line until the workflow is in sync or ended.
@@ -355,7 +348,7 @@ func line(st *move.Status) string {
 		bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
 		head += fmt.Sprintf(" [%s] %3.0f%% %d/%d rows", bar, 100*frac, s.RowsCopied, s.RowsTotal)
 		if st.RowsPerSec > 0 {
-			head += fmt.Sprintf(", %.0f rows/s, ETA %s", st.RowsPerSec, (time.Duration(st.ETASeconds) * time.Second).String())
+			head += fmt.Sprintf(", %.0f rows/s, ETA %s", st.RowsPerSec, seconds(st.ETASeconds))
 		}
 	case move.PhaseCatchingUp, move.PhaseReady, move.PhaseSwitched:
 		head += fmt.Sprintf(", %d changes applied, lag %.1fs", s.ChangesApplied, st.LagSeconds)

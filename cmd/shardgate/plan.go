@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +26,7 @@ import (
 // planCmd prints the plan of FILE.
 func planCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
 	if len(args) != 1 {
-		return errors.New("plan FILE")
+		return usagef("plan", "needs the FILE: shardgate plan FILE")
 	}
 	text, err := os.ReadFile(args[0])
 	if err != nil {
@@ -54,7 +53,7 @@ func applyCmd(c *client, ff fleetFlags, args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("apply FILE [-wait]")
+		return usagef("apply", "needs the FILE: shardgate apply FILE [-wait]")
 	}
 	text, err := os.ReadFile(pos[0])
 	if err != nil {
