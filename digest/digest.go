@@ -39,9 +39,12 @@ type entry struct {
 	total    time.Duration
 	min, max time.Duration
 	hist     [buckets]uint32
-	first    time.Time
-	last     time.Time
-	idx      int
+	// values, valuesMin, valuesMax: the rows of the statements' VALUES
+	// lists (Collapse), summed, least and most.
+	values, valuesMin, valuesMax uint64
+	first                        time.Time
+	last                         time.Time
+	idx                          int
 }
 
 // New returns a digest keeping at most capacity shapes (at least 16).
@@ -70,6 +73,12 @@ func Key(dst []byte, user, schema string, fingerprint []byte) []byte {
 // how long it took, the rows it sent, whether it failed and how it was
 // routed.
 func (d *Digest) Record(key []byte, route string, took time.Duration, rows uint64, failed bool, now time.Time) {
+	d.RecordValues(key, route, took, rows, 0, failed, now)
+}
+
+// RecordValues is Record for a statement whose VALUES list had
+// valueRows rows (Collapse); 0 when it had none.
+func (d *Digest) RecordValues(key []byte, route string, took time.Duration, rows uint64, valueRows int, failed bool, now time.Time) {
 	s := &d.shards[maphash.Bytes(d.seed, key)%shards]
 	s.mu.Lock()
 	e := s.m[string(key)]
@@ -95,6 +104,13 @@ func (d *Digest) Record(key []byte, route string, took time.Duration, rows uint6
 		b = min(bits.Len64(us)-1, buckets-1)
 	}
 	e.hist[b]++
+	if v := uint64(valueRows); v > 0 {
+		if e.values == 0 || v < e.valuesMin {
+			e.valuesMin = v
+		}
+		e.valuesMax = max(e.valuesMax, v)
+		e.values += v
+	}
 	e.last = now
 	heap.Fix(&s.h, e.idx)
 	s.mu.Unlock()
@@ -129,9 +145,22 @@ type Row struct {
 	Total       time.Duration `json:"total_ns"`
 	Min         time.Duration `json:"min_ns"`
 	Max         time.Duration `json:"max_ns"`
-	P99         time.Duration `json:"p99_ns"` // the upper bound of the histogram bucket holding the 99th percentile
-	First       time.Time     `json:"first_seen"`
-	Last        time.Time     `json:"last_seen"`
+	// P50, P95 and P99 are the upper bounds of the histogram buckets
+	// (powers of two of microseconds) holding those percentiles, at most Max.
+	P50 time.Duration `json:"p50_ns"`
+	P95 time.Duration `json:"p95_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	// Hist is the latency histogram: Hist[i] executions took [2^i, 2^(i+1))
+	// µs (Hist[0] also those under 1 µs); trailing empty buckets left off.
+	Hist []uint32 `json:"hist_us_log2"`
+	// ValueRows, ValueRowsMin and ValueRowsMax are the rows of the VALUES
+	// lists (a multi-row INSERT is one shape, its row count is counted
+	// here): summed over the executions, the least and the most.
+	ValueRows    uint64    `json:"value_rows,omitempty"`
+	ValueRowsMin uint64    `json:"value_rows_min,omitempty"`
+	ValueRowsMax uint64    `json:"value_rows_max,omitempty"`
+	First        time.Time `json:"first_seen"`
+	Last         time.Time `json:"last_seen"`
 }
 
 func (e *entry) row() Row {
@@ -139,20 +168,35 @@ func (e *entry) row() Row {
 	schema, fp, _ := strings.Cut(rest, "\x00")
 	r := Row{User: user, Schema: schema, Fingerprint: fp, Route: e.route, Count: e.count, Overcount: e.over, Errors: e.errors,
 		Rows: e.rows, Total: e.total, Min: e.min, Max: e.max, First: e.first, Last: e.last}
+	r.ValueRows, r.ValueRowsMin, r.ValueRowsMax = e.values, e.valuesMin, e.valuesMax
 	var n uint64
-	for _, c := range e.hist {
+	last := -1
+	for i, c := range e.hist {
 		n += uint64(c)
+		if c > 0 {
+			last = i
+		}
 	}
-	want := (n*99 + 99) / 100
+	r.Hist = append([]uint32(nil), e.hist[:last+1]...)
+	r.P50, r.P95, r.P99 = e.percentile(n, 50), e.percentile(n, 95), e.percentile(n, 99)
+	return r
+}
+
+// percentile is the upper bound of the bucket holding the q-th percentile
+// of the n executions in the histogram, at most the longest.
+func (e *entry) percentile(n uint64, q uint64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	want := (n*q + 99) / 100
 	var acc uint64
 	for i, c := range e.hist {
 		acc += uint64(c)
-		if acc >= want && n > 0 {
-			r.P99 = min(time.Duration(uint64(2)<<i)*time.Microsecond, e.max)
-			break
+		if acc >= want {
+			return min(time.Duration(uint64(2)<<i)*time.Microsecond, e.max)
 		}
 	}
-	return r
+	return e.max
 }
 
 // Snapshot returns every shape, most total time first.

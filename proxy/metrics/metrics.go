@@ -232,11 +232,13 @@ func (m *Metrics) Observe(s *Statement) []byte {
 		key = digest.Key(key[:0], s.User, s.DB, nil)
 		fp := len(key)
 		key = router.AppendFingerprint(key, s.SQL)
+		var valueRows int
+		key, valueRows = digest.Collapse(key, fp) // VALUES (?,?),... is one shape
 		if len(key)-fp > maxFingerprint {
 			key = append(key[:fp+maxFingerprint], "..."...)
 		}
 		if m.digest != nil {
-			m.digest.Record(key, stmtRoutes[r], d, s.Rows, failed, now)
+			m.digest.RecordValues(key, stmtRoutes[r], d, s.Rows, valueRows, failed, now)
 		}
 		if s.Slow > 0 && d >= s.Slow {
 			s.Log.Warn("slow query", zap.Duration("took", d), zap.String("route", stmtRoutes[r]), zap.Uint64("rows", s.Rows),
