@@ -196,11 +196,6 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	}
 	switch plan.Kind {
 	case router.Concat, router.SumOK, router.Fanout, router.Fallback:
-		if plan.Into != "" {
-			// The row is assigned by a statement of its own, whose
-			// variables only a text statement's After reads back.
-			return mysql.NewError(mysql.ErNotSupported, "a prepared SELECT ... INTO @variables over several shards is not supported by shardgate; send it as text (or PREPARE it in SQL and EXECUTE it)")
-		}
 	default:
 		return mysql.NewError(mysql.ErNotSupported, "this prepared statement cannot run across shards; send it as text")
 	}
@@ -209,7 +204,19 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	s.classify(ps)
 	h.ob = stmtObs{sql: ps.SQL, keyword: ps.Class.Keyword, plan: plan, reads0: c.st.ReplicaReads}
 	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
-	err = h.execute(plan, text)
+	if plan.Into != "" {
+		// SELECT ... INTO @variables over several shards: the row is
+		// assigned by a statement of its own on one node (intoVars), and
+		// read back from there as after the text statement.
+		c.st.HoldForReadBack(true)
+		var assigned *router.Plan
+		assigned, _, err = h.intoVars(plan, &ps.Class)
+		if rerr := c.st.ReadBackAssigned(text, assigned); rerr != nil && err == nil {
+			err = rerr
+		}
+	} else {
+		err = h.execute(plan, text)
+	}
 	c.st.Read = session.ReadMaster
 	c.binary = false
 	if err == nil && plan.Advance != nil {

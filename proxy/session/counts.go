@@ -169,6 +169,17 @@ func (ss *stmtState) HoldForReadBack(on bool) (was bool) {
 	return was
 }
 
+// ReadBackAssigned reads back the user variables a binary execution of a
+// SELECT ... INTO assigned on the connection of plan's one target (held
+// for it: HoldForReadBack), as After does for a text statement, and lets
+// the connection go.
+func (ss *stmtState) ReadBackAssigned(sql string, plan *router.Plan) error {
+	if !ss.readBack {
+		return nil
+	}
+	return ss.readBackVars(sql, plan)
+}
+
 // hold reports whether Release must keep bc for the read back of the
 // statement's user variables, and remembers it when nothing else keeps
 // it.
