@@ -81,12 +81,20 @@ func (a auth) handshake(timeout time.Duration) error {
 		return e
 	}
 	if hr.Database != "" {
+		if c.st.TrackersUnknown() {
+			// The login's OK reports the schema to a client that tracks
+			// it, as MariaDB's does (track.go).
+			if err := c.h.loadTrackers(); err != nil {
+				c.writeErr(err)
+				return err
+			}
+		}
 		if err := c.h.useDB(hr.Database); err != nil {
 			c.writeErr(err)
 			return err
 		}
 	}
-	if err := c.writeFlush(mysql.AppendOK(c.buf[:0], mysql.OKHeader, mysql.OK{Status: c.status()})); err != nil {
+	if err := c.writeFlush(mysql.AppendOKTracked(c.buf[:0], mysql.OKHeader, mysql.OK{Status: c.status()}, c.SessionState(nil))); err != nil {
 		return err
 	}
 	if c.caps&mysql.ClientCompress != 0 {

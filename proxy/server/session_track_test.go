@@ -191,4 +191,17 @@ func TestSessionTrackClient(t *testing.T) {
 			sameTracked(t, c, exec(pr), want)
 		}
 	})
+	// The login's OK reports the schema the client logged in to, to a
+	// client that tracks it.
+	t.Run("login", func(t *testing.T) {
+		for _, caps := range []uint32{rawCaps | mysql.ClientSessionTrack, rawCaps} {
+			for _, db := range []string{"track_b", ""} {
+				d := dialRaw(t, s.Addr)
+				d.sendHandshakeResponse(s.User, s.Password, db, caps)
+				pr := dialRaw(t, p.addr)
+				pr.sendHandshakeResponse(appUser, appPassword, db, caps)
+				samePackets(t, "login to "+db, [][]byte{pr.read()}, [][]byte{d.read()})
+			}
+		}
+	})
 }
