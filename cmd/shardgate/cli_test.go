@@ -257,7 +257,7 @@ func TestStatusHuman(t *testing.T) {
 	st.State.Diffs = []move.Range{{Bucket: 7, SourceRows: 10, TargetRows: 9, Description: "id 700..799"}}
 	srv, _ = fakeAdmin(t, st)
 	_, out, _ = sh("-admin", srv.URL, "status", "w1")
-	for _, want := range []string{"verify    3,000 rows in 300ms, 1 differing ranges, 3s ago",
+	for _, want := range []string{"verify    3,000 rows in 300ms, 1 differing range, 3s ago",
 		"differs: bucket 7 id 700..799: 10 source rows, 9 new rows", "next: shardgate repair w1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ready status lacks %q:\n%s", want, out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
+	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/proxy/server"
 )
 
@@ -110,6 +112,20 @@ func TestCommandLine(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("cutover output lacks %q:\n%s", want, out)
 		}
+	}
+	// status NAME for a person, -json for scripts, from the real admin API.
+	out, err = sh("status", "cli")
+	for _, want := range []string{"cli reshard cli.t: switched", "phase     switched (running: yes)", "3,000 of 3,000 rows (100%)",
+		"new rule  hash on id, 4 subtables (node1: 2, node2: 2), generation 1", "verify    3,000 rows in ", "next: shardgate complete cli"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("status cli lacks %q (%v):\n%s", want, err, out)
+		}
+	}
+	t.Logf("shardgate status cli:\n%s", out)
+	out, err = sh("status", "cli", "-json")
+	var st move.Status
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.State.Phase != move.PhaseSwitched || st.State.RowsCopied != 3000 {
+		t.Errorf("status cli -json: %v\n%s", err, out)
 	}
 	if out, err = sh("complete", "cli"); err != nil || !strings.Contains(out, "completed") {
 		t.Fatalf("complete: %v\n%s", err, out)

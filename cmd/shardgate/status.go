@@ -107,10 +107,10 @@ func printStatus(w io.Writer, st *move.Status, now time.Time) {
 		row("changes", "%s applied, lag %s", count(s.ChangesApplied), seconds(st.LagSeconds))
 	}
 	if !s.Verified.IsZero() {
-		row("verify", "%s rows in %s, %d differing ranges, %s ago", count(s.VerifyRows), seconds(s.VerifySeconds), len(s.Diffs), ago(now, s.Verified))
+		row("verify", "%s rows in %s, %d differing %s, %s ago", count(s.VerifyRows), seconds(s.VerifySeconds), len(s.Diffs), plural(len(s.Diffs), "range"), ago(now, s.Verified))
 	}
 	if s.Cutovers > 0 {
-		row("cutovers", "%d attempts", s.Cutovers)
+		row("cutovers", "%d %s", s.Cutovers, plural(s.Cutovers, "attempt"))
 	}
 	if s.Error != "" {
 		row("error", "%s (retrying)", s.Error)
@@ -249,4 +249,12 @@ func count(n int64) string {
 		s = "-" + s
 	}
 	return s
+}
+
+// plural is word for n of them: "1 attempt", "2 attempts", "0 ranges".
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
