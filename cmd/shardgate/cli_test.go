@@ -296,7 +296,8 @@ func TestFormatting(t *testing.T) {
 
 // TestBinaries builds bin/shardgate and bin/proxy as make build does (with
 // VCS stamping, whatever GOFLAGS says) and runs them: version and -version
-// print the commit, --help exits 0 on stdout, an unknown command exits 2.
+// print the commit, --help exits 0 on stdout (the proxy's -h, the flag
+// package's, on stderr), an unknown command exits 2.
 func TestBinaries(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -345,6 +346,9 @@ func TestBinaries(t *testing.T) {
 			}
 		}
 		t.Logf("%s %s: %s", c[0], c[1], strings.TrimSpace(out))
+	}
+	if code, _, errOut := runBin("proxy", "-h"); code != 0 || !strings.Contains(errOut, "-version") {
+		t.Errorf("proxy -h: exit %d, stderr %q", code, errOut)
 	}
 	if code, out, errOut := runBin("shardgate", "--help"); code != 0 || errOut != "" || !strings.Contains(out, `(default "http://127.0.0.1:9797")`) {
 		t.Errorf("shardgate --help: exit %d, stderr %q", code, errOut)
