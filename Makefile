@@ -3,6 +3,7 @@
 #   make build       bin/proxy, bin/shardgate (the operator's command line) and bin/relay
 #   make run         local MariaDB on 127.0.0.1:3307/3308 (bench/cluster.sh), then the proxy in the foreground
 #   make test        deps, gofmt, vet, race tests (integration tests start their own MariaDB), fuzz, end-to-end smoke,
+#                    README.md's quick start as written (scripts/quickstart.sh, own servers on other ports, ~40 s),
 #                    MariaDB's own test suite (a subset: mtr/subset.txt) directly and through the proxy
 #   make test-mtr    MariaDB's suite main in full, text and binary protocols, directly and through the proxy (mtr/run.sh)
 #   make test-short  unit tests only, no MariaDB needed
@@ -60,6 +61,7 @@ test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(MAKE) fuzz
 	bench/smoke.sh
+	scripts/quickstart.sh
 	mtr/run.sh
 
 test-mtr:

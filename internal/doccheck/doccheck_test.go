@@ -48,7 +48,8 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 	}
 	write("README.md", "# Top\n\n[ok](docs/a.md#two-words) [ok](#top) [ok](etc/) [gone](docs/gone.md) [bad](docs/a.md#nope)\n"+
 		"[web](https://example.com/x#y) `[code](docs/gone.md)`\n```\n[fenced](docs/gone.md)\n```\n")
-	write("docs/a.md", "# A\n\n## Two words\n\n[up](../README.md#top) [out](../../x.md) [self](#a) [img](pic.png#x)\n")
+	write("docs/a.md", "# A\n\n## Two words\n\n[up](../README.md#top) [out](../../x.md) [self](#a) [img](pic.png#x)\n"+
+		"`../etc/ks.yaml` and `../../shared/BENCH.md`, `../shared/BENCH.md`, `cd .. && make`\n```\n../../fenced\n`../../fenced`\n```\n")
 	write("docs/pic.png", "")
 	write("etc/ks.yaml", "")
 	problems, checked, err := check(dir)
@@ -59,6 +60,8 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 		`README.md:3: link "docs/gone.md": docs/gone.md does not exist`,
 		`README.md:3: link "docs/a.md#nope": no heading of docs/a.md makes anchor #nope`,
 		`docs/a.md:5: link "../../x.md" leaves the repository`,
+		`docs/a.md:6: path "../../shared/BENCH.md" leaves the repository`,
+		`docs/a.md:6: path "../shared/BENCH.md": shared/BENCH.md does not exist`,
 	}
 	if strings.Join(problems, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
@@ -127,6 +130,15 @@ func check(dir string) (problems []string, checked int, err error) {
 				bad(": no heading of %s makes anchor #%s", resolved, anchor)
 			}
 		}
+		for _, l := range pathSpans(string(text)) {
+			resolved := filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(file), l.target)))
+			switch _, err := os.Stat(filepath.Join(dir, resolved)); {
+			case resolved == ".." || strings.HasPrefix(resolved, "../"):
+				problems = append(problems, fmt.Sprintf("%s:%d: path %q leaves the repository", file, l.line, l.target))
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("%s:%d: path %q: %s does not exist", file, l.line, l.target, resolved))
+			}
+		}
 	}
 	return problems, checked, nil
 }
@@ -173,6 +185,30 @@ func links(text string) []link {
 		}
 		for _, m := range linkRE.FindAllStringSubmatch(stripCode(line), -1) {
 			out = append(out, link{target: m[1], line: i + 1})
+		}
+	}
+	return out
+}
+
+// relativePathRE matches the text of a code span that is a relative path
+// going up: ../x, ../../y/z.md.
+var relativePathRE = regexp.MustCompile(`^(\.\./)+[^\s]*$`)
+
+// pathSpans returns the inline code spans of a Markdown text (outside fenced
+// blocks) that name a path going up from the file, such as
+// `../shared/BENCH.md`: a reader of a clone has only what is inside it, so
+// such a path must stay inside the repository and exist.
+func pathSpans(text string) []link {
+	var out []link
+	var f fences
+	for i, line := range strings.Split(text, "\n") {
+		if f.skip(line) {
+			continue
+		}
+		for _, span := range codeSpanRE.FindAllString(line, -1) {
+			if p := strings.Trim(span, "` "); relativePathRE.MatchString(p) {
+				out = append(out, link{target: p, line: i + 1})
+			}
 		}
 	}
 	return out
