@@ -39,9 +39,9 @@ SHELL       := bash
 
 all: build
 
-build:
-	$(GO) build -o bin/proxy ./cmd/proxy
-	$(GO) build -o bin/shardgate ./cmd/shardgate
+build:  # -buildvcs=auto: the commit in -version/version even where GOFLAGS turns stamping off
+	$(GO) build -buildvcs=auto -o bin/proxy ./cmd/proxy
+	$(GO) build -buildvcs=auto -o bin/shardgate ./cmd/shardgate
 	$(GO) build -o bin/relay ./bench/relay
 
 # Ctrl-C stops the proxy only; the MariaDB servers keep running until `bench/cluster.sh stop`.
