@@ -61,6 +61,7 @@ type Server struct {
 	counters
 	handshakes
 	sha2Keys
+	trackDefaults // track.go
 
 	log    *zap.Logger
 	sqlLog *zap.Logger // nil when log_sql is off
@@ -441,6 +442,7 @@ func (s *Server) renewPools() {
 	for _, n := range s.allNodes() {
 		n.Renew()
 	}
+	s.trackDefaults.forget()
 }
 
 // Stats returns a snapshot of sessions, counters and pools.

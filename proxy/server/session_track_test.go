@@ -204,4 +204,29 @@ func TestSessionTrackClient(t *testing.T) {
 			}
 		}
 	})
+	// New sessions start with the server's globals, changed through the
+	// proxy a moment before (mtr main.mysqltest_tracking_info).
+	t.Run("global", func(t *testing.T) {
+		cfg := newConfig(t, s)
+		cfg.DenyStatements = nil
+		p := startProxy(t, cfg)
+		admin, _ := rawPair(t, s, p, "", rawCaps|mysql.ClientSessionTrack)
+		t.Cleanup(func() {
+			admin.command(append([]byte{mysql.ComQuery}, "SET GLOBAL session_track_system_variables = DEFAULT"...))
+			admin.response(false)
+		})
+		_, pr := rawPair(t, s, p, "", rawCaps|mysql.ClientSessionTrack)
+		pr.command(append([]byte{mysql.ComQuery}, "SET GLOBAL session_track_system_variables = 'character_set_connection'"...))
+		if out := pr.response(false); len(out) != 1 || out[0][0] != mysql.OKHeader {
+			t.Fatalf("SET GLOBAL: %x", out)
+		}
+		d, pr := rawPair(t, s, p, "track_a", rawCaps|mysql.ClientSessionTrack)
+		for _, c := range []trackCommand{trackQuery("SET NAMES utf8"), trackQuery("SET NAMES big5"),
+			trackValues("SELECT @@session_track_system_variables"), trackQuery("SET NAMES latin1")} {
+			d.command(c.cmd)
+			want := d.response(false)
+			pr.command(c.cmd)
+			sameTracked(t, c, pr.response(false), want)
+		}
+	})
 }

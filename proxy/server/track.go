@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -32,11 +34,37 @@ func (c *conn) EOFState() bool {
 	return c.st != nil && c.caps&mysql.ClientSessionTrack != 0 && c.st.TracksTxnState()
 }
 
-// loadTrackers reads the server's default trackers, a new session's, on
-// the default node.
+// trackDefaults keeps the server's default trackers (@@GLOBAL), a new
+// session's, for trackDefaultsAge after reading them, so a tracking
+// client's login costs no backend query of its own; a SET GLOBAL through
+// the proxy forgets them (renewPools). It is safe for concurrent use.
+type trackDefaults struct {
+	cached atomic.Pointer[trackedDefaults]
+}
+
+// trackedDefaults are default trackers and when they were read.
+type trackedDefaults struct {
+	t    session.Trackers
+	node string
+	at   time.Time
+}
+
+// trackDefaultsAge bounds how long a change of the globals made other
+// than through the proxy takes to reach new sessions.
+const trackDefaultsAge = time.Second
+
+// forget drops the cached defaults.
+func (d *trackDefaults) forget() { d.cached.Store(nil) }
+
+// loadTrackers gives the session the server's default trackers, a new
+// session's: read on the default node, or cached (trackDefaults).
 func (h *handler) loadTrackers() error {
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
+	if d := c.srv.trackDefaults.cached.Load(); d != nil && d.node == node && time.Since(d.at) < trackDefaultsAge {
+		st.SetTrackers(d.t)
+		return nil
+	}
 	bc, err := st.Acquire(node, false)
 	if err != nil {
 		return err
@@ -62,6 +90,7 @@ func (h *handler) loadTrackers() error {
 		return fmt.Errorf("reading the session state trackers: %d rows", len(res.Rows))
 	}
 	st.SetTrackers(t)
+	c.srv.trackDefaults.cached.Store(&trackedDefaults{t: t, node: node, at: time.Now()})
 	return nil
 }
 
