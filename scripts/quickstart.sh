@@ -6,6 +6,7 @@
 #
 #   <!-- quickstart: config -->   a YAML shard rule: added to the proxy's ks.yaml below the sbtest1 rule, as the
 #                                 README tells the reader to do
+#   <!-- quickstart: rule -->     a YAML shard rule that takes the place of the rule of the same db and table
 #   <!-- quickstart: start -->    `make run`: its parts are run instead (bench/cluster.sh start, the proxy built
 #                                 from this tree on the ks.yaml above), because make run stays in the foreground
 #   <!-- quickstart: connect -->  the interactive client command; the `sql` blocks after it are typed into it
@@ -117,7 +118,7 @@ read_blocks() {
 			[[ -z $kind ]] || fail "README.md:$n: two markers in a row"
 			kind=${BASH_REMATCH[1]}
 			case $kind in
-			config | start | connect | sql | run | expect) ;;
+			config | rule | start | connect | sql | run | expect) ;;
 			*) fail "README.md:$n: unknown quickstart marker '$kind'" ;;
 			esac
 		elif [[ $line =~ ^(\`\`\`+) ]]; then
@@ -165,6 +166,22 @@ run_block() {
 			in_rule && /^        sequence: id$/ { printf "%s", rule; in_rule = 0; done = 1 }
 			END { exit !done }' "$WORK/etc/ks.yaml" >"$WORK/etc/ks.yaml.new" ||
 			fail "etc/ks.yaml changed shape: no sbtest1 rule ending in 'sequence: id' to add the rule below"
+		mv "$WORK/etc/ks.yaml.new" "$WORK/etc/ks.yaml"
+		;;
+	rule)
+		local db table
+		db=$(sed -nE '1s/^      - db: ([a-z0-9_]+)$/\1/p' <<<"$body")
+		table=$(sed -nE '2s/^        table: ([a-z0-9_]+)$/\1/p' <<<"$body")
+		[[ -n $db && -n $table ]] || fail "a rule block does not start with '      - db: DB' and '        table: TABLE'"
+		awk -v rule="$body" -v db="      - db: $db" -v table="        table: $table" '
+			skip && /^        / { next }
+			{ skip = 0 }
+			$0 == db { held = $0; next }
+			held != "" && $0 == table { printf "%s", rule; skip = 1; held = ""; done = 1; next }
+			held != "" { print held; held = "" }
+			{ print }
+			END { exit !done }' "$WORK/etc/ks.yaml" >"$WORK/etc/ks.yaml.new" ||
+			fail "etc/ks.yaml has no rule for $db.$table to replace"
 		mv "$WORK/etc/ks.yaml.new" "$WORK/etc/ks.yaml"
 		;;
 	start)
