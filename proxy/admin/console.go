@@ -60,8 +60,9 @@ type Workflows interface {
 
 // Console serves the admin HTTP listener and answers admin SQL.
 type Console struct {
-	env   Env
-	flows flows
+	env     Env
+	flows   flows
+	streams streams // the GET /changes streams open (streams.go)
 }
 
 // New returns the console of env.
@@ -85,7 +86,8 @@ func (c *Console) cfg() *config.Config {
 }
 
 // HTTP serves the admin listener (web_addr): /healthz (no
-// authentication), /stats, /metrics and /debug/pprof/ (HTTP basic
+// authentication), / and /status (the status page), /stats, /metrics and
+// /debug/pprof/ (HTTP basic
 // authentication with web_user/web_password when web_user is set).
 func (c *Console) HTTP() http.Handler {
 	mux := http.NewServeMux()
@@ -103,6 +105,8 @@ func (c *Console) HTTP() http.Handler {
 	mux.Handle("/admin/digest", c.auth(http.HandlerFunc(c.serveDigest)))
 	mux.Handle("/admin/series", c.auth(http.HandlerFunc(c.serveSeries)))
 	mux.Handle("/status", c.auth(http.HandlerFunc(c.serveStatus)))
+	mux.Handle("/admin/streams", c.auth(http.HandlerFunc(c.serveStreams)))
+	mux.Handle("/{$}", c.auth(http.HandlerFunc(c.serveStatus))) // the status page is the listener's front page
 	mux.Handle("/debug/pprof/", c.auth(http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/cmdline", c.auth(http.HandlerFunc(pprof.Cmdline)))
 	mux.Handle("/debug/pprof/profile", c.auth(http.HandlerFunc(pprof.Profile)))

@@ -179,6 +179,8 @@ func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 	m := c.env.Metrics
 	m.StreamOpened()
 	defer m.StreamClosed()
+	st := c.streams.add(r, o.Tables)
+	defer c.streams.remove(st)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	// The headers go out now: the client knows its stream is open before
 	// the first change.
@@ -187,7 +189,7 @@ func (c *Console) serveChanges(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	end := c.stream(bw, w, changes)
+	end := c.stream(bw, w, changes, st)
 	cancel()
 	for range changes {
 	}
@@ -210,7 +212,7 @@ func (c *Console) draining() bool { return c.env.Draining != nil && c.env.Draini
 // closes, the client goes away ("" either way) or the proxy begins its
 // shutdown (errShuttingDown): a stream never holds a shutdown up, and its
 // client learns why it ended.
-func (c *Console) stream(bw *bufio.Writer, w http.ResponseWriter, changes <-chan changestream.Change) string {
+func (c *Console) stream(bw *bufio.Writer, w http.ResponseWriter, changes <-chan changestream.Change, st *streamInfo) string {
 	m := c.env.Metrics
 	fl, _ := w.(http.Flusher)
 	// Shutdown has no channel to wait on: Draining is looked at every
@@ -228,6 +230,7 @@ func (c *Console) stream(bw *bufio.Writer, w http.ResponseWriter, changes <-chan
 				return "" // the client went away; the caller ends the readers
 			}
 			m.ChangeSent()
+			st.sent(ch.Time, time.Now())
 			if len(changes) == 0 {
 				if bw.Flush() != nil {
 					return ""
