@@ -143,9 +143,10 @@ func run(cfgPath string, f flags) error {
 	}
 	if agent != nil {
 		log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("fleet", f.cluster),
-			zap.String("member", agent.ID()), zap.Int64("topology_version", agent.Applied()))
+			zap.String("member", agent.ID()), zap.Int64("topology_version", agent.Applied()), zap.String("version", buildinfo.String("proxy")))
 	} else {
-		log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath))
+		log.Info("shardgate listening", zap.String("addr", ln.Addr().String()), zap.String("config", cfgPath),
+			zap.String("version", buildinfo.String("proxy")))
 	}
 	var sock net.Listener
 	if cfg.Socket != "" {
