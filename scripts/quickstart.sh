@@ -20,9 +20,9 @@
 # 9797) the quick start runs on other ports of the same width (QS_MARIADB_PORTS="4307 4308", QS_PROXY_PORT=4696,
 # QS_ADMIN_PORT=4797): every block's text has those port numbers replaced, and SHARDGATE_ADMIN points bin/shardgate
 # at the admin listener. The servers' files, a copy of etc/ks.yaml and the binaries built from this tree are under
-# var/quickstart/ (wiped on every run; the working directory of the blocks is var/quickstart/work, which has
-# etc/ks.yaml and bin/). Any failing command, or output that differs from an expect block, fails the run with the
-# block's text and the tail of the proxy log. The proxy and the servers are stopped on exit.
+# var/quickstart/ (wiped before every run, removed after a passing one; the blocks run in var/quickstart/work,
+# which has etc/ks.yaml and bin/). Any failing command, or output that differs from an expect block, fails the run
+# with the block's text and the tail of the proxy log. The proxy and the servers are stopped on exit.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +69,7 @@ cleanup() {
 	fi
 	bench/cluster.sh stop >/dev/null
 	if ((rc == 0)); then
+		rm -rf "$VARDIR" # about 400 MB of data directories; kept after a failure for its logs
 		log "PASS in $((SECONDS - BEGAN))s"
 	else
 		echo "quickstart: FAILED (exit $rc)" >&2
