@@ -207,7 +207,7 @@ func TestNodeDownAtStart(t *testing.T) {
 	}
 }
 
-// BenchmarkPoolGetPut is the pool stage of the funnel in BENCH.md: check a
+// BenchmarkPoolGetPut is the pool stage of the funnel in docs/benchmarks.md: check a
 // connection out and back in, from as many goroutines as GOMAXPROCS, with
 // connections already dialed (the steady state under load).
 func BenchmarkPoolGetPut(b *testing.B) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh: the benchmark ladder of /work/shared/BENCH.md, called by `make bench`.
+# bench/run.sh: the benchmark ladder (docs/benchmarks.md, How we measure), called by `make bench`.
 #
 # Runs sysbench against MariaDB directly (B0), through a plain TCP relay (B1),
 # through the proxy (B2) and, when SHARDED_CONFIG names a file, through a

@@ -374,7 +374,7 @@ func (rp *Report) writeAddedLatency(b *strings.Builder, test, mode string, paths
 	fmt.Fprintf(b, "%s\n\n", strings.Join(rows, "\n"))
 }
 
-// writeHeadline states the BENCH.md headline: point select, text protocol,
+// writeHeadline states the headline docs/benchmarks.md describes: point select, text protocol,
 // 16 threads (or the nearest thread count run), proxy against direct and relay.
 func (rp *Report) writeHeadline(b *strings.Builder) {
 	const test, mode = "oltp_point_select", "disable"

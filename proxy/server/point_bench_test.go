@@ -8,7 +8,7 @@ import (
 	"github.com/shardgate/shardgate/mysql"
 )
 
-// BenchmarkPointSelect is the in-process end of the funnel in BENCH.md:
+// BenchmarkPointSelect is the in-process end of the funnel in docs/benchmarks.md:
 // sysbench's point select sent as text through the proxy to a fake
 // backend that answers one row, unsharded (the statement is forwarded as
 // it came) and sharded over 2 nodes x 4 subtables (routed through the plan
