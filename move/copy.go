@@ -26,8 +26,11 @@ type Env interface {
 	// Pause holds new statements on the logical table db.table and waits,
 	// until ctx ends, for the transactions that touched it to end. resume
 	// releases the held statements, after swapping the table's rule for to
-	// when to is not nil. When Pause fails, nothing is held.
-	Pause(ctx context.Context, db, table string) (resume func(to *config.ShardRule) error, err error)
+	// when to is not nil, and returns how long they were held: the one
+	// measure of the pause, which the workflow's state (pause_ms, what
+	// shardgate status prints), its log and the proxy's metrics all give.
+	// When Pause fails, nothing is held.
+	Pause(ctx context.Context, db, table string) (resume func(to *config.ShardRule) (paused time.Duration, err error), err error)
 }
 
 // copySource is one table the copy reads.

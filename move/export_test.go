@@ -100,6 +100,6 @@ type oneEndpoint struct{ ep Endpoint }
 
 func (o oneEndpoint) Endpoint(string) (Endpoint, error) { return o.ep, nil }
 func (oneEndpoint) Lag(string) time.Duration            { return 0 }
-func (oneEndpoint) Pause(context.Context, string, string) (func(*config.ShardRule) error, error) {
+func (oneEndpoint) Pause(context.Context, string, string) (func(*config.ShardRule) (time.Duration, error), error) {
 	return nil, nil
 }

@@ -32,7 +32,7 @@ func (e env) Endpoint(string) (move.Endpoint, error) {
 	return move.Endpoint{Addr: e.s.Addr, User: e.s.User, Password: e.s.Password}, nil
 }
 func (env) Lag(string) time.Duration { return 0 }
-func (env) Pause(context.Context, string, string) (func(*config.ShardRule) error, error) {
+func (env) Pause(context.Context, string, string) (func(*config.ShardRule) (time.Duration, error), error) {
 	return nil, fmt.Errorf("no pause in this test")
 }
 

@@ -914,7 +914,7 @@ func (r *run) await(ctx context.Context, errc <-chan error, sync func(context.Co
 // pause). It reports false, and changed nothing, when the pause would have
 // exceeded cutover_timeout. A cutover and a rollback are both one swap.
 func (r *run) swap(ctx context.Context, what string, a *applier, streams []changestream.Source, to config.ShardRule,
-	fence, unfence []copyTarget, finish func(paused time.Duration) (func(*State), error)) (bool, error) {
+	fence, unfence []copyTarget, finish func() (func(*State), error)) (bool, error) {
 	sp := r.spec()
 	r.mu.Lock()
 	r.w.State.Cutovers++
@@ -930,7 +930,6 @@ func (r *run) swap(ctx context.Context, what string, a *applier, streams []chang
 		return false, err
 	}
 	defer f.close()
-	t0 := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, sp.Options.WithDefaults().CutoverTimeout)
 	defer cancel()
 	resume, err := r.m.env.Pause(pctx, sp.DB, sp.Table)
@@ -956,24 +955,31 @@ func (r *run) swap(ctx context.Context, what string, a *applier, streams []chang
 	}
 	var set func(*State)
 	if err == nil {
-		set, err = finish(time.Since(t0))
+		set, err = finish()
 	}
 	if err == nil {
 		err = r.save(ctx, set)
 	}
 	if err != nil {
 		r.unrename(fenced, unfenced)
-		_ = resume(nil)
+		_, _ = resume(nil)
 		if errors.Is(err, context.DeadlineExceeded) || isLockWait(err) {
 			r.m.log.Info(what+" postponed: the new layout did not catch up in time, or the subtables stayed in use", zap.String("workflow", sp.Name), zap.Error(err))
 			return false, nil
 		}
 		return false, err
 	}
-	if err := resume(&to); err != nil {
+	paused, err := resume(&to)
+	if err != nil {
 		return false, err
 	}
-	r.m.log.Info(what+" done", zap.String("workflow", sp.Name), zap.Duration("pause", time.Since(t0)))
+	// The pause is known once the statements are let go: the state saved
+	// inside it gets it now, the same value the log and the metrics give.
+	ms := float64(paused.Microseconds()) / 1000
+	r.m.log.Info(what+" done", zap.String("workflow", sp.Name), zap.Duration("pause", paused), zap.Float64("pause_ms", ms))
+	if err := r.save(ctx, func(s *State) { s.PauseMillis = ms }); err != nil {
+		r.m.log.Warn("cannot save the "+what+"'s pause", zap.String("workflow", sp.Name), zap.Error(err))
+	}
 	return true, nil
 }
 
@@ -998,7 +1004,7 @@ func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.So
 	if err != nil {
 		return false, err
 	}
-	return r.swap(ctx, "cutover", a, streams, r.spec().To, olds, nil, func(paused time.Duration) (func(*State), error) {
+	return r.swap(ctx, "cutover", a, streams, r.spec().To, olds, nil, func() (func(*State), error) {
 		tstreams, err := r.nodeStreams(targets)
 		if err != nil {
 			return nil, err
@@ -1009,7 +1015,7 @@ func (r *run) cutover(ctx context.Context, a *applier, streams []changestream.So
 		}
 		applied := a.position()
 		return func(s *State) {
-			s.Phase, s.Reverse, s.Applied, s.PauseMillis, s.Error = PhaseSwitched, rev, applied, float64(paused.Microseconds())/1000, ""
+			s.Phase, s.Reverse, s.Applied, s.Error = PhaseSwitched, rev, applied, ""
 		}, nil
 	})
 }
@@ -1124,10 +1130,10 @@ func (r *run) reverse(ctx context.Context) error {
 
 // rollback is a cutover back to the old rule.
 func (r *run) rollback(ctx context.Context, a *applier, streams []changestream.Source, news, olds []copyTarget) (bool, error) {
-	return r.swap(ctx, "rollback", a, streams, r.spec().From, news, olds, func(paused time.Duration) (func(*State), error) {
+	return r.swap(ctx, "rollback", a, streams, r.spec().From, news, olds, func() (func(*State), error) {
 		applied := a.position()
 		return func(s *State) {
-			s.Phase, s.Reverse, s.PauseMillis = PhaseRolledBack, applied, float64(paused.Microseconds())/1000
+			s.Phase, s.Reverse = PhaseRolledBack, applied
 		}, nil
 	})
 }

@@ -113,8 +113,9 @@ func (gs *gates) leave(inside []*gate) []*gate {
 }
 
 // hold shuts table's gate and waits until no session is inside, or ctx
-// ends; release opens it again.
-func (gs *gates) hold(ctx context.Context, db, table string) (release func(), err error) {
+// ends; release opens it again and returns how long it was shut: the
+// pause, counted in the metrics, logged and saved by the workflow.
+func (gs *gates) hold(ctx context.Context, db, table string) (release func() time.Duration, err error) {
 	g := gs.gate(table)
 	gs.mu.Lock()
 	if g.held != nil {
@@ -124,12 +125,14 @@ func (gs *gates) hold(ctx context.Context, db, table string) (release func(), er
 	g.held, g.empty = make(chan struct{}), make(chan struct{}, 1)
 	gs.mu.Unlock()
 	t0 := time.Now()
-	release = func() {
+	release = func() time.Duration {
 		gs.mu.Lock()
 		close(g.held)
 		g.held = nil
 		gs.mu.Unlock()
-		gs.buffer.paused(time.Since(t0))
+		d := time.Since(t0)
+		gs.buffer.paused(d)
+		return d
 	}
 	for {
 		gs.mu.Lock()
@@ -281,7 +284,7 @@ func (w *workflows) Lag(node string) time.Duration {
 // proxy holds them too, as far as it acknowledges within
 // cutover_ack_wait, and puts the same rule in force before it lets them
 // go (cutover.go).
-func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.ShardRule) error, error) {
+func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.ShardRule) (time.Duration, error), error) {
 	fp := w.announce(ctx, db, table)
 	release, err := w.gates.hold(ctx, db, table)
 	if err != nil {
@@ -289,17 +292,17 @@ func (w *workflows) Pause(ctx context.Context, db, table string) (func(*config.S
 		return nil, err
 	}
 	fp.wait(ctx)
-	return func(to *config.ShardRule) error {
-		defer release()
+	return func(to *config.ShardRule) (paused time.Duration, err error) {
+		defer func() { paused = release() }()
 		defer fp.end(to)
 		if to == nil {
-			return nil
+			return 0, nil
 		}
 		if err := w.swapRule(db, table, *to); err != nil {
-			return err
+			return 0, err
 		}
 		w.publish(db, table, *to)
-		return nil
+		return 0, nil
 	}, nil
 }
 
