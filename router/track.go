@@ -8,28 +8,32 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
-// SetsTrackers recognises a SET made only of assignments to the session's
-// own session state trackers (session_track_system_variables,
-// session_track_schema, session_track_state_change,
-// session_track_transaction_info). The proxy keeps every tracker of its
-// backend connections on for itself; the client's trackers are the
-// session's, and a SET of them is the proxy's to answer.
-func SetsTrackers(sql string, mode Mode) bool {
+// SetsTrackers recognises a SET that assigns the session's own session
+// state trackers (session_track_system_variables, session_track_schema,
+// session_track_state_change, session_track_transaction_info): any is
+// set when one of its assignments does, only when all of them do. The
+// proxy keeps every tracker of its backend connections on for itself; the
+// client's trackers are the session's, and a SET of them is the proxy's
+// to answer.
+func SetsTrackers(sql string, mode Mode) (only, any bool) {
 	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
-		return false
+		return false, false
 	}
 	set, ok := stmts[0].(*ast.SetStmt)
 	if !ok || len(set.Variables) == 0 {
-		return false
+		return false, false
 	}
+	only = true
 	for _, v := range set.Variables {
-		if !v.IsSystem || v.IsGlobal || v.IsInstance || !IsTracker(strings.ToLower(v.Name)) {
-			return false
+		if v.IsSystem && !v.IsGlobal && !v.IsInstance && IsTracker(strings.ToLower(v.Name)) {
+			any = true
+		} else {
+			only = false
 		}
 	}
-	return true
+	return only && any, any
 }
 
 // IsTracker reports whether name (lower case) is one of the session

@@ -4,21 +4,22 @@ import "testing"
 
 func TestSetsTrackers(t *testing.T) {
 	for _, c := range []struct {
-		sql  string
-		want bool
+		sql       string
+		only, any bool
 	}{
-		{"SET session_track_schema = OFF", true},
-		{"SET @@session.session_track_system_variables = 'time_zone'", true},
-		{"set local session_track_state_change=1, SESSION session_track_transaction_info = STATE", true},
-		{"SET @@SESSION_TRACK_SCHEMA = DEFAULT", true},
-		{"SET GLOBAL session_track_schema = OFF", false},
-		{"SET @@global.session_track_system_variables = ''", false},
-		{"SET session_track_schema = OFF, sql_mode = ''", false},
-		{"SET @session_track_schema = 1", false},
-		{"SELECT @@session_track_schema", false},
+		{"SET session_track_schema = OFF", true, true},
+		{"SET @@session.session_track_system_variables = 'time_zone'", true, true},
+		{"set local session_track_state_change=1, SESSION session_track_transaction_info = STATE", true, true},
+		{"SET @@SESSION_TRACK_SCHEMA = DEFAULT", true, true},
+		{"SET GLOBAL session_track_schema = OFF", false, false},
+		{"SET @@global.session_track_system_variables = ''", false, false},
+		{"SET session_track_schema = OFF, sql_mode = ''", false, true},
+		{"SET @a = 1, @@session_track_state_change = 1", false, true},
+		{"SET @session_track_schema = 1", false, false},
+		{"SELECT @@session_track_schema", false, false},
 	} {
-		if got := SetsTrackers(c.sql, 0); got != c.want {
-			t.Errorf("SetsTrackers(%q) = %v, want %v", c.sql, got, c.want)
+		if only, any := SetsTrackers(c.sql, 0); only != c.only || any != c.any {
+			t.Errorf("SetsTrackers(%q) = %v, %v, want %v, %v", c.sql, only, any, c.only, c.any)
 		}
 	}
 }

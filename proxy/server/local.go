@@ -32,7 +32,10 @@ func (l *localStmts) trackedSet(sql string) bool {
 	if router.HasExecutableComment(sql) {
 		return false
 	}
-	if _, ok := router.ParseSet(sql, mode); ok || router.SetsTrackers(sql, mode) {
+	if _, ok := router.ParseSet(sql, mode); ok {
+		return true
+	}
+	if _, any := router.SetsTrackers(sql, mode); any {
 		return true
 	}
 	if cs, coll, ok := router.ParseSetNames(sql, mode); ok {
@@ -84,8 +87,8 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 	case stmt.Keyword == "PREPARE" || stmt.Keyword == "EXECUTE" || stmt.Keyword == "DEALLOCATE" || stmt.Keyword == "DROP":
 		return h.ls.sqlPrepare(sql)
 	case stmt.Keyword == "SET" && !stmt.Effects:
-		if router.SetsTrackers(sql, c.st.Mode()) {
-			return true, h.ls.setTrackers(sql)
+		if only, any := router.SetsTrackers(sql, c.st.Mode()); any {
+			return true, h.ls.setTrackers(sql, !only) // track.go
 		}
 		// A SET that takes a lock, advances a sequence or calls a stored
 		// function leaves more than variables: it runs on the session's

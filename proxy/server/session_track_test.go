@@ -128,6 +128,12 @@ func TestSessionTrackClient(t *testing.T) {
 		trackQuery("SET character_set_client = latin1, time_zone = '+05:00', character_set_results = latin1"),
 		trackQuery("SET session_track_system_variables = DEFAULT, session_track_state_change = DEFAULT"),
 		trackQuery("SET NAMES latin1"),
+		// A SET of trackers and other variables at once.
+		trackQuery("SET @m = 5, session_track_state_change = ON, sql_mode = 'ANSI', session_track_system_variables = 'sql_mode'"),
+		trackQuery("SELECT @m, @@sql_mode"),
+		trackQuery("SET sql_mode = DEFAULT"),
+		trackQuery("SET session_track_system_variables = DEFAULT, session_track_state_change = DEFAULT, @m = NULL"),
+		trackQuery("SET NAMES latin1"),
 		// EXECUTE IMMEDIATE of a literal in a character set other than
 		// the connection's (mtr main.ctype_sjis).
 		trackQuery("SET NAMES sjis"),

@@ -133,8 +133,10 @@ func boolLiteral(on bool) string {
 // it runs on a pooled connection, whose answer (the server's error, or
 // what the new trackers report) is the client's; the values it left are
 // read back as the session's, and the connection's own trackers are put
-// back.
-func (l *localStmts) setTrackers(sql string) error {
+// back. A SET that assigns other variables too (mixed) leaves them on the
+// connection, which the session keeps from then on, as it keeps one a
+// statement it cannot carry left state on.
+func (l *localStmts) setTrackers(sql string, mixed bool) error {
 	h := l.h
 	c, st := h.c, h.c.st
 	if !st.TrackersKnown() {
@@ -171,7 +173,12 @@ func (l *localStmts) setTrackers(sql string) error {
 		bc.MarkBroken() // its trackers are no longer the proxy's
 	}
 	c.running.Store(nil)
-	st.Release(bc, false, backend.Outcome{})
+	if err != nil || !mixed {
+		st.Release(bc, mixed, backend.Outcome{})
+	} else {
+		st.Release(bc, true, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings,
+			StateChanged: res.State != nil, State: res.State})
+	}
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && !bc.Broken() {
@@ -190,8 +197,7 @@ func (l *localStmts) setTrackers(sql string) error {
 
 // noteNames notes, for the client's trackers, the character sets a SET
 // NAMES the proxy answered set (MariaDB reports these three, not
-// collation_connection; in this order when it tracks every variable, in
-// the order of the client's list otherwise).
+// collation_connection).
 func noteNames(c *conn, coll byte) {
 	cs, ok := mysql.CollationByID(coll)
 	if !ok {
