@@ -873,5 +873,9 @@ func (n *Node) reapIdle() {
 	}
 }
 
+// IdleTimeout is how long the node's pool keeps a connection idle (0: no
+// limit).
+func (n *Node) IdleTimeout() time.Duration { return n.opts.IdleTimeout }
+
 // User is the account the node's pool logs in with.
 func (n *Node) User() string { return n.cfg.User }

@@ -144,6 +144,11 @@ func (d *Detector) run() {
 		} else {
 			backoff = 0
 			retry.Stop()
+			// Nothing waits: the servers' threads go until a wait comes
+			// (servers count them: Threads_connected, max_connections).
+			for addr := range d.conns {
+				d.drop(addr)
+			}
 		}
 	}
 }

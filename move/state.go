@@ -122,6 +122,11 @@ func NewStore(ep Endpoint, db string) *Store {
 	return &Store{sc: sidecar.NewAt(ep.Addr, ep.User, ep.Password, db)}
 }
 
+// CloseIdleAfter makes the store's idle sidecar connections close after d
+// (sidecar.Sidecar.CloseIdleAfter; the proxy passes its pools' idle
+// timeout).
+func (st *Store) CloseIdleAfter(d time.Duration) { st.sc.CloseIdleAfter(d) }
+
 // tables is the workflows' table in the sidecar: per workflow its spec and
 // state (JSON), the lease of the proxy running it, and the fleet term (the
 // election revision of the leader) that proxy claimed it in (0 outside a

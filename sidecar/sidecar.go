@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardgate/shardgate/backend"
@@ -35,7 +36,14 @@ type Sidecar struct {
 	qdb   string // db quoted
 	dial  func(context.Context) (*backend.Conn, error)
 
-	conns chan *backend.Conn // idle connections
+	conns chan idleConn // idle connections
+	// idle closes a connection idle longer than this (0: kept until
+	// Close), as the pools close theirs (backend.idle_timeout): servers
+	// count the threads (Threads_connected, max_connections), and the
+	// sidecar is used in bursts (a workflow's saves, a block of sequence
+	// values, a commit decision). reaping is set while a reap is due.
+	idle    atomic.Int64
+	reaping atomic.Bool
 
 	mu       sync.Mutex // serialises migrations; guards booted, closed
 	booted   bool       // sidecar_version checked and sidecar_migrations exists
@@ -44,9 +52,12 @@ type Sidecar struct {
 }
 
 // New returns the sidecar database db on node. Nothing is done on the node
-// until the first statement.
+// until the first statement. Its idle connections close after the node's
+// pools' idle timeout.
 func New(node *backend.Node, db string) *Sidecar {
-	return newSidecar("node "+node.Name, db, node.Dial)
+	s := newSidecar("node "+node.Name, db, node.Dial)
+	s.CloseIdleAfter(node.IdleTimeout())
+	return s
 }
 
 // NewAt returns the sidecar database db on the server at addr, logged in
@@ -58,7 +69,64 @@ func NewAt(addr, user, password, db string) *Sidecar {
 }
 
 func newSidecar(where, db string, dial func(context.Context) (*backend.Conn, error)) *Sidecar {
-	return &Sidecar{where: where, db: db, qdb: mysql.QuoteIdent(db), dial: dial, conns: make(chan *backend.Conn, 8)}
+	return &Sidecar{where: where, db: db, qdb: mysql.QuoteIdent(db), dial: dial, conns: make(chan idleConn, 8)}
+}
+
+// idleConn is a connection kept for the next statement, since it came back.
+type idleConn struct {
+	bc    *backend.Conn
+	since time.Time
+}
+
+// CloseIdleAfter makes connections idle longer than d close (0: kept until
+// Close, the default of NewAt). A reap armed with the former timeout still
+// runs; the next connection that comes back arms one with d.
+func (s *Sidecar) CloseIdleAfter(d time.Duration) {
+	s.idle.Store(int64(d))
+	s.reaping.Store(false)
+}
+
+// expired reports whether ic has been idle past the idle timeout.
+func (s *Sidecar) expired(ic idleConn, now time.Time) bool {
+	d := time.Duration(s.idle.Load())
+	return d > 0 && now.Sub(ic.since) >= d
+}
+
+// keep puts ic back among the idle connections (closing it when they are
+// full) and arms a reap when there is an idle timeout.
+func (s *Sidecar) keep(ic idleConn) {
+	select {
+	case s.conns <- ic:
+	default:
+		ic.bc.Close()
+		return
+	}
+	if d := time.Duration(s.idle.Load()); d > 0 && s.reaping.CompareAndSwap(false, true) {
+		time.AfterFunc(d, s.reap)
+	}
+}
+
+// reap closes the idle connections past the idle timeout; the others go
+// back (and a reap is armed again for them).
+func (s *Sidecar) reap() {
+	s.reaping.Store(false)
+	now := time.Now()
+	var young []idleConn
+	for n := len(s.conns); n > 0; n-- {
+		select {
+		case ic := <-s.conns:
+			if s.expired(ic, now) {
+				ic.bc.Close()
+			} else {
+				young = append(young, ic)
+			}
+		default:
+			n = 1
+		}
+	}
+	for _, ic := range young {
+		s.keep(ic)
+	}
 }
 
 // DB returns the database's name.
@@ -121,8 +189,8 @@ func (s *Sidecar) Close() {
 	s.mu.Unlock()
 	for {
 		select {
-		case bc := <-s.conns:
-			bc.Close()
+		case ic := <-s.conns:
+			ic.bc.Close()
 		default:
 			return
 		}
@@ -135,10 +203,15 @@ func (s *Sidecar) wrap(err error) error {
 
 // conn returns an idle connection or dials one.
 func (s *Sidecar) conn(ctx context.Context) (*backend.Conn, error) {
-	select {
-	case bc := <-s.conns:
-		return bc, nil
-	default:
+	for len(s.conns) > 0 {
+		select {
+		case ic := <-s.conns:
+			if !s.expired(ic, time.Now()) {
+				return ic.bc, nil
+			}
+			ic.bc.Close()
+		default:
+		}
 	}
 	bc, err := s.dial(ctx)
 	if err != nil {
@@ -155,11 +228,7 @@ func (s *Sidecar) put(bc *backend.Conn) {
 		bc.Close()
 		return
 	}
-	select {
-	case s.conns <- bc:
-	default:
-		bc.Close()
-	}
+	s.keep(idleConn{bc: bc, since: time.Now()})
 }
 
 // run runs sql on bc, closing bc under it if ctx ends first.

@@ -194,7 +194,9 @@ func startWorkflows(s *Server) *workflows {
 		return nil
 	}
 	host, _ := os.Hostname()
-	w.m = move.NewManager(move.NewStore(ep, cfg.Sidecar.DB), w, s.log, host+"/"+cfg.Addr)
+	store := move.NewStore(ep, cfg.Sidecar.DB)
+	store.CloseIdleAfter(cfg.Backend.IdleTimeout) // as the pools: servers count the threads
+	w.m = move.NewManager(store, w, s.log, host+"/"+cfg.Addr)
 	if s.fleet != nil {
 		// In a fleet only the leader runs workflows (LeadWorkflows).
 		w.m.Follow()
