@@ -27,6 +27,8 @@
 #   make bench-fleet fleet mode against one file on point selects (bench/run.sh's ladder plus a fleet proxy on a real
 #                    etcd, interleaved), and the propagation time of 20 topology changes to three proxies
 #                    (bench/fleet.sh; about 8 minutes)
+#   make bench-cutover  a fleet-wide cutover (2 to 8 subtables over 3 nodes) with 1 proxy, 3 proxies, 3 with one frozen:
+#                    pause and point-select p50/p99/max across it (bench/cutover.sh; own servers and etcd; about 3 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -35,7 +37,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet bench-cutover
 
 all: build
 
@@ -106,6 +108,9 @@ bench:
 
 bench-fleet:
 	bench/fleet.sh
+
+bench-cutover:
+	bench/cutover.sh
 
 # BASELINE, ROUNDS, DURATION, WARMUP and OUT may be given; the rest is fixed so that runs compare with each other.
 bench-compare:
