@@ -141,6 +141,32 @@ func (m *Manager) Lead(ctx context.Context, id int64, prepare func(*Workflow)) {
 	m.log.Info("no longer leading: the fleet's workflows stopped here, their state as saved", zap.Int64("term", id), zap.Int("stopped", n))
 }
 
+// WatchTables calls moving, every pollInterval until the manager closes,
+// with the table of each saved workflow that has not ended: in a fleet,
+// the proxies that do not run workflows put a gate in front of a table
+// being moved from when the workflow is recorded, not from its cutover,
+// so that a transaction open on the table when the cutover comes is
+// known to them and waited for before they acknowledge the hold.
+func (m *Manager) WatchTables(moving func(db, table string)) {
+	go func() {
+		tick := time.NewTicker(pollInterval)
+		defer tick.Stop()
+		for m.ctx.Err() == nil {
+			if ws, err := m.List(); err == nil {
+				for _, w := range ws {
+					if !w.Ended() {
+						moving(w.Spec.DB, w.Spec.Table)
+					}
+				}
+			}
+			select {
+			case <-m.ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
 // run is one workflow being driven.
 type run struct {
 	m    *Manager

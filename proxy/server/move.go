@@ -198,9 +198,11 @@ func startWorkflows(s *Server) *workflows {
 	store.CloseIdleAfter(cfg.Backend.IdleTimeout) // as the pools: servers count the threads
 	w.m = move.NewManager(store, w, s.log, host+"/"+cfg.Addr)
 	if s.fleet != nil {
-		// In a fleet only the leader runs workflows (LeadWorkflows).
+		// In a fleet only the leader runs workflows (LeadWorkflows); every
+		// proxy gates the tables they move from their start (cutover.go).
 		w.m.Follow()
 		w.leader = s.fleetLeader
+		w.m.WatchTables(func(_, table string) { w.gates.gate(table) })
 	}
 	// Start-up waits a little for the sidecar, not for ever: a node that
 	// does not answer must not keep the proxy from serving.
