@@ -88,7 +88,11 @@ func TestProcessFleetCutoverFrozenProxy(t *testing.T) {
 	t.Cleanup(func() { forget() })
 	nodes := []fleetNode{{name: "node1", master: nodeSrv[0]}, {name: "node2", master: nodeSrv[1]}, {name: "node3", master: nodeSrv[2]}}
 	shard := "    shard:\n      - db: fleetcut\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
-	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard}}))
+	// cutover_timeout 2s: with a member frozen, the 500 ms ack wait takes
+	// half the default 1 s, and on a loaded machine (load average 25 on 2
+	// cores) the rest of the pause outlasted the other half in all 10
+	// tries once in 12 runs.
+	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard}})+"move:\n  cutover_timeout: 2s\n")
 
 	type member struct {
 		p   *proc
