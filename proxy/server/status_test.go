@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -211,29 +212,50 @@ func statusEnv(t *testing.T) (*proxy, *httptest.Server, []*mariadbtest.Server) {
 	t.Helper()
 	servers := backends(t)
 	master, reps := replicaSet(t)
-	cfg := newConfig(t, append(servers, master)...)
-	for i := range cfg.Nodes {
-		cfg.Nodes[i].MaxConnsLimit = 16
-	}
 	var slave []string
 	for _, r := range reps {
 		slave = append(slave, r.Addr+"@1")
 	}
-	cfg.Nodes[2].Slave = strings.Join(slave, ",")
-	cfg.Backend.MaxReplicaLag = 5 * time.Second
 	for _, s := range append(servers, master) {
 		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS status", "CREATE DATABASE status")
 	}
-	cfg.Schemas[0].Shard = []config.ShardRule{
-		{DB: "status", Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}},
-		{DB: "status", Table: "r", Key: "id", Type: "hash", Nodes: []string{"node3"}, Locations: []int{1}},
-		{DB: "status", Table: "log", Key: "id", Type: "hash", Nodes: []string{"node3"}, Locations: []int{2}},
-		{DB: "status", Table: "sbtest1", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{1, 1}, Sequence: "id", SequenceBlock: 1000},
+	// The fleet's topology in etcd, as shardgate topo load stores it; both
+	// proxies start from it and the page shows its version.
+	node := func(name string, s *mariadbtest.Server, slave string) string {
+		return fmt.Sprintf("  - {name: %s, master: %q, user: %q, password: %q, slave: %q, max_conns_limit: 16, down_after_noalive: 1}\n",
+			name, s.Addr, s.User, s.Password, slave)
 	}
-	cfg.Sidecar = config.Sidecar{Node: "node1", DB: "status_sidecar"}
-	// A fleet of two proxies in a test etcd: the page shows its members and
-	// their topology versions. The test loads a, the leader.
+	text := fmt.Sprintf(`addr: 127.0.0.1:0
+user_list:
+  - {user: %s, password: %s}
+nodes:
+%s%s%sschema_list:
+  - user: %s
+    nodes: [node1, node2, node3]
+    default: node1
+    shard:
+      - {db: status, table: t, key: id, type: hash, nodes: [node1, node2], locations: [2, 2]}
+      - {db: status, table: r, key: id, type: hash, nodes: [node3], locations: [1]}
+      - {db: status, table: log, key: id, type: hash, nodes: [node3], locations: [2]}
+      - {db: status, table: sbtest1, key: id, type: hash, nodes: [node1, node2], locations: [1, 1], sequence: id, sequence_block: 1000}
+backend: {health_interval: 200ms, dial_timeout: 1s, pool_growth: false, max_replica_lag: 5s}
+sidecar: {node: node1, db: status_sidecar}
+`, appUser, appPassword, node("node1", servers[0], ""), node("node2", servers[1], ""), node("node3", master, strings.Join(slave, ",")), appUser)
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
 	etcd := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := topo.Open(ctx, topo.Options{Endpoints: etcd.Endpoints(), Prefix: statusPrefix, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(ctx, []byte(text), -1); err != nil {
+		t.Fatal(err)
+	}
 	p, web := statusMember(t, etcd, cfg, "a")
 	eventually(t, 10*time.Second, "a to lead the fleet", func() bool {
 		f := p.srv.Stats().Fleet
@@ -241,8 +263,23 @@ func statusEnv(t *testing.T) (*proxy, *httptest.Server, []*mariadbtest.Server) {
 	})
 	cfgB := *cfg
 	statusMember(t, etcd, &cfgB, "b")
+	eventually(t, 10*time.Second, "both proxies to serve the topology", func() bool {
+		f := p.srv.Stats().Fleet
+		if f == nil || f.ApplyError != "" || len(f.Members) != 2 || f.Latest == 0 {
+			return false
+		}
+		for _, m := range f.Members {
+			if m.Applied != f.Latest {
+				return false
+			}
+		}
+		return true
+	})
 	return p, web, reps
 }
+
+// statusPrefix is where the status test's fleet keeps its topology in etcd.
+const statusPrefix = "/shardgate/status-test"
 
 // statusMember starts a proxy on cfg with its admin listener and joins it
 // to the fleet in etcd as id, publishing both addresses; /stats carries
@@ -273,7 +310,7 @@ func statusMember(t *testing.T, etcd *etcdtest.Server, cfg *config.Config, id st
 	t.Cleanup(web.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := topo.Open(ctx, topo.Options{Endpoints: etcd.Endpoints(), Prefix: "/shardgate/status-test", DialTimeout: time.Second, LeaseTTL: 2})
+	st, err := topo.Open(ctx, topo.Options{Endpoints: etcd.Endpoints(), Prefix: statusPrefix, DialTimeout: time.Second, LeaseTTL: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,11 +327,12 @@ func statusMember(t *testing.T, etcd *etcdtest.Server, cfg *config.Config, id st
 }
 
 // screenshotLoad adds what the screenshots show beyond the layout test:
-// sysbench oltp_read_write, a reshard of sbtest1 copying slowly, and the
-// first replica held behind by a row lock on the row the load updates.
+// sysbench oltp_read_write, a reshard of sbtest1 (started shortly before the
+// screenshots, to catch it copying), and the first replica held behind by
+// a row lock on the rows the load updates.
 // It returns how long to let the charts fill.
 func screenshotLoad(t *testing.T, ctx context.Context, wg *sync.WaitGroup, p *proxy, web *httptest.Server, replicas []*mariadbtest.Server) time.Duration {
-	bin, args := sysbenchFor(t, p, "status", 50000)
+	bin, args := sysbenchFor(t, p, "status", 200000)
 	bench := exec.CommandContext(ctx, bin, append([]string{"oltp_read_write"}, append(args[1:], "--threads=2", "--time=0", "--events=0", "--rate=150", "run")...)...)
 	if err := bench.Start(); err != nil {
 		t.Fatal(err)
@@ -304,11 +342,30 @@ func screenshotLoad(t *testing.T, ctx context.Context, wg *sync.WaitGroup, p *pr
 		defer wg.Done()
 		bench.Wait()
 	}()
-	req := map[string]any{"table": "status.sbtest1", "name": "grow", "nodes": []string{"node1", "node2"}, "locations": []int{2, 2},
-		"options": map[string]any{"CopyWorkers": 1, "BatchRows": 20}}
-	if code, body := admin(t, web.URL, "POST", "/admin/workflows", req, nil); code != 200 {
-		t.Logf("no reshard on the screenshots: %d %s", code, body)
+	d := 40 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("STATUS_SECONDS") + "s"); err == nil && v > 0 {
+		d = v
 	}
+	// The reshard starts about 8 s before the screenshots (the page waits d,
+	// then one more refresh), to be caught copying.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-time.After(max(0, d-4*time.Second)):
+		case <-ctx.Done():
+			return
+		}
+		req, _ := json.Marshal(map[string]any{"table": "status.sbtest1", "name": "grow", "nodes": []string{"node1", "node2"}, "locations": []int{2, 2},
+			"options": map[string]any{"CopyWorkers": 1, "BatchRows": 20}})
+		resp, err := http.Post(web.URL+"/admin/workflows", "application/json", bytes.NewReader(req))
+		if err != nil || resp.StatusCode != 200 {
+			t.Logf("no reshard on the screenshots: %v %v", resp, err)
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
 	// The replicated UPDATEs of r waits behind this lock: the replica's lag
 	// grows until it is no longer usable (max_replica_lag 5 s).
 	rep := openDB(t, directDSN(replicas[0], "status", ""))
@@ -320,10 +377,6 @@ func screenshotLoad(t *testing.T, ctx context.Context, wg *sync.WaitGroup, p *pr
 		t.Logf("no replica lag on the screenshots: %v", err)
 	} else {
 		t.Cleanup(func() { tx.Rollback() })
-	}
-	d := 40 * time.Second
-	if v, err := time.ParseDuration(os.Getenv("STATUS_SECONDS") + "s"); err == nil && v > 0 {
-		d = v
 	}
 	return d
 }
