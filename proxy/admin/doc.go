@@ -1,5 +1,5 @@
 // Package admin is the operator's side of the proxy: the admin HTTP
-// listener (web_addr: /healthz, /stats, /metrics, /status and its data,
+// listener (web_addr: /healthz, /stats, /metrics, / and /status with its data,
 // /admin/..., /changes, /debug/pprof/), the status page, and
 // kingshard's admin SQL on the client port (admin node(...), admin
 // server(...), show node status, the data-movement and digest commands).

@@ -42,7 +42,7 @@ import (
 // many columns as the heading, the page does not overflow sideways, and
 // every chart has a time axis and a value axis whose labels carry a unit.
 //
-// STATUS_SCREENSHOT=dir also runs sysbench oltp_read_write, a reshard of
+// STATUS_SCREENSHOT=dir (absolute: the test runs in proxy/server) also runs sysbench oltp_read_write, a reshard of
 // sbtest1 and a replica held behind, waits STATUS_SECONDS (default 40) so
 // that the charts fill, and saves dir/status.png (the whole page) and
 // dir/status-*.png (its sections): docs/status*.png.
