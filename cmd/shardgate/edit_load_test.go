@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os/exec"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,17 +20,23 @@ import (
 )
 
 // TestEditApplyUnderLoad is issue 36's first "done means" as an operator
-// meets it, with one proxy and its file: while clients read, update and
-// insert through the proxy, the rule of a table with rows is edited in
-// the proxy's own ks.yaml, `shardgate apply ks.yaml -wait` moves the rows
-// and `shardgate cutover` swaps the rule: no client statement fails and
-// every row written is there, in the new subtables. Then a rule for a new,
-// empty table added to the file applies at once on a reload (what SIGHUP
-// runs) and routes.
+// meets it, with one proxy and its file: while sysbench oltp_read_write
+// runs on sbtest1 and other clients read, update and insert rows of
+// orders through the proxy, the rule of sbtest1 is edited in the proxy's
+// own ks.yaml, `shardgate apply ks.yaml -wait` moves its rows and
+// `shardgate cutover` swaps the rule: sysbench ends without an error, no
+// other client statement fails, and sbtest1's rows are all in its new
+// subtables. Then a rule for a new, empty table added to the file applies
+// at once on a reload (what SIGHUP runs) and routes.
 func TestEditApplyUnderLoad(t *testing.T) {
+	sysbench, err := exec.LookPath("sysbench")
+	if err != nil {
+		t.Fatal("sysbench is not installed: scripts/deps.sh sysbench (or apt-get install -y sysbench)")
+	}
 	e := newPlanEnv(t, "cle")
-	path := e.write(t, "ks.yaml", e.file("", e.rule("orders", "1, 1")))
-	srv, sh := e.start(t, e.file("", e.rule("orders", "1, 1")), server.Options{})
+	before := e.file("", e.rule("orders", "1, 1"), e.rule("sbtest1", "1, 1"))
+	path := e.write(t, "ks.yaml", before)
+	srv, sh := e.start(t, before, server.Options{})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +47,19 @@ func TestEditApplyUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
+	host, port, _ := strings.Cut(l.Addr().String(), ":")
+	sb := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port, "--mysql-user=app",
+		"--mysql-password=pw", "--mysql-db=cle", "--tables=1", "--table-size=10000", "--threads=4", "--auto-inc=off"}
+	if out, err := exec.Command(sysbench, append(slices.Clone(sb), "prepare")...).CombinedOutput(); err != nil {
+		t.Fatalf("sysbench prepare: %v\n%s", err, out)
+	}
+	sbDone := make(chan error, 1)
+	var sbOut bytes.Buffer
+	go func() {
+		cmd := exec.Command(sysbench, append(slices.Clone(sb), "--time=20", "run")...)
+		cmd.Stdout, cmd.Stderr = &sbOut, &sbOut
+		sbDone <- cmd.Run()
+	}()
 
 	// The load: 4 clients, each updating and reading rows of the table
 	// and inserting rows of its own.
@@ -84,7 +107,7 @@ func TestEditApplyUnderLoad(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 
 	// The operator's edit, in the file the proxy runs, then apply.
-	e.write(t, "ks.yaml", e.file("", e.rule("orders", "2, 2")))
+	e.write(t, "ks.yaml", e.file("", e.rule("orders", "1, 1"), e.rule("sbtest1", "2, 2")))
 	out, err := sh("apply", path, "-wait")
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
@@ -99,22 +122,32 @@ func TestEditApplyUnderLoad(t *testing.T) {
 		t.Fatalf("cutover: %v\n%s", err, out)
 	}
 	t.Logf("$ shardgate cutover %s\n%s", m[1], out)
-	time.Sleep(500 * time.Millisecond)
+	if err := <-sbDone; err != nil {
+		t.Errorf("sysbench across the cutover: %v\n%s", err, sbOut.String())
+	}
+	cut := sbOut.String()
+	if i := strings.Index(cut, "SQL statistics:"); i >= 0 {
+		cut = cut[i:]
+	}
+	t.Logf("sysbench oltp_read_write, 4 threads, 20 s across the apply and the cutover:\n%s", cut)
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("%d client statements, %d rows inserted, %d failed", ops.Load(), inserted.Load(), len(failures))
+	t.Logf("%d other client statements, %d rows inserted, %d failed", ops.Load(), inserted.Load(), len(failures))
 	for i, err := range failures {
 		if i < 5 {
 			t.Errorf("a client statement failed: %v", err)
 		}
 	}
-	want := 3000 + inserted.Load()
-	var n int64
-	if err := app.QueryRow("SELECT COUNT(*) FROM orders").Scan(&n); err != nil || n != want {
-		t.Errorf("through the proxy: %d rows (%v), want %d", n, err, want)
+	if want, n := 3000+inserted.Load(), int64(0); app.QueryRow("SELECT COUNT(*) FROM orders").Scan(&n) != nil || n != want {
+		t.Errorf("orders through the proxy: %d rows, want %d", n, want)
 	}
-	// In the new subtables, on the servers themselves.
-	var direct int64
+	// sbtest1's rows (oltp_read_write deletes and inserts again as many
+	// as it deletes) through the proxy and in its new subtables, on the
+	// servers themselves.
+	var want, direct int64
+	if err := app.QueryRow("SELECT COUNT(*) FROM sbtest1").Scan(&want); err != nil || want != 10000 {
+		t.Errorf("sbtest1 through the proxy: %d rows (%v), want 10000", want, err)
+	}
 	for i, s := range cluster.Servers {
 		db, err := sql.Open("mysql", s.DSN("cle"))
 		if err != nil {
@@ -122,7 +155,7 @@ func TestEditApplyUnderLoad(t *testing.T) {
 		}
 		for k := 2 * i; k < 2*i+2; k++ {
 			var c int64
-			if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM orders_g1_%04d", k)).Scan(&c); err != nil {
+			if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM sbtest1_g1_%04d", k)).Scan(&c); err != nil {
 				t.Fatalf("node%d: %v", i+1, err)
 			}
 			direct += c
@@ -134,7 +167,7 @@ func TestEditApplyUnderLoad(t *testing.T) {
 	}
 
 	// A rule for a new, empty table: applied by the reload at once.
-	e.write(t, "ks.yaml", e.file("", e.rule("orders", "2, 2"), e.rule("carts", "1, 1")))
+	e.write(t, "ks.yaml", e.file("", e.rule("orders", "1, 1"), e.rule("sbtest1", "2, 2"), e.rule("carts", "1, 1")))
 	if err := srv.ReloadFile(path); err != nil { // what SIGHUP runs
 		t.Fatalf("reload: %v", err)
 	}
