@@ -2,6 +2,7 @@ package changestream
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -349,7 +350,7 @@ func (r *reader) run(ctx context.Context, from string) error {
 		}
 		switch e := ev.Event.(type) {
 		case *replication.MariadbGTIDEvent:
-			g := e.GTID
+			g := eventGTID(ev, e)
 			gtid, before, seq, pending, when = &g, cur.String(), 0, pending[:0], int64(ev.Header.Timestamp)
 			alone = e.IsStandalone()
 		case *replication.RowsEvent:
@@ -430,4 +431,24 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		}
 	}
 	return pending, nil
+}
+
+// eventGTID reads a MariaDB GTID event's GTID from the event's own bytes.
+// The syncer keeps a pointer to the GTID of the first event it sees for a
+// domain and server that its starting position lacks, and moves that
+// GTID forward in place as later events arrive, in its own goroutine
+// (go-mysql v1.13 MariadbGTIDSet.AddSet): e.GTID may already be a later
+// transaction's when the event is read here, and reading it races with
+// that write. The raw event is the event's alone.
+func eventGTID(ev *replication.BinlogEvent, e *replication.MariadbGTIDEvent) gmysql.MariadbGTID {
+	body := ev.RawData
+	if len(body) < replication.EventHeaderSize+12 {
+		return gmysql.MariadbGTID{DomainID: e.GTID.DomainID, ServerID: ev.Header.ServerID, SequenceNumber: e.GTID.SequenceNumber}
+	}
+	body = body[replication.EventHeaderSize:]
+	return gmysql.MariadbGTID{
+		SequenceNumber: binary.LittleEndian.Uint64(body),
+		DomainID:       binary.LittleEndian.Uint32(body[8:]),
+		ServerID:       ev.Header.ServerID,
+	}
 }
