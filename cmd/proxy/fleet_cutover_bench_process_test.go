@@ -1,10 +1,8 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -51,13 +49,7 @@ func TestBenchCutover(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
-	srv := servers(t)
-	c3, err := mariadbtest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c3.Stop() })
-	nodeSrv := []*mariadbtest.Server{srv[0], srv[1], c3.Servers[0]}
+	nodeSrv := threeServers(t)
 	load0 := loadavg()
 	t0 := time.Now()
 	settings := []cutSetting{{"1 proxy", 1, false}, {"3 proxies", 3, false}, {"3 proxies, one frozen", 3, true}}
@@ -115,51 +107,24 @@ type sample struct {
 func benchCutover(t *testing.T, nodeSrv []*mariadbtest.Server, st cutSetting, rounds int) []cutRound {
 	f := newFleetEnv(t)
 	const db, rows = "benchcut", 20000
-	var ds []*sql.DB
-	for _, s := range nodeSrv {
-		d := direct(t, s, "")
-		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
-		ds = append(ds, d)
-	}
-	forget := func() {
-		ds[0].Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'benchcut\\_%'")
-	}
-	forget()
-	t.Cleanup(forget)
-	nodes := []fleetNode{{name: "node1", master: nodeSrv[0]}, {name: "node2", master: nodeSrv[1]}, {name: "node3", master: nodeSrv[2]}}
+	ds := freshDatabase(t, db, nodeSrv...)
 	var shard strings.Builder
 	shard.WriteString("    shard:\n")
 	for r := range rounds {
-		fmt.Fprintf(&shard, "      - db: benchcut\n        table: r%d\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n", r)
+		shard.WriteString(hashRule(db, fmt.Sprintf("r%d", r)))
 	}
-	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard.String()}}))
-	type member struct {
-		p   *proc
-		web string
-	}
-	var ms []member
+	rev0 := f.put(t, topoYAML(fleetNodes(nodeSrv...), []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard.String()}}))
+	var ms []fleetMember
 	for range st.proxies {
-		web := freeAddr(t)
-		p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
-		p.spawn(t, t.TempDir(), []string{proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix, "-addr", p.addr,
-			"-metrics-addr", p.metrics, "-web-addr", web}, nil)
-		ms = append(ms, member{p, web})
+		ms = append(ms, f.launchAdmin(t, f.etcd.ClientURL))
 	}
-	var procs []*proc
-	for _, m := range ms {
-		waitServing(t, m.p, 20*time.Second)
-		procs = append(procs, m.p)
+	procs := procsOf(ms)
+	for _, p := range procs {
+		waitServing(t, p, 20*time.Second)
 	}
 	waitApplied(t, procs, rev0, 10*time.Second)
-	var leaderID string
-	waitUntil(t, 20*time.Second, "a leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		leaderID, _ = f.store.Leader(ctx)
-		return leaderID != ""
-	})
-	lp := f.memberProc(t, procs, leaderID)
-	slices.SortStableFunc(ms, func(a, b member) int { // the leader first
+	lp := f.memberProc(t, procs, f.waitLeader(t, 20*time.Second, ""))
+	slices.SortStableFunc(ms, func(a, b fleetMember) int { // the leader first
 		if a.p == lp {
 			return -1
 		}
@@ -169,29 +134,10 @@ func benchCutover(t *testing.T, nodeSrv []*mariadbtest.Server, st cutSetting, ro
 		return 0
 	})
 	leader := ms[0]
-	call := func(method, path string, body any) move.Status {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, "http://"+leader.web+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-		}
-		var s move.Status
-		json.Unmarshal(out, &s)
-		return s
-	}
 	h := leader.p.openDB(t, db)
 	for r := range rounds {
 		execAll(t, h, fmt.Sprintf("CREATE TABLE r%d (id BIGINT PRIMARY KEY, c BIGINT NOT NULL)", r))
-		execAll(t, ds[0], fmt.Sprintf("INSERT INTO %s.r%d_0000 SELECT seq, 0 FROM %s.seq_0_to_%d_step_2", db, r, db, rows-1))
-		execAll(t, ds[1], fmt.Sprintf("INSERT INTO %s.r%d_0001 SELECT seq, 0 FROM %s.seq_1_to_%d_step_2", db, r, db, rows-1))
+		preloadRows(t, ds[0], ds[1], db, fmt.Sprintf("r%d", r), "0", rows)
 	}
 
 	var out []cutRound
@@ -200,11 +146,9 @@ func benchCutover(t *testing.T, nodeSrv []*mariadbtest.Server, st cutSetting, ro
 	for r := range rounds {
 		table := fmt.Sprintf("r%d", r)
 		name := fmt.Sprintf("benchcut_%d_%d", time.Now().UnixNano(), r)
-		call("POST", "/admin/workflows", map[string]any{"table": db + "." + table, "name": name, "nodes": []string{"node1", "node2", "node3"},
+		adminOK(t, leader.web, "POST", "/admin/workflows", map[string]any{"table": db + "." + table, "name": name, "nodes": []string{"node1", "node2", "node3"},
 			"locations": []int{3, 3, 2}})
-		waitUntil(t, 60*time.Second, "the workflow to be ready", func() bool {
-			return call("GET", "/admin/workflows/"+name, nil).State.Phase == move.PhaseReady
-		})
+		waitPhase(t, leader.web, name, move.PhaseReady, 60*time.Second)
 		frozen := -1
 		if st.freeze {
 			frozen = len(ms) - 1
@@ -267,7 +211,7 @@ func benchCutover(t *testing.T, nodeSrv []*mariadbtest.Server, st cutSetting, ro
 			}
 		}
 		cutStart := time.Now()
-		s := call("POST", "/admin/workflows/"+name+"/cutover", nil)
+		s := adminOK(t, leader.web, "POST", "/admin/workflows/"+name+"/cutover", nil)
 		cutEnd := time.Now()
 		if frozen >= 0 {
 			time.Sleep(300 * time.Millisecond)

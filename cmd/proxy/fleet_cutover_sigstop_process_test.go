@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/shardgate/shardgate/config"
-	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/move"
 )
 
@@ -60,70 +58,32 @@ import (
 // do sysbench's counts say whether a row was lost. The counter workload
 // does.
 func TestProcessFleetCutoverFrozenProxy(t *testing.T) {
-	srv := servers(t)
-	// A third node of its own: the package shares two servers.
-	c3, err := mariadbtest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c3.Stop() })
-	nodeSrv := []*mariadbtest.Server{srv[0], srv[1], c3.Servers[0]}
+	nodeSrv := threeServers(t)
 	f := newFleetEnv(t)
 	const db, preload = "fleetcut", 20000
-	var ds []*sql.DB
-	for _, s := range nodeSrv {
-		d := direct(t, s, "")
-		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
-		ds = append(ds, d)
-	}
-	forget := func() error {
-		_, err := ds[0].Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'fleetcut\\_%'")
-		if sqlCode(err) == 1146 {
-			return nil
-		}
-		return err
-	}
-	if err := forget(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { forget() })
-	nodes := []fleetNode{{name: "node1", master: nodeSrv[0]}, {name: "node2", master: nodeSrv[1]}, {name: "node3", master: nodeSrv[2]}}
-	shard := "    shard:\n      - db: fleetcut\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
+	ds := freshDatabase(t, db, nodeSrv...)
+	shard := "    shard:\n" + hashRule(db, "t")
 	// cutover_timeout 2s: with a member frozen, the 500 ms ack wait takes
 	// half the default 1 s, and on a loaded machine (load average 25 on 2
 	// cores) the rest of the pause outlasted the other half in all 10
 	// tries once in 12 runs.
-	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard}})+"move:\n  cutover_timeout: 2s\n")
+	rev0 := f.put(t, topoYAML(fleetNodes(nodeSrv...), []fleetSchema{{user: appUser, nodes: []string{"node1", "node2", "node3"}, shard: shard}})+"move:\n  cutover_timeout: 2s\n")
 
-	type member struct {
-		p   *proc
-		web string
-	}
-	var ms []member
+	var ms []fleetMember
 	relays := map[*proc]*tcpRelay{}
 	for range 3 {
-		web := freeAddr(t)
-		p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
 		r := newTCPRelay(t, strings.TrimPrefix(f.etcd.ClientURL, "http://"))
-		relays[p] = r
-		p.spawn(t, t.TempDir(), []string{proxyBin, "-etcd", "http://" + r.addr(), "-cluster", f.prefix, "-addr", p.addr,
-			"-metrics-addr", p.metrics, "-web-addr", web}, nil)
-		ms = append(ms, member{p, web})
+		m := f.launchAdmin(t, "http://"+r.addr())
+		relays[m.p] = r
+		ms = append(ms, m)
 	}
-	procs := []*proc{ms[0].p, ms[1].p, ms[2].p}
+	procs := procsOf(ms)
 	for _, p := range procs {
 		waitServing(t, p, 20*time.Second)
 	}
 	waitApplied(t, procs, rev0, 10*time.Second)
-	var leaderID string
-	waitUntil(t, 20*time.Second, "a leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		leaderID, _ = f.store.Leader(ctx)
-		return leaderID != ""
-	})
-	lp := f.memberProc(t, procs, leaderID)
-	var leader, frozen *member
+	lp := f.memberProc(t, procs, f.waitLeader(t, 20*time.Second, ""))
+	var leader, frozen *fleetMember
 	for i := range ms {
 		if ms[i].p == lp {
 			leader = &ms[i]
@@ -134,27 +94,7 @@ func TestProcessFleetCutoverFrozenProxy(t *testing.T) {
 
 	execAll(t, ms[0].p.openDB(t, db), "CREATE TABLE t (id BIGINT PRIMARY KEY, c BIGINT NOT NULL)")
 	// Preloaded rows (c = 0) straight into the subtables (hash: id mod 2).
-	execAll(t, ds[0], fmt.Sprintf("INSERT INTO %s.t_0000 SELECT seq, 0 FROM %s.seq_0_to_%d_step_2", db, db, preload-1))
-	execAll(t, ds[1], fmt.Sprintf("INSERT INTO %s.t_0001 SELECT seq, 0 FROM %s.seq_1_to_%d_step_2", db, db, preload-1))
-
-	call := func(web, method, path string, body any) move.Status {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, "http://"+web+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-		}
-		var s move.Status
-		json.Unmarshal(out, &s)
-		return s
-	}
+	preloadRows(t, ds[0], ds[1], db, "t", "0", preload)
 
 	// The workload.
 	w := newCounterLoad(preload)
@@ -179,13 +119,9 @@ func TestProcessFleetCutoverFrozenProxy(t *testing.T) {
 
 	t0 := time.Now()
 	name := fmt.Sprintf("fleetcut_%d", t0.UnixNano())
-	call(leader.web, "POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2", "node3"},
+	adminOK(t, leader.web, "POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2", "node3"},
 		"locations": []int{3, 3, 2}})
-	var s move.Status
-	waitUntil(t, 40*time.Second, "the workflow to be ready to cut over", func() bool {
-		s = call(leader.web, "GET", "/admin/workflows/"+name, nil)
-		return s.State.Phase == move.PhaseReady
-	})
+	s := waitPhase(t, leader.web, name, move.PhaseReady, 40*time.Second)
 	ready := time.Since(t0)
 	time.Sleep(300 * time.Millisecond) // load on the ready workflow (its apply)
 
@@ -214,7 +150,7 @@ func TestProcessFleetCutoverFrozenProxy(t *testing.T) {
 		relays[frozen.p].cut(false)
 	})
 	cutStart := time.Now()
-	s = call(leader.web, "POST", "/admin/workflows/"+name+"/cutover", nil)
+	s = adminOK(t, leader.web, "POST", "/admin/workflows/"+name+"/cutover", nil)
 	cutTook := time.Since(cutStart)
 	if s.State.Phase != move.PhaseSwitched {
 		t.Fatalf("after cutover: %s (%s)", s.State.Phase, s.State.Error)

@@ -2,9 +2,7 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,83 +46,25 @@ func leaderFailover(t *testing.T, freeze bool) {
 	srv := servers(t)
 	f := newFleetEnv(t)
 	const db, rows = "fleetlead", 200000
-	d1, d2 := direct(t, srv[0], ""), direct(t, srv[1], "")
-	for _, d := range []*sql.DB{d1, d2} {
-		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
-	}
-	forget := func() error {
-		_, err := d1.Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'fleetlead\\_%'")
-		if sqlCode(err) == 1146 {
-			return nil
-		}
-		return err
-	}
-	if err := forget(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { forget() })
-	nodes := []fleetNode{{name: "node1", master: srv[0]}, {name: "node2", master: srv[1]}}
-	shard := "    shard:\n      - db: fleetlead\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
-	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: shard}}))
+	ds := freshDatabase(t, db, srv[0], srv[1])
+	d1, d2 := ds[0], ds[1]
+	rev0 := f.put(t, topoYAML(fleetNodes(srv[0], srv[1]), []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: "    shard:\n" + hashRule(db, "t")}}))
 
-	type member struct {
-		p   *proc
-		web string
-	}
-	var ms []member
+	var ms []fleetMember
 	for range 3 {
-		web := freeAddr(t)
-		p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
-		p.spawn(t, t.TempDir(), []string{proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix, "-addr", p.addr,
-			"-metrics-addr", p.metrics, "-web-addr", web}, nil)
-		waitServing(t, p, 20*time.Second)
-		ms = append(ms, member{p, web})
+		ms = append(ms, f.startAdmin(t))
 	}
-	procs := []*proc{ms[0].p, ms[1].p, ms[2].p}
+	procs := procsOf(ms)
 	waitApplied(t, procs, rev0, 10*time.Second)
-	leaderOf := func() (string, *member) {
-		var id string
-		waitUntil(t, 20*time.Second, "a leader", func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			id, _ = f.store.Leader(ctx)
-			return id != ""
-		})
-		p := f.memberProc(t, procs, id)
-		for i := range ms {
-			if ms[i].p == p {
-				return id, &ms[i]
-			}
-		}
-		t.Fatalf("no proxy is the leader %s", id)
-		return "", nil
-	}
-	leaderID, leader := leaderOf()
+	leaderID := f.waitLeader(t, 20*time.Second, "")
+	leader := &ms[memberOf(ms, f.memberProc(t, procs, leaderID))]
 
 	h := ms[0].p.openDB(t, db)
 	execAll(t, h, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(32) NOT NULL)")
-	// The rows go straight into the subtables (hash: id mod 2), from
-	// MariaDB's sequence engine.
-	execAll(t, d1, fmt.Sprintf("INSERT INTO %s.t_0000 SELECT seq, CONCAT('row ', seq) FROM %s.seq_0_to_%d_step_2", db, db, rows-1))
-	execAll(t, d2, fmt.Sprintf("INSERT INTO %s.t_0001 SELECT seq, CONCAT('row ', seq) FROM %s.seq_1_to_%d_step_2", db, db, rows-1))
+	preloadRows(t, d1, d2, db, "t", "CONCAT('row ', seq)", rows)
 
-	call := func(web, method, path string, body any) (move.Status, int, string) {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, "http://"+web+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		var s move.Status
-		json.Unmarshal(out, &s)
-		return s, resp.StatusCode, string(out)
-	}
 	// The request goes to a proxy that does not lead.
-	var asked *member
+	var asked *fleetMember
 	for i := range ms {
 		if &ms[i] != leader {
 			asked = &ms[i]
@@ -133,7 +73,7 @@ func leaderFailover(t *testing.T, freeze bool) {
 	}
 	name := fmt.Sprintf("fleetlead_%d", time.Now().UnixNano())
 	t0 := time.Now()
-	st, code, body := call(asked.web, "POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2"},
+	st, code, body := adminCall(t, asked.web, "POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2"},
 		"locations": []int{2, 2}, "auto_cutover": true, "options": map[string]int{"CopyWorkers": 1, "BatchRows": 50}})
 	if code != 200 {
 		t.Fatalf("POST /admin/workflows to a proxy that does not lead: %d %s", code, body)
@@ -145,7 +85,7 @@ func leaderFailover(t *testing.T, freeze bool) {
 	// proxy that does not run it.
 	saved := func(web string) move.Status {
 		t.Helper()
-		s, code, body := call(web, "GET", "/admin/workflows/"+name, nil)
+		s, code, body := adminCall(t, web, "GET", "/admin/workflows/"+name, nil)
 		if code != 200 {
 			t.Fatalf("GET /admin/workflows/%s: %d %s", name, code, body)
 		}
@@ -160,14 +100,14 @@ func leaderFailover(t *testing.T, freeze bool) {
 	if before.State.RowsCopied >= rows {
 		t.Fatalf("the copy is done before the leader could be killed (%d rows)", before.State.RowsCopied)
 	}
-	running := func(m *member) bool {
+	running := func(m *fleetMember) bool {
 		b, err := os.ReadFile(m.p.logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return bytes.Contains(b, []byte("workflow running here")) && bytes.Contains(b, []byte(name))
 	}
-	series := func(m *member) bool {
+	series := func(m *fleetMember) bool {
 		resp, err := http.Get("http://" + m.p.metrics + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -209,25 +149,9 @@ func leaderFailover(t *testing.T, freeze bool) {
 		}
 	}
 	procs = rest
-	var nextID string
-	var next *member
-	waitUntil(t, 30*time.Second, "another leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		id, _ := f.store.Leader(ctx)
-		if id == "" || id == leaderID {
-			return false
-		}
-		nextID = id
-		return true
-	})
+	nextID := f.waitLeader(t, 30*time.Second, leaderID)
 	elected := time.Since(killed)
-	p := f.memberProc(t, procs, nextID)
-	for i := range ms {
-		if ms[i].p == p {
-			next = &ms[i]
-		}
-	}
+	next := &ms[memberOf(ms, f.memberProc(t, procs, nextID))]
 	waitUntil(t, 20*time.Second, "the new leader to run the workflow", func() bool { return running(next) })
 	resumed := time.Since(killed)
 	if freeze {
@@ -286,7 +210,7 @@ func leaderFailover(t *testing.T, freeze bool) {
 	// A follower does not take commands: it names the leader.
 	for i := range ms {
 		if &ms[i] != leader && &ms[i] != next {
-			if _, code, body := call(ms[i].web, "POST", "/admin/workflows/"+name+"/complete", nil); code != http.StatusConflict || !strings.Contains(body, "run by the fleet's leader "+nextID) {
+			if _, code, body := adminCall(t, ms[i].web, "POST", "/admin/workflows/"+name+"/complete", nil); code != http.StatusConflict || !strings.Contains(body, "run by the fleet's leader "+nextID) {
 				t.Errorf("a command to a follower: %d %s", code, body)
 			}
 		}

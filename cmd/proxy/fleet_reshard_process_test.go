@@ -1,13 +1,9 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -34,35 +30,12 @@ func newReshardFleet(t *testing.T) *reshardFleet {
 	srv := servers(t)
 	f := newFleetEnv(t)
 	const db = "fleetresh"
-	d1, d2 := direct(t, srv[0], ""), direct(t, srv[1], "")
-	for _, d := range []*sql.DB{d1, d2} {
-		execAll(t, d, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
-	}
-	// The sidecar outlives a test: an earlier run's workflows of the table
-	// would put their rule in force at start-up, and a workflow left
-	// switched would be resumed by the proxies of the tests after it.
-	forget := func() error {
-		_, err := d1.Exec("DELETE FROM shardgate_sidecar.move_workflows WHERE name LIKE 'fleetresh\\_%'")
-		if sqlCode(err) == 1146 {
-			return nil
-		}
-		return err
-	}
-	if err := forget(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { forget() }) // after the proxies are killed
-	nodes := []fleetNode{{name: "node1", master: srv[0]}, {name: "node2", master: srv[1]}}
-	shard := "    shard:\n      - db: fleetresh\n        table: t\n        key: id\n        type: hash\n        nodes: [node1, node2]\n        locations: [1, 1]\n"
-	rev0 := f.put(t, topoYAML(nodes, []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: shard}}))
+	ds := freshDatabase(t, db, srv[0], srv[1])
+	d1, d2 := ds[0], ds[1]
+	rev0 := f.put(t, topoYAML(fleetNodes(srv[0], srv[1]), []fleetSchema{{user: appUser, nodes: []string{"node1", "node2"}, shard: "    shard:\n" + hashRule(db, "t")}}))
 	start := func() (*proc, string) {
-		// f.start with an admin listener.
-		web := freeAddr(t)
-		p := &proc{addr: freeAddr(t), metrics: freeAddr(t), done: make(chan struct{}), shutdownTimeout: 3 * time.Second}
-		p.spawn(t, t.TempDir(), []string{proxyBin, "-etcd", f.etcd.ClientURL, "-cluster", f.prefix, "-addr", p.addr,
-			"-metrics-addr", p.metrics, "-web-addr", web}, nil)
-		waitServing(t, p, 20*time.Second)
-		return p, web
+		m := f.startAdmin(t)
+		return m.p, m.web
 	}
 	p1, web1 := start()
 	p2, _ := start()
@@ -87,32 +60,12 @@ func newReshardFleet(t *testing.T) *reshardFleet {
 
 	call := func(method, path string, body any) move.Status {
 		t.Helper()
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, "http://"+web1+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-		}
-		var s move.Status
-		json.Unmarshal(out, &s)
-		return s
+		return adminOK(t, web1, method, path, body)
 	}
 	t0 := time.Now()
 	name := fmt.Sprintf("fleetresh_%d", t0.UnixNano()) // the sidecar outlives a test run
 	call("POST", "/admin/workflows", map[string]any{"table": db + ".t", "name": name, "nodes": []string{"node1", "node2"}, "locations": []int{2, 2}})
-	deadline := time.Now().Add(40 * time.Second)
-	for s := call("GET", "/admin/workflows/"+name, nil); s.State.Phase != move.PhaseReady; s = call("GET", "/admin/workflows/"+name, nil) {
-		if time.Now().After(deadline) {
-			t.Fatalf("phase %s after 40 s (%s)", s.State.Phase, s.State.Error)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPhase(t, web1, name, move.PhaseReady, 40*time.Second)
 	return &reshardFleet{f: f, d1: d1, d2: d2, p1: p1, p2: p2, start: start, insert: insert, call: call, name: name, t0: t0}
 }
 
