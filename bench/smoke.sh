@@ -32,33 +32,12 @@ fail() {
 	exit 1
 }
 
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	set +e
-	if [[ -n $PROXY_PID ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
-		kill -TERM "$PROXY_PID"
-		local deadline=$((SECONDS + STOP_TIMEOUT))
-		while kill -0 "$PROXY_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-		kill -KILL "$PROXY_PID" 2>/dev/null
-		wait "$PROXY_PID" 2>/dev/null
-	fi
-	if ((rc != 0)) && [[ -f $PROXY_LOG ]]; then
-		echo "--- tail of $PROXY_LOG ---" >&2
-		tail -n 60 "$PROXY_LOG" >&2
-		echo "---" >&2
-	fi
-	bench/cluster.sh stop >/dev/null
+on_exit() {
 	rm -rf "$TMP"
-	if ((rc == 0)); then
-		log "PASS"
-	else
-		echo "smoke: FAILED (exit $rc)" >&2
-	fi
-	exit "$rc"
+	(($1 != 0)) || log "PASS"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+HARNESS=smoke LOG_TAIL=60
+source scripts/harness.sh # stops the proxy and the servers on exit
 
 command -v sysbench >/dev/null || fail "sysbench is not installed (scripts/deps.sh sysbench)"
 command -v mariadb >/dev/null || fail "the mariadb client is not installed (scripts/deps.sh mariadb)"

@@ -51,33 +51,14 @@ fail() {
 	exit 1
 }
 
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	set +e
-	if [[ -n $PROXY_PID ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
-		kill -TERM "$PROXY_PID"
-		local deadline=$((SECONDS + STOP_TIMEOUT))
-		while kill -0 "$PROXY_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-		kill -KILL "$PROXY_PID" 2>/dev/null
-		wait "$PROXY_PID" 2>/dev/null
-	fi
-	if ((rc != 0)) && [[ -f $PROXY_LOG ]]; then
-		echo "--- tail of $PROXY_LOG ---" >&2
-		tail -n 40 "$PROXY_LOG" >&2
-		echo "---" >&2
-	fi
-	bench/cluster.sh stop >/dev/null
-	if ((rc == 0)); then
-		rm -rf "$VARDIR" # about 400 MB of data directories; kept after a failure for its logs
-		log "PASS in $((SECONDS - BEGAN))s"
-	else
-		echo "quickstart: FAILED (exit $rc)" >&2
-	fi
-	exit "$rc"
+# on_exit RC: after a passing run, the data directories go (about 400 MB; kept after a failure for its logs).
+on_exit() {
+	(($1 == 0)) || return
+	rm -rf "$VARDIR"
+	log "PASS in $((SECONDS - BEGAN))s"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+HARNESS=quickstart LOG_TAIL=40
+source scripts/harness.sh # stops the proxy and the servers on exit
 
 # ports TEXT: TEXT with make run's port numbers replaced by the quick start's.
 ports() {
