@@ -63,6 +63,8 @@ var scanAllowed = map[string]string{
 	"proxy/server/local.go:reportedVars":               "variable names the server reports in session tracking",
 	"proxy/session/conns.go:varState.absorb":           "what the server reports in session tracking (variable names, transaction characteristics)",
 	"proxy/session/vars.go:literalOf":                  "column values read back",
+	"proxy/engine/expr.go:memberNumber":                "a SET column's value (its members, comma-separated)",
+	"proxy/server/into.go:assignedLiteral":             "column values of the row the proxy computed (DECIMAL and DOUBLE text)",
 	"proxy/session/vars.go:varState.ReadBack":          "assignment targets the proxy composed",
 	"proxy/session/vars.go:varState.syncVars":          "assignment targets the proxy composed",
 	"proxy/session/vars.go:varState.setCompletionType": "the value the server reports for completion_type",
