@@ -27,8 +27,9 @@
 // (where its reads may go) and After (locks, state kept and repeated on
 // other nodes). The State's parts are types of their own, embedded:
 // txnState (txn.go, xa.go: the open transaction, savepoints, two-phase
-// commit), varState (vars.go: variables carried to every connection) and
-// readState (replica.go: replicas, read-your-writes). Test hooks are
+// commit), varState (vars.go: variables carried to every connection),
+// readState (replica.go: replicas, read-your-writes) and trackState
+// (track.go: the client's session state trackers). Test hooks are
 // injected (Knobs); every backend call takes the client connection's
 // context (SetContext). The tests run the transitions against an
 // in-process MySQL server (internal/fakebackend).

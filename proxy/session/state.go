@@ -64,7 +64,7 @@ type State struct {
 	varState // variables carried to every connection (vars.go)
 	stmtState
 	readState
-	track trackState // the client's session state trackers (track.go)
+	trackState // the client's session state trackers (track.go)
 
 	// ctx is the client connection's context (SetContext): every backend
 	// call of the session takes it, so a client that is gone, or killed,
@@ -171,7 +171,7 @@ func (s *State) Reset() {
 	s.WaitTimeout = 0
 	s.CompletionType, s.divPrec = 0, 0
 	s.Status = mysql.StatusAutocommit
-	s.track.forgetTrackers()
+	s.forgetTrackers()
 }
 
 // Mode is how the session's sql_mode reads statement text: the mode the

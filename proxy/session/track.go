@@ -44,8 +44,8 @@ func ParseTrackers(row [][]byte) (Trackers, bool) {
 		TransactionInfo: strings.ToUpper(string(row[3]))}, true
 }
 
-// trackState is the client's side of session state tracking (part of
-// State).
+// trackState is the client's side of session state tracking, embedded
+// in State: its methods are State's. It reads only its own fields.
 type trackState struct {
 	// client: the client negotiated CLIENT_SESSION_TRACK.
 	client bool
@@ -53,7 +53,7 @@ type trackState struct {
 	// server's defaults at its first statement, or set by the client).
 	known    bool
 	trackers Trackers
-	vars     []string // the tracked system variables, lower case; nil with all
+	varNames []string // the tracked system variables, lower case; nil with all
 	allVars  bool
 	// pending are the entries of the next OK that the proxy made itself,
 	// by tracker (system variables, schema, state change).
@@ -64,83 +64,79 @@ type trackState struct {
 }
 
 // TrackClient records whether the client negotiated CLIENT_SESSION_TRACK.
-func (s *State) TrackClient(on bool) { s.track.client = on }
+func (ts *trackState) TrackClient(on bool) { ts.client = on }
 
 // TrackersUnknown reports whether the session must learn its trackers (a
 // client with CLIENT_SESSION_TRACK whose trackers the proxy has not read
 // since its login or reset) before its next statement.
-func (s *State) TrackersUnknown() bool { return s.track.client && !s.track.known }
+func (ts *trackState) TrackersUnknown() bool { return ts.client && !ts.known }
 
 // TrackersKnown reports whether the session's trackers are known.
-func (s *State) TrackersKnown() bool { return s.track.known }
+func (ts *trackState) TrackersKnown() bool { return ts.known }
 
 // ClientTrackers returns the session's trackers (meaningful once known).
-func (s *State) ClientTrackers() Trackers { return s.track.trackers }
+func (ts *trackState) ClientTrackers() Trackers { return ts.trackers }
 
 // SetTrackers records the session's trackers.
-func (s *State) SetTrackers(t Trackers) {
-	ts := &s.track
+func (ts *trackState) SetTrackers(t Trackers) {
 	ts.known, ts.trackers = true, t
-	ts.vars, ts.allVars = nil, false
+	ts.varNames, ts.allVars = nil, false
 	for _, n := range strings.Split(t.SystemVariables, ",") {
 		switch n = strings.ToLower(strings.TrimSpace(n)); n {
 		case "":
 		case "*":
 			ts.allVars = true
 		default:
-			ts.vars = append(ts.vars, n)
+			ts.varNames = append(ts.varNames, n)
 		}
 	}
 }
 
 // forgetTrackers brings the trackers back to a new login's (Reset).
 func (ts *trackState) forgetTrackers() {
-	ts.known, ts.trackers, ts.vars, ts.allVars = false, Trackers{}, nil, false
+	ts.known, ts.trackers, ts.varNames, ts.allVars = false, Trackers{}, nil, false
 	ts.pendingVars, ts.pendingSchema, ts.pendingState, ts.pendingTxn = nil, nil, false, nil
 }
 
 // tracksVar reports whether the client tracks system variable name.
 func (ts *trackState) tracksVar(name string) bool {
-	return ts.client && ts.known && (ts.allVars || slices.Contains(ts.vars, strings.ToLower(name)))
+	return ts.client && ts.known && (ts.allVars || slices.Contains(ts.varNames, strings.ToLower(name)))
 }
 
 // TracksVar reports whether the client tracks any of the system
 // variables names.
-func (s *State) TracksVar(names ...string) bool {
-	return slices.ContainsFunc(names, s.track.tracksVar)
+func (ts *trackState) TracksVar(names ...string) bool {
+	return slices.ContainsFunc(names, ts.tracksVar)
 }
 
 // NoteVar notes, for the client's next OK, that the proxy set a system
 // variable for the session (SET NAMES answered by the proxy).
-func (s *State) NoteVar(name, value string) {
-	ts := &s.track
+func (ts *trackState) NoteVar(name, value string) {
 	if ts.tracksVar(name) {
 		ts.pendingVars = mysql.AppendTrackedVariable(ts.pendingVars, name, value)
 	}
-	s.NoteStateChange()
+	ts.NoteStateChange()
 }
 
 // NoteSchema notes, for the client's next OK, that the session's schema
 // changed (USE, COM_INIT_DB).
-func (s *State) NoteSchema(db string) {
-	ts := &s.track
+func (ts *trackState) NoteSchema(db string) {
 	if ts.client && ts.known && ts.trackers.Schema {
 		ts.pendingSchema = mysql.AppendTrackedSchema(ts.pendingSchema[:0], db)
 	}
-	s.NoteStateChange()
+	ts.NoteStateChange()
 }
 
 // TracksTxnState reports whether the client tracks the transaction's
 // state (session_track_transaction_info STATE or CHARACTERISTICS).
-func (s *State) TracksTxnState() bool {
-	return s.track.client && s.track.known && s.track.tracksTxn(mysql.TrackTransactionState)
+func (ts *trackState) TracksTxnState() bool {
+	return ts.client && ts.known && ts.tracksTxn(mysql.TrackTransactionState)
 }
 
 // NoteTxnState notes, for the client's next OK, the transaction's state
 // (MariaDB's eight characters) after a transaction control statement the
 // proxy answered.
-func (s *State) NoteTxnState(state string) {
-	ts := &s.track
+func (ts *trackState) NoteTxnState(state string) {
 	if ts.client && ts.known && ts.tracksTxn(mysql.TrackTransactionState) {
 		ts.pendingTxn = mysql.AppendStateChange(ts.pendingTxn, mysql.TrackTransactionState, mysql.AppendLenEncString(nil, state))
 	}
@@ -148,8 +144,7 @@ func (s *State) NoteTxnState(state string) {
 
 // NoteStateChange notes, for the client's next OK, that the statement
 // changed the session's state.
-func (s *State) NoteStateChange() {
-	ts := &s.track
+func (ts *trackState) NoteStateChange() {
 	ts.pendingState = ts.pendingState || ts.client && ts.known && ts.trackers.StateChange
 }
 
@@ -160,8 +155,7 @@ func (s *State) NoteStateChange() {
 //
 // With asIs, the server ran the statement with the client's trackers:
 // its report is the client's as it is.
-func (s *State) NoteServerState(state []byte, asIs bool) {
-	ts := &s.track
+func (ts *trackState) NoteServerState(state []byte, asIs bool) {
 	if !ts.client || !ts.known || len(state) == 0 {
 		return
 	}
@@ -209,8 +203,7 @@ func (ts *trackState) tracksTxn(typ byte) bool {
 // in MariaDB's order (system variables, schema, state change,
 // transaction). nil for a client without CLIENT_SESSION_TRACK or with
 // nothing to report.
-func (s *State) ClientState(backend []byte) []byte {
-	ts := &s.track
+func (ts *trackState) ClientState(backend []byte) []byte {
 	if !ts.client || !ts.known {
 		return nil
 	}
