@@ -84,7 +84,7 @@ func (a auth) handshake(timeout time.Duration) error {
 		if c.st.TrackersUnknown() {
 			// The login's OK reports the schema to a client that tracks
 			// it, as MariaDB's does (track.go).
-			if err := c.h.loadTrackers(); err != nil {
+			if err := c.h.track.load(); err != nil {
 				c.writeErr(err)
 				return err
 			}

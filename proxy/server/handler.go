@@ -22,16 +22,17 @@ import (
 // the router and the engine. Session state lives in conn.st; what the
 // client is sent goes through conn. It is owned by the conn's goroutine.
 type handler struct {
-	c *conn
-	x *engine.Executor
-	// divPrec holds the session's div_precision_increment for the
-	// executor (knobs).
-	divPrec int
-	ps      *stmtHandler // binary prepared statements
-	ls      *localStmts  // statements the proxy answers itself
-	multi   *multiRunner // multi-statement texts on sharded tables
-	cmds    *userCmds    // COM_CHANGE_USER, COM_SET_OPTION
-	qbuf    []byte       // scratch for rewritten COM_QUERY packets
+	c     *conn
+	x     *engine.Executor
+	knobs execKnobs       // the executor's session settings (knobs.go)
+	ps    *stmtHandler    // binary prepared statements
+	ls    *localStmts     // statements the proxy answers itself
+	multi *multiRunner    // multi-statement texts on sharded tables
+	into  *intoRunner     // SELECT ... INTO @variables over several shards (into.go)
+	track *clientTrackers // the client's session state trackers (track.go)
+	seqs  *sessionSeqs    // the session's sequence values (sequences.go)
+	cmds  *userCmds       // COM_CHANGE_USER, COM_SET_OPTION
+	qbuf  []byte          // scratch for rewritten COM_QUERY packets
 	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
 	immediate bool
 	// logical relays results of statements on subtables of relayTables
@@ -54,6 +55,9 @@ func newHandler(c *conn) *handler {
 	h.ps = &stmtHandler{h: h, stmtBudget: stmtBudget{h: h}}
 	h.ls = &localStmts{h: h}
 	h.multi = &multiRunner{h: h}
+	h.into = &intoRunner{h: h}
+	h.track = &clientTrackers{h: h}
+	h.seqs = &sessionSeqs{h: h}
 	h.cmds = &userCmds{h: h}
 	h.counts.h = h
 	return h
@@ -134,28 +138,14 @@ func (h *handler) routeOnce(rt *router.Router, sql string, s router.Session, arg
 
 // fetch does the I/O a routing error asks for: it reads the table
 // definition a router.NeedSchemaError names, or reserves the sequence
-// values a router.NeedIDsError counts (into s.IDs, kept if the statement
-// is planned again after waiting at a gate). again reports whether the
-// statement can be planned again; err is the statement's error otherwise.
+// values a router.NeedIDsError counts (sessionSeqs.reserve). again
+// reports whether the statement can be planned again; err is the
+// statement's error otherwise.
 func (h *handler) fetch(err error, s *router.Session) (again bool, _ error) {
 	if h.readDefinition(err) {
 		return true, nil
 	}
-	var ni *router.NeedIDsError
-	seqs := h.c.srv.tables.seqs
-	if !errors.As(err, &ni) || s.IDs != nil || seqs == nil {
-		return false, err
-	}
-	ids := make(router.Reserved, ni.N)
-	take := seqs.NextIDs
-	if ni.Peek {
-		take = seqs.PeekIDs // EXPLAIN shows the next values and takes none
-	}
-	if rerr := take(ni.DB, ni.Table, ids); rerr != nil {
-		return false, rerr
-	}
-	s.IDs = ids
-	return true, nil
+	return h.seqs.reserve(err, s)
 }
 
 // readDefinition reads the table definition err asks for (a
@@ -175,7 +165,7 @@ func (h *handler) dispatch(p []byte) (quit bool, err error) {
 	c.interrupted.Store(false)
 	cmd := p[0]
 	if c.st.TrackersUnknown() && cmd != mysql.ComQuit && cmd != mysql.ComPing {
-		if err := h.loadTrackers(); err != nil { // track.go
+		if err := h.track.load(); err != nil { // track.go
 			return false, err
 		}
 	}
@@ -245,7 +235,7 @@ func (h *handler) forwardComment(p []byte) error {
 // its OK is sent, or rolled back everywhere when a node fails it.
 func (h *handler) execute(plan *router.Plan, sql string) error {
 	st := h.c.st
-	h.knobs()
+	h.knobs.apply(h.x, st)
 	if (plan.Kind != router.SumOK && plan.Kind != router.LoadSplit) || !st.BeginImplicitXA(plan.Nodes()) {
 		return h.settle(h.x.Execute(plan, sql))
 	}
@@ -359,19 +349,6 @@ func (h *handler) backendLost(bc *backend.Conn) error {
 	return engine.ErrAnswered
 }
 
-// advance moves a sequence past the explicit value a statement stored
-// (sequence_advance). The statement's answer is sent: a failure is logged,
-// and the next generated id may then collide with the value (1062).
-func (h *handler) advance(a *router.Advance) {
-	seqs := h.c.srv.tables.seqs
-	if seqs == nil {
-		return
-	}
-	if err := seqs.Advance(a.DB, a.Table, a.Past); err != nil {
-		h.c.log.Warn("moving a sequence past an explicit value failed", zap.String("table", a.DB+"."+a.Table), zap.Uint64("value", a.Past), zap.Error(err))
-	}
-}
-
 // allowed applies the statement policy (deny_statements,
 // blacklist_sql_file) to a text a client wants to run, or prepare.
 func (h *handler) allowed(sql string, stmt *router.Stmt) error {
@@ -449,15 +426,4 @@ func comName(cmd byte) string {
 		return fmt.Sprintf("%s (0x%02x)", n, cmd)
 	}
 	return fmt.Sprintf("0x%02x", cmd)
-}
-
-// knobs gives the executor the session settings that shape the answers the
-// proxy computes itself (div_precision_increment for AVG and divisions in
-// merges), before it runs a plan.
-func (h *handler) knobs() {
-	h.x.DivPrecision = nil
-	if n, ok := h.c.st.DivPrecision(); ok {
-		h.divPrec = n
-		h.x.DivPrecision = &h.divPrec
-	}
 }

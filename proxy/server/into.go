@@ -9,7 +9,13 @@ import (
 	"github.com/shardgate/shardgate/router"
 )
 
-// intoVars runs SELECT ... INTO @variables whose rows come from several
+// intoRunner runs, for its handler, SELECT ... INTO @variables whose rows
+// come from several shards (run). The handler holds it as into.
+type intoRunner struct {
+	h *handler
+}
+
+// run runs SELECT ... INTO @variables whose rows come from several
 // targets (a Concat plan whose Into holds the clause): the proxy computes
 // the statement's result over them as it would answer it (Capture), then
 // has MariaDB assign the one row on the first target's node, as the
@@ -19,14 +25,15 @@ import (
 // session reads the variables back from that connection and carries them
 // as after any SELECT ... INTO. It returns the plan that ran last, for the
 // statement's After.
-func (h *handler) intoVars(plan *router.Plan, stmt *router.Stmt) (*router.Plan, backend.Outcome, error) {
+func (r *intoRunner) run(plan *router.Plan, stmt *router.Stmt) (*router.Plan, backend.Outcome, error) {
+	h := r.h
 	var res backend.Outcome
 	node := plan.Targets[0].Node
 	// The targets assign nothing: their connections are not held for a
 	// read-back, and a failure leaves the session's variables as they were
 	// (the plan returned names one node, where nothing is held either).
 	unassigned := &router.Plan{Kind: router.Forward, Targets: []router.Target{{Node: node}}, Tables: plan.Tables}
-	h.knobs()
+	h.knobs.apply(h.x, h.c.st)
 	was := h.c.st.HoldForReadBack(false)
 	got, err := h.x.Capture(plan)
 	h.c.st.HoldForReadBack(was)

@@ -88,7 +88,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 		return h.ls.sqlPrepare(sql)
 	case stmt.Keyword == "SET" && !stmt.Effects:
 		if only, any := router.SetsTrackers(sql, c.st.Mode()); any {
-			return true, h.ls.setTrackers(sql, !only) // track.go
+			return true, h.track.set(sql, !only) // track.go
 		}
 		// A SET that takes a lock, advances a sequence or calls a stored
 		// function leaves more than variables: it runs on the session's
@@ -99,7 +99,7 @@ func (l *localStmts) local(sql string, stmt router.Stmt) (handled bool, err erro
 		if cs, coll, ok := router.ParseSetNames(sql, c.st.Mode()); ok {
 			if id, ok := mysql.CollationByName(cs, coll); ok {
 				// The connections the session uses follow on next use.
-				return true, h.ls.setNames(sql, id) // track.go
+				return true, h.track.setNames(sql, id) // track.go
 			}
 		}
 	case stmt.Keyword == "USE":

@@ -77,7 +77,7 @@ func (s *stmtHandler) prepare(p []byte) error {
 	stmt := router.Classify(sql, h.c.st.Mode())
 	if stmt.ReadsTrackers {
 		// The session's trackers, as they are when it prepares (track.go).
-		if bound, _ := h.bindTrackers(sql, nil); bound != sql {
+		if bound, _ := h.track.bind(sql, nil); bound != sql {
 			sql, p = bound, append([]byte{mysql.ComStmtPrepare}, bound...)
 		}
 	}

@@ -90,7 +90,7 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		return h.fence.againExecute(s, ps, p)
 	}
 	if err == nil && plan.Advance != nil {
-		h.advance(plan.Advance)
+		h.seqs.advance(plan.Advance)
 	}
 	return err
 }
@@ -206,11 +206,11 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
 	if plan.Into != "" {
 		// SELECT ... INTO @variables over several shards: the row is
-		// assigned by a statement of its own on one node (intoVars), and
+		// assigned by a statement of its own on one node (into.go), and
 		// read back from there as after the text statement.
 		c.st.HoldForReadBack(true)
 		var assigned *router.Plan
-		assigned, _, err = h.intoVars(plan, &ps.Class)
+		assigned, _, err = h.into.run(plan, &ps.Class)
 		if rerr := c.st.ReadBackAssigned(text, assigned); rerr != nil && err == nil {
 			err = rerr
 		}
@@ -220,7 +220,7 @@ func (s *stmtHandler) executeInlined(ps *session.Stmt, e *mysql.StmtExecute) err
 	c.st.Read = session.ReadMaster
 	c.binary = false
 	if err == nil && plan.Advance != nil {
-		h.advance(plan.Advance)
+		h.seqs.advance(plan.Advance)
 	}
 	return err
 }

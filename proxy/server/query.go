@@ -31,7 +31,7 @@ func (h *handler) query(p []byte) error {
 	}
 	stmt := router.Classify(sql, st.Mode())
 	if stmt.ReadsTrackers {
-		sql, p = h.bindTrackers(sql, p) // track.go
+		sql, p = h.track.bind(sql, p) // track.go
 	}
 	if stmt.ReadsCounts {
 		sql, p = h.counts.bind(sql, &stmt, p)
@@ -68,7 +68,7 @@ func (h *handler) query(p []byte) error {
 	var res backend.Outcome
 	switch {
 	case plan.Into != "":
-		plan, res, err = h.intoVars(plan, &stmt)
+		plan, res, err = h.into.run(plan, &stmt)
 	case plan.Kind != router.Forward:
 		err = h.execute(plan, sql)
 	default:
@@ -249,6 +249,6 @@ func (h *handler) finish(plan *router.Plan, stmt *router.Stmt, res backend.Outco
 		h.c.srv.renewPools()
 	}
 	if plan.Advance != nil {
-		h.advance(plan.Advance)
+		h.seqs.advance(plan.Advance)
 	}
 }

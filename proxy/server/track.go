@@ -56,9 +56,18 @@ const trackDefaultsAge = time.Second
 // forget drops the cached defaults.
 func (d *trackDefaults) forget() { d.cached.Store(nil) }
 
-// loadTrackers gives the session the server's default trackers, a new
+// clientTrackers keeps the client's own trackers for its handler: it
+// learns them (load), binds a statement's reads of them (bind), and
+// answers the SETs that change them (set, setNames). The handler holds
+// it as track.
+type clientTrackers struct {
+	h *handler
+}
+
+// load gives the session the server's default trackers, a new
 // session's: read on the default node, or cached (trackDefaults).
-func (h *handler) loadTrackers() error {
+func (tr *clientTrackers) load() error {
+	h := tr.h
 	c, st := h.c, h.c.st
 	node, _ := c.srv.rt().DefaultNode(c.user)
 	if d := c.srv.trackDefaults.cached.Load(); d != nil && d.node == node && time.Since(d.at) < trackDefaultsAge {
@@ -94,12 +103,12 @@ func (h *handler) loadTrackers() error {
 	return nil
 }
 
-// bindTrackers gives a statement's reads of the session's trackers the
+// bind gives a statement's reads of the session's trackers the
 // session's values (router.BindTrackers): the connection's are the
 // proxy's. A text it cannot read runs as written.
-func (h *handler) bindTrackers(sql string, p []byte) (string, []byte) {
-	st := h.c.st
-	if !st.TrackersKnown() && h.loadTrackers() != nil {
+func (tr *clientTrackers) bind(sql string, p []byte) (string, []byte) {
+	h, st := tr.h, tr.h.c.st
+	if !st.TrackersKnown() && tr.load() != nil {
 		return sql, p
 	}
 	t := st.ClientTrackers()
@@ -129,18 +138,18 @@ func boolLiteral(on bool) string {
 	return "0"
 }
 
-// setTrackers answers a SET of the client's trackers (router.SetsTrackers):
+// set answers a SET of the client's trackers (router.SetsTrackers):
 // it runs on a pooled connection, whose answer (the server's error, or
 // what the new trackers report) is the client's; the values it left are
 // read back as the session's, and the connection's own trackers are put
 // back. A SET that assigns other variables too (mixed) leaves them on the
 // connection, which the session keeps from then on, as it keeps one a
 // statement it cannot carry left state on.
-func (l *localStmts) setTrackers(sql string, mixed bool) error {
-	h := l.h
+func (tr *clientTrackers) set(sql string, mixed bool) error {
+	h := tr.h
 	c, st := h.c, h.c.st
 	if !st.TrackersKnown() {
-		if err := h.loadTrackers(); err != nil {
+		if err := tr.load(); err != nil {
 			return err
 		}
 	}
@@ -220,8 +229,8 @@ func onOff(on bool) string {
 // it sets: on a pooled connection, whose report (the three character
 // sets, in the server's order) is the client's; otherwise the proxy only
 // records it (the connections follow on their next use).
-func (l *localStmts) setNames(sql string, id byte) error {
-	h := l.h
+func (tr *clientTrackers) setNames(sql string, id byte) error {
+	h := tr.h
 	c, st := h.c, h.c.st
 	if !st.TracksVar("character_set_client", "character_set_connection", "character_set_results") {
 		st.SetNames(id)
