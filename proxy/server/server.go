@@ -202,6 +202,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.startXA(cfg)
 	}
 	s.flows = startWorkflows(s)
+	s.staleState.live, s.staleState.moves, s.staleState.log = &s.liveConfig, s.flows, s.log
 	s.console = newConsole(s, o.ConfigPath)
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).

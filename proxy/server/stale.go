@@ -219,19 +219,19 @@ func staleInTxn(h *handler, plan *router.Plan) error {
 // cut the table over from the rule subtable belongs to (or rolled it back
 // from it), and that rule is then put in force here. moving reports that
 // a workflow of the table may be between its fence and its swap.
-func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string) (moved, moving bool) {
-	if rt != nil && s.rt() != rt {
+func (s *staleState) refreshRule(rt *router.Router, tables []string, subtable string) (moved, moving bool) {
+	if rt != nil && s.live.rt() != rt {
 		return true, false
 	}
-	if s.flows == nil {
+	if s.moves == nil {
 		return false, false
 	}
 	s.staleMu.Lock() // one session asks the sidecar at a time
 	defer s.staleMu.Unlock()
-	if rt != nil && s.rt() != rt {
+	if rt != nil && s.live.rt() != rt {
 		return true, false
 	}
-	ws, err := s.flows.m.List()
+	ws, err := s.moves.m.List()
 	if err != nil {
 		s.log.Warn("a subtable is missing and the workflows cannot be read from the sidecar", zap.Error(err))
 		return false, false
@@ -241,7 +241,7 @@ func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string
 			continue
 		}
 		inFrom, inTo := slices.Contains(move.Targets(w.Spec.From), subtable), slices.Contains(move.Targets(w.Spec.To), subtable)
-		cur := s.ruleOf(w.Spec.DB, w.Spec.Table)
+		cur := s.live.ruleOf(w.Spec.DB, w.Spec.Table)
 		if (inFrom || inTo) && cur != nil && !slices.Contains(move.Targets(*cur), subtable) {
 			return true, false // the rule in force moved on already
 		}
@@ -267,7 +267,7 @@ func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string
 		if cur == nil || cur.Generation == to.Generation {
 			continue
 		}
-		if err := s.flows.swapRule(w.Spec.DB, w.Spec.Table, to); err != nil {
+		if err := s.moves.swapRule(w.Spec.DB, w.Spec.Table, to); err != nil {
 			s.log.Error("cannot put in force the rule a workflow cut over to", zap.String("table", w.Spec.Logical()), zap.Error(err))
 			return false, false
 		}
@@ -281,13 +281,13 @@ func (s *Server) refreshRule(rt *router.Router, tables []string, subtable string
 // fenceDeadline is how long a statement that met a fence waits for the
 // swap to be recorded: twice the cutover timeout and a second, as a
 // statement held at a gate.
-func (s *Server) fenceDeadline() time.Time {
-	return time.Now().Add(2*s.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
+func (l *liveConfig) fenceDeadline() time.Time {
+	return time.Now().Add(2*l.cfg().Move.WithDefaults().CutoverTimeout + time.Second)
 }
 
 // ruleOf returns the rule in force for db.table (nil when none).
-func (s *Server) ruleOf(db, table string) *config.ShardRule {
-	cfg := s.cfg()
+func (l *liveConfig) ruleOf(db, table string) *config.ShardRule {
+	cfg := l.cfg()
 	for i := range cfg.Schemas {
 		for k := range cfg.Schemas[i].Shard {
 			if r := &cfg.Schemas[i].Shard[k]; r.DB == db && r.Table == table {
@@ -298,8 +298,13 @@ func (s *Server) ruleOf(db, table string) *config.ShardRule {
 	return nil
 }
 
-// staleState is the server's part: one refresh at a time, and a count.
+// staleState is the server's part: one refresh at a time (refreshRule),
+// and a count. live, moves and log are the server's (New sets them);
+// moves is nil without the sidecar's node.
 type staleState struct {
 	staleMu      sync.Mutex
 	staleRetries atomic.Uint64 // statements run again after a refresh
+	live         *liveConfig
+	moves        *workflows
+	log          *zap.Logger
 }
