@@ -105,6 +105,16 @@ func TestReplicaReads(t *testing.T) {
 	}
 	db := openDB(t, p.dsn("", ""))
 	mustExec(t, db, "CREATE DATABASE rr", "CREATE TABLE rr.t (id INT PRIMARY KEY, v INT)", "INSERT INTO rr.t VALUES (0, 0)")
+	// Another session reads: nothing makes it wait for the replicas to
+	// have the row (read_consistency session is per session), so the
+	// test waits for them.
+	for _, r := range replicas {
+		rd := openDB(t, directDSN(r, "", ""))
+		eventually(t, 30*time.Second, "the replica "+r.Addr+" to have the row", func() bool {
+			var n int
+			return rd.QueryRow("SELECT COUNT(*) FROM rr.t").Scan(&n) == nil && n == 1
+		})
+	}
 	rdb := openDB(t, p.dsn("rr", ""))
 	rdb.SetMaxOpenConns(4)
 
