@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/binary"
-	"errors"
-	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -193,49 +191,11 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 	if err := s.room(); err != nil {
 		return err
 	}
-	cls := router.Classify(sql, c.st.Mode())
-	var (
-		plan    *router.Plan
-		nparams int
-		q       string
-		st      *backend.Stmt
-		bc      *backend.Conn
-	)
-	var deadline time.Time
-	for {
-		rt := c.srv.rt()
-		var err error
-		if plan, nparams, err = s.probePlan(sql); err != nil {
-			return err
-		}
-		t := &plan.Targets[0]
-		if q = t.SQL; q == "" {
-			q = sql
-		}
-		st, bc, err = s.prepareOn(plan, q, cls)
-		if err == nil {
-			break
-		}
-		// A subtable a cutover fenced (renamed) on a proxy still on the
-		// old rule: the rule in force is refreshed as for an execution
-		// (stale.go), and the statement prepared again.
-		var se *mysql.SQLError
-		if !errors.As(err, &se) || se.Code != erNoSuchTable || len(plan.Tables) == 0 || t.Subtable == "" {
-			return err
-		}
-		if deadline.IsZero() {
-			deadline = c.srv.fenceDeadline()
-		}
-		moved, moving := c.srv.refreshRule(rt, plan.Tables, t.Node+":"+t.Subtable)
-		switch {
-		case moved:
-			c.srv.staleRetries.Add(1)
-		case moving && time.Now().Before(deadline):
-			time.Sleep(20 * time.Millisecond)
-		default:
-			return err
-		}
+	rp := routedPrepare{s: s, sql: sql, cls: router.Classify(sql, c.st.Mode())}
+	if err := rp.run(); err != nil {
+		return err
 	}
+	plan, nparams, q, st, bc, cls := rp.plan, rp.nparams, rp.q, rp.st, rp.bc, rp.cls
 	params := st.Params
 	if nparams >= 0 {
 		params = make([][]byte, nparams)
@@ -260,89 +220,6 @@ func (s *stmtHandler) prepareRouted(sql string) error {
 		cols = cols[:len(cols)-plan.Merge.Hidden]
 	}
 	return s.writePrepareOK(ps.ID, params, cols, st.Warnings, plan.Targets[0].Subtable, plan)
-}
-
-// probePlan plans a statement being prepared with 0 for every placeholder
-// (no sequence value is reserved). nparams is the parameter count the
-// client gets when the backend's count would be wrong (-1: the backend's):
-// a plan only the statement with its placeholders inlined has (HAVING,
-// LIMIT, where the merge needs constants), or a sequence value standing
-// where the client may have a ?.
-func (s *stmtHandler) probePlan(sql string) (plan *router.Plan, nparams int, err error) {
-	h, c := s.h, s.h.c
-	n := router.CountPlaceholders(sql, c.st.Mode())
-	probe := make([]router.Arg, n)
-	for i := range probe {
-		probe[i] = router.Arg{Kind: router.ArgInt, Text: "0"}
-	}
-	sess := h.probeSession()
-	plan, err = h.routeArgs(sql, sess, probe)
-	switch {
-	case err != nil:
-		lits := make([]string, n)
-		for i := range lits {
-			lits[i] = "0"
-		}
-		text, ierr := router.Inline(sql, lits, c.st.Mode())
-		if ierr != nil {
-			return nil, 0, err
-		}
-		if plan, ierr = c.srv.rt().Route(text, sess); ierr != nil {
-			return nil, 0, err
-		}
-		return plan, n, nil
-	case plan.Generated > 0:
-		return plan, n, nil
-	}
-	return plan, -1, nil
-}
-
-// prepareOn prepares q, the statement as plan runs it, for its metadata:
-// against empty copies of sharded tables for a Fallback plan (closed at
-// once), else on the target's node, on the connection the session would
-// use (prepared now, not taken from the cache: the client gets the
-// server's current metadata and warnings, and the session keeps the
-// connection for SHOW WARNINGS when there are some). bc is the connection
-// that keeps the statement cached, nil when none does.
-func (s *stmtHandler) prepareOn(plan *router.Plan, q string, cls router.Stmt) (st *backend.Stmt, bc *backend.Conn, err error) {
-	h, c := s.h, s.h.c
-	if plan.Kind == router.Fallback {
-		err := h.x.WithFallbackTables(plan, false, func(bc *backend.Conn) (backend.Outcome, error) {
-			var perr error
-			if st, perr = bc.Prepare(q); perr == nil {
-				perr = bc.Forget(q)
-			}
-			return backend.Outcome{}, perr
-		})
-		if err != nil {
-			return nil, nil, h.settle(err)
-		}
-		return st, nil, nil
-	}
-	bc, err = c.st.Acquire(plan.Targets[0].Node, cls.UsesLastInsertID)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err = bc.Prepare(q)
-	var o backend.Outcome
-	if err == nil {
-		o.Warnings = st.Warnings
-		if !cacheable(cls) {
-			err = bc.Forget(q)
-		}
-	}
-	cached := err == nil && bc.Cached(q) // read while bc is the session's
-	c.st.Release(bc, false, o)
-	if err != nil {
-		if bc.Broken() {
-			return nil, nil, h.backendLost(bc)
-		}
-		return nil, nil, err
-	}
-	if !cached {
-		bc = nil
-	}
-	return st, bc, nil
 }
 
 // writePrepareOK answers COM_STMT_PREPARE: the OK with the statement's
@@ -426,37 +303,8 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		s.close(ps.ID)
 		return nil
 	case mysql.ComStmtSendLongData:
-		if len(p) < 7 {
-			return nil // no reply is due, even for a malformed packet
-		}
-		i := int(binary.LittleEndian.Uint16(p[5:7]))
-		if i >= ps.NParams {
-			return nil
-		}
-		if ps.Long == nil {
-			ps.Long, ps.HasLong = make([][]byte, ps.NParams), make([]bool, ps.NParams)
-		}
-		ps.HasLong[i] = true
-		switch {
-		case ps.LongSize < 0:
-			return nil // already refused: the execution gets the error
-		case len(ps.Long[i])+len(p)-7 > c.srv.cfg().MaxAllowedPacket:
-			// max_allowed_packet bounds each parameter, as on MariaDB:
-			// the data is dropped; the execution gets the error, as the
-			// server reports it (no reply is due here).
-			s.clearLong(ps)
-			ps.Long, ps.HasLong, ps.LongSize = make([][]byte, ps.NParams), make([]bool, ps.NParams), -1
-			return nil
-		case !s.holdLong(len(p) - 7):
-			// The data of every session's statements counts against
-			// packet_memory_total, as packets being received do.
-			s.clearLong(ps)
-			ps.Long, ps.HasLong, ps.LongSize = make([][]byte, ps.NParams), make([]bool, ps.NParams), -2
-			return nil
-		}
-		ps.LongSize += len(p) - 7
-		ps.Long[i] = append(ps.Long[i], p[7:]...)
-		return nil
+		s.longData(ps, p, c.srv.cfg().MaxAllowedPacket)
+		return nil // no reply is due, even for a malformed packet
 	case mysql.ComStmtReset:
 		s.clearLong(ps)
 		if bc := s.cursorConn(ps); bc != nil {
@@ -476,21 +324,7 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 		return h.settle(err)
 	}
 	if ps.Local {
-		if len(p) < 10 {
-			return mysql.ErrBadPacket
-		}
-		c.act.set("Execute", ps.SQL)
-		if k, ok := router.ParseKill(ps.SQL); ok {
-			return h.ls.kill(k)
-		}
-		stmt := router.Classify(ps.SQL, c.st.Mode())
-		if handled, err := h.ls.txnStatement(ps.SQL, &stmt); handled {
-			return err
-		}
-		if handled, err := h.ls.local(ps.SQL, stmt); handled {
-			return err
-		}
-		return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", stmt.Keyword)
+		return s.executeLocal(ps, p)
 	}
 	s.execRes, s.execForwarded = backend.Outcome{}, false
 	h.x.Rows = 0
@@ -502,4 +336,25 @@ func (s *stmtHandler) command(ps *session.Stmt, p []byte) error {
 	c.st.Executed()
 	h.counts.note(s.execForwarded, s.execRes, err) // what ROW_COUNT() and FOUND_ROWS() say next
 	return err
+}
+
+// executeLocal runs COM_STMT_EXECUTE of a statement the proxy answers
+// itself (prepareLocal): as its text statement would run.
+func (s *stmtHandler) executeLocal(ps *session.Stmt, p []byte) error {
+	h, c := s.h, s.h.c
+	if len(p) < 10 {
+		return mysql.ErrBadPacket
+	}
+	c.act.set("Execute", ps.SQL)
+	if k, ok := router.ParseKill(ps.SQL); ok {
+		return h.ls.kill(k)
+	}
+	stmt := router.Classify(ps.SQL, c.st.Mode())
+	if handled, err := h.ls.txnStatement(ps.SQL, &stmt); handled {
+		return err
+	}
+	if handled, err := h.ls.local(ps.SQL, stmt); handled {
+		return err
+	}
+	return mysql.NewError(mysql.ErNotSupported, "%s as a prepared statement is not supported by shardgate", stmt.Keyword)
 }
