@@ -22,17 +22,17 @@ import (
 // the router and the engine. Session state lives in conn.st; what the
 // client is sent goes through conn. It is owned by the conn's goroutine.
 type handler struct {
-	c     *conn
-	x     *engine.Executor
-	knobs execKnobs       // the executor's session settings (knobs.go)
-	ps    *stmtHandler    // binary prepared statements
-	ls    *localStmts     // statements the proxy answers itself
-	multi *multiRunner    // multi-statement texts on sharded tables
-	into  *intoRunner     // SELECT ... INTO @variables over several shards (into.go)
-	track *clientTrackers // the client's session state trackers (track.go)
-	seqs  *sessionSeqs    // the session's sequence values (sequences.go)
-	cmds  *userCmds       // COM_CHANGE_USER, COM_SET_OPTION
-	qbuf  []byte          // scratch for rewritten COM_QUERY packets
+	c        *conn
+	x        *engine.Executor
+	settings execSettings    // the executor's session settings (exec_settings.go)
+	ps       *stmtHandler    // binary prepared statements
+	ls       *localStmts     // statements the proxy answers itself
+	multi    *multiRunner    // multi-statement texts on sharded tables
+	into     *intoRunner     // SELECT ... INTO @variables over several shards (into.go)
+	track    *clientTrackers // the client's session state trackers (track.go)
+	seqs     *sessionSeqs    // the session's sequence values (sequences.go)
+	cmds     *userCmds       // COM_CHANGE_USER, COM_SET_OPTION
+	qbuf     []byte          // scratch for rewritten COM_QUERY packets
 	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
 	immediate bool
 	// logical relays results of statements on subtables of relayTables
@@ -235,7 +235,7 @@ func (h *handler) forwardComment(p []byte) error {
 // its OK is sent, or rolled back everywhere when a node fails it.
 func (h *handler) execute(plan *router.Plan, sql string) error {
 	st := h.c.st
-	h.knobs.apply(h.x, st)
+	h.settings.apply(h.x, st)
 	if (plan.Kind != router.SumOK && plan.Kind != router.LoadSplit) || !st.BeginImplicitXA(plan.Nodes()) {
 		return h.settle(h.x.Execute(plan, sql))
 	}

@@ -33,7 +33,7 @@ func (r *intoRunner) run(plan *router.Plan, stmt *router.Stmt) (*router.Plan, ba
 	// read-back, and a failure leaves the session's variables as they were
 	// (the plan returned names one node, where nothing is held either).
 	unassigned := &router.Plan{Kind: router.Forward, Targets: []router.Target{{Node: node}}, Tables: plan.Tables}
-	h.knobs.apply(h.x, h.c.st)
+	h.settings.apply(h.x, h.c.st)
 	was := h.c.st.HoldForReadBack(false)
 	got, err := h.x.Capture(plan)
 	h.c.st.HoldForReadBack(was)
