@@ -241,7 +241,8 @@ func describe(c Column) string {
 }
 
 // Members returns the members of an ENUM or SET column in order, as its
-// COLUMN_TYPE lists them (enum('a','it”s')); nil for other types.
+// COLUMN_TYPE lists them, quoted, a quote inside a member doubled; nil
+// for other types.
 func (c *Column) Members() []string {
 	dt := c.DataType()
 	if dt != "enum" && dt != "set" {
