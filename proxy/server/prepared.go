@@ -161,7 +161,15 @@ func (s *stmtHandler) keptCommand(ps *session.Stmt, p []byte) error {
 	case mysql.ComStmtClose:
 		s.close(ps.ID)
 	}
-	_, err := h.x.RunOn(ps.Conn, p, true, relay)
+	if cmd != mysql.ComStmtExecute {
+		_, err := h.x.RunOn(ps.Conn, p, true, relay)
+		return h.settle(err)
+	}
+	// An execution answers ROW_COUNT() and FOUND_ROWS() next, as any
+	// other statement's does.
+	h.x.Rows = 0
+	res, err := h.x.RunOn(ps.Conn, p, true, relay)
+	h.counts.note(len(p) <= 5 || p[5] == 0, res, err)
 	return h.settle(err)
 }
 
