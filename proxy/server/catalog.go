@@ -104,15 +104,24 @@ func (t *tables) info(key schema.Key) (router.TableInfo, bool) {
 // table db.table, from its definition (nil when not known): the merge's
 // HAVING uses them as numbers, as MariaDB does.
 func (t *tables) members(db, table, column string) []string {
-	tbl := t.catalog.Table(db, table)
-	if tbl == nil {
+	if c := t.column(db, table, column); c != nil {
+		return c.Members()
+	}
+	return nil
+}
+
+// column returns column of logical table db.table as the proxy read it,
+// nil when it does not know the table or the column.
+func (t *tables) column(db, table, column string) *schema.Column {
+	tb := t.catalog.Table(db, table)
+	if tb == nil {
 		return nil
 	}
-	i, ok := tbl.Column(column)
+	i, ok := tb.Column(column)
 	if !ok {
 		return nil
 	}
-	return tbl.Columns[i].Members()
+	return &tb.Columns[i]
 }
 
 // infoList lists the tables with rules.
@@ -333,15 +342,11 @@ func (q connQuerier) Query(sql string) ([][][]byte, error) {
 // Numeric implements router.ColumnTyper: whether db.table's column holds
 // numbers (integers, decimals, floats, BIT, YEAR).
 func (t *tables) Numeric(db, table, column string) bool {
-	tb := t.catalog.Table(db, table)
-	if tb == nil {
+	c := t.column(db, table, column)
+	if c == nil {
 		return false
 	}
-	i, ok := tb.Column(column)
-	if !ok {
-		return false
-	}
-	typ := strings.ToLower(tb.Columns[i].Type)
+	typ := strings.ToLower(c.Type)
 	for _, p := range []string{"tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "float", "double", "bit", "year"} {
 		if strings.HasPrefix(typ, p) {
 			return true
@@ -354,15 +359,11 @@ func (t *tables) Numeric(db, table, column string) bool {
 // proxy has read is of an integer type (a string compared with it routes
 // by the number MariaDB converts it to).
 func (t *tables) Integer(db, table, column string) bool {
-	tb := t.catalog.Table(db, table)
-	if tb == nil {
+	c := t.column(db, table, column)
+	if c == nil {
 		return false
 	}
-	i, ok := tb.Column(column)
-	if !ok {
-		return false
-	}
-	switch tb.Columns[i].DataType() {
+	switch c.DataType() {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
 		return true
 	}
