@@ -20,7 +20,10 @@
 // int64 and uint64, float32 and float64, Decimal, UTF-8 string for text
 // of any character set, []byte for binary strings and geometries, Enum,
 // Set, strings for dates and times) and one JSON form (base64 for []byte),
-// and each change names its columns' types (Change.Types). Text in a
+// and each change names its columns' types (Change.Types) and its table's
+// primary-key columns (Change.Key, from the table map's optional metadata,
+// nil for a table without a primary key), both decoded once per table map
+// and shared, read only, by its changes. Text in a
 // character set other than UTF-8 is decoded with the server's own table
 // (single-byte sets, read once per reader) or golang.org/x/text; the
 // reader keeps a connection to its source for those look-ups.

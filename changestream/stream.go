@@ -36,8 +36,13 @@ type Change struct {
 	// so a consumer knows which strings are base64 (docs/change-streams.md
 	// lists them). Shared by the changes of one table map: read only.
 	Types map[string]string `json:"types,omitempty"`
-	GTID  string            `json:"gtid"` // the transaction's, domain-server-seq
-	Seq   int               `json:"seq"`  // the row's place in its transaction, from 0
+	// Key names the table's primary-key columns, in the key's order, as
+	// the table map's optional metadata gives them
+	// (binlog_row_metadata=FULL); nil when the table has none. Shared by
+	// the changes of one table map: read only.
+	Key  []string `json:"key,omitempty"`
+	GTID string   `json:"gtid"` // the transaction's, domain-server-seq
+	Seq  int      `json:"seq"`  // the row's place in its transaction, from 0
 	// Last marks the transaction's last row (of the tables streamed):
 	// the transaction is complete once it has arrived.
 	Last bool  `json:"last,omitempty"`
@@ -409,7 +414,7 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		}
 		return m
 	}
-	base.Table, base.Subtable, base.Types, base.typesJSON = logical, db+"."+table, tc.types, tc.typesJSON
+	base.Table, base.Subtable, base.Types, base.typesJSON, base.Key = logical, db+"."+table, tc.types, tc.typesJSON, tc.key
 	add := func(op string, before, after map[string]any) {
 		ch := base
 		ch.Op, ch.Before, ch.After, ch.Seq = op, before, after, *seq

@@ -3,6 +3,7 @@ package changestream
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,5 +211,52 @@ func TestGTIDsFromAnEmptyPosition(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("GTIDs of the stream:\n%s\nthe server's:\n%s", strings.Join(got, " "), strings.Join(want, " "))
+	}
+}
+
+// TestKey: each change names its table's primary-key columns in the key's
+// order (a composite key declared out of column order, a key on a prefix
+// of a column), and none for a table without one; the JSON line has them
+// as "key".
+func TestKey(t *testing.T) {
+	d := db(t)
+	exec(t, d, "DROP DATABASE IF EXISTS pk", "CREATE DATABASE pk",
+		"CREATE TABLE pk.one (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE pk.two (a INT, v INT, b VARCHAR(10), PRIMARY KEY (b, a))",
+		"CREATE TABLE pk.prefix (s VARCHAR(100), n INT, PRIMARY KEY (s(4), n))",
+		"CREATE TABLE pk.none (v INT, UNIQUE KEY (v))")
+	from := pos(t, d)
+	exec(t, d, "INSERT INTO pk.one VALUES (1, 1)", "INSERT INTO pk.two VALUES (1, 2, 'x')",
+		"INSERT INTO pk.prefix VALUES ('abcdef', 1)", "INSERT INTO pk.none VALUES (1)", "UPDATE pk.one SET v = 2")
+	until := pos(t, d)
+	src := Source{Node: "n1", Addr: server.Addr, User: server.User, Password: server.Password}
+	changes, errc, err := Subscribe(context.Background(), []Source{src}, Names(&config.Config{}),
+		Options{Tables: []string{"pk.one", "pk.two", "pk.prefix", "pk.none"}, Encode: true,
+			From: map[string]string{"n1": from}, Until: map[string]string{"n1": until}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ch := range changes {
+		var line struct {
+			Key []string `json:"key"`
+		}
+		if err := json.Unmarshal(ch.JSON, &line); err != nil {
+			t.Fatal(err)
+		}
+		if ch.Table == "pk.none" && (ch.Key != nil || strings.Contains(string(ch.JSON), `"key"`)) {
+			t.Errorf("a table without a primary key: Key %q, JSON %s", ch.Key, ch.JSON)
+		}
+		got = append(got, fmt.Sprintf("%s %s %q %q", ch.Table, ch.Op, ch.Key, line.Key))
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`pk.one insert ["id"] ["id"]`, `pk.two insert ["b" "a"] ["b" "a"]`, `pk.prefix insert ["s" "n"] ["s" "n"]`,
+		`pk.none insert [] []`, `pk.one update ["id"] ["id"]`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -102,6 +102,7 @@ type tableCols struct {
 	cols      []column
 	types     map[string]string // Change.Types, shared by the table's changes
 	typesJSON json.RawMessage   // types encoded
+	key       []string          // Change.Key: the primary key's columns; nil without one
 }
 
 // columns describes the columns of tm, or says why the binary log cannot
@@ -168,6 +169,15 @@ func (r *reader) columns(tm *replication.TableMapEvent) (*tableCols, error) {
 		if c.name != "" {
 			tc.types[c.name] = typ
 		}
+	}
+	// The primary key's columns by index (a prefix key, PRIMARY KEY
+	// (c(10)), names its whole column: the key's prefix length is the
+	// table's business, not the row's).
+	for _, i := range tm.PrimaryKey {
+		if i >= uint64(len(names)) {
+			return nil, fmt.Errorf("%s.%s: the table map's primary key names column %d of %d", tm.Schema, tm.Table, i, len(names))
+		}
+		tc.key = append(tc.key, names[i])
 	}
 	var err error
 	if tc.typesJSON, err = json.Marshal(tc.types); err != nil {
