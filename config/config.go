@@ -273,6 +273,9 @@ type Config struct {
 	// DigestSize bounds the statement shapes the query digest keeps (the
 	// least run are evicted); 0 turns the digest off. Default 4096.
 	DigestSize int `yaml:"digest_size"`
+	// Streams deliver the row changes of logical tables into Kafka
+	// (streams.go, package kafkasink).
+	Streams []Stream `yaml:"streams"`
 
 	// pos maps key paths to lines of the bytes this Config was parsed from;
 	// nil for a Config built in code.
@@ -746,6 +749,7 @@ func (c *Config) applyDefaults() {
 	if c.Sidecar.DB == "" {
 		c.Sidecar.DB = "shardgate_sidecar"
 	}
+	c.streamDefaults()
 }
 
 // Sequences reports whether any shard rule uses a global sequence (and so

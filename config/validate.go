@@ -100,6 +100,7 @@ func (c *Config) validate() []Problem {
 	c.validateNodes(v)
 	c.validateSchemas(v)
 	c.validateExtensions(v)
+	c.validateStreams(v)
 	return v.problems
 }
 
