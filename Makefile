@@ -55,7 +55,7 @@ run:
 	exec bin/proxy -config etc/ks.yaml -tls-cert bin/tls/cert.pem -tls-key bin/tls/key.pem
 
 test:
-	scripts/deps.sh mariadb sysbench mtr clients chromium etcd
+	scripts/deps.sh mariadb sysbench mtr clients chromium etcd kafka
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n $$unformatted ]]; then echo "gofmt would change:" $$unformatted >&2; exit 1; fi
 	$(GO) mod tidy -diff

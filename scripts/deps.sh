@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd]: make sure the named tools are installed (mariadb and
+# scripts/deps.sh [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd] [kafka]: make sure the named tools are installed (mariadb and
 # sysbench when none are named). clients are the client libraries of the client matrix (clients/clients_test.go):
 # PyMySQL, mysqlclient and SQLAlchemy for Debian's /usr/bin/python3, MariaDB Connector/J with a JDK, PHP with
 # PDO_MySQL and mysqli. etcd is the server and etcdctl the fleet tests run (internal/etcdtest, package topo).
+# kafka is Java 17+ and Maven, then the jars of the Apache Kafka broker that internal/kafkatest runs, fetched
+# once with Maven (scripts/kafka/pom.xml names the version) into ${XDG_CACHE_HOME:-~/.cache}/shardgate/kafka/lib
+# (about 45 MB; Maven keeps its own copy in ~/.m2). A changed pom.xml fetches again; delete the directory to
+# force it.
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -56,11 +60,60 @@ missing_pkgs() {
 			have etcd || echo etcd-server
 			have etcdctl || echo etcd-client
 			;;
+		kafka)
+			# The broker of the Kafka sink's tests and benchmarks (internal/kafkatest); fetch_kafka brings its jars.
+			have java || echo default-jre-headless
+			have mvn || echo maven
+			;;
 		*)
-			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd]" >&2
+			echo "usage: $0 [mariadb] [sysbench] [openssl] [mtr] [clients] [chromium] [etcd] [kafka]" >&2
 			exit 2
 			;;
 		esac
+	done
+}
+
+# fetch_kafka copies the broker's jars (scripts/kafka/pom.xml and its runtime dependencies) into the cache
+# internal/kafkatest reads, unless the cache already holds the jars of this very pom.xml. It fails loudly.
+fetch_kafka() {
+	local pom cache sum major
+	pom=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka/pom.xml
+	cache=${XDG_CACHE_HOME:-$HOME/.cache}/shardgate/kafka
+	major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+	if [[ ${major%%.*} -lt 17 ]]; then
+		echo "deps.sh: kafka: Kafka 4 needs Java 17 or later; java in PATH is ${major:-unknown}" >&2
+		exit 1
+	fi
+	mkdir -p "$cache"
+	exec 9>"$cache/.lock"
+	flock 9 # one fetch at a time; a second deps.sh finds the first one's result
+	sum=$(sha256sum "$pom" | cut -d' ' -f1)
+	if [[ -f $cache/pom.sha256 && $(<"$cache/pom.sha256") == "$sum" ]] && compgen -G "$cache/lib/kafka_2.13-*.jar" >/dev/null; then
+		return 0
+	fi
+	echo "deps.sh: fetching the Kafka broker's jars ($pom) into $cache/lib" >&2
+	rm -rf "$cache/lib.new" "$cache/pom.sha256"
+	if ! mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+		-DoutputDirectory="$cache/lib.new" -DincludeScope=runtime >"$cache/mvn.log" 2>&1; then
+		echo "deps.sh: kafka: mvn failed; its output ($cache/mvn.log) ends with:" >&2
+		tail -n 30 "$cache/mvn.log" >&2
+		exit 1
+	fi
+	if ! compgen -G "$cache/lib.new/kafka_2.13-*.jar" >/dev/null || ! compgen -G "$cache/lib.new/log4j-slf4j2-impl-*.jar" >/dev/null; then
+		echo "deps.sh: kafka: mvn left no kafka_2.13 or log4j-slf4j2-impl jar in $cache/lib.new" >&2
+		exit 1
+	fi
+	rm -rf "$cache/lib"
+	mv "$cache/lib.new" "$cache/lib"
+	echo "$sum" >"$cache/pom.sha256"
+	echo "deps.sh: kafka: $(ls "$cache/lib" | wc -l) jars, $(du -sh "$cache/lib" | cut -f1) in $cache/lib" >&2
+}
+
+# after_install runs the steps that need the installed packages.
+after_install() {
+	local tool
+	for tool in "${tools[@]}"; do
+		[[ $tool != kafka ]] || fetch_kafka
 	done
 }
 
@@ -68,7 +121,10 @@ tools=("$@")
 ((${#tools[@]})) || tools=(mariadb sysbench)
 pkgs=$(missing_pkgs "${tools[@]}" | tr '\n' ' ')
 pkgs=${pkgs% }
-[[ -n $pkgs ]] || exit 0
+if [[ -z $pkgs ]]; then
+	after_install
+	exit 0
+fi
 
 echo "deps.sh: missing packages: $pkgs" >&2
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -92,3 +148,4 @@ if [[ -n ${still// /} ]]; then
 	exit 1
 fi
 echo "deps.sh: installed $pkgs"
+after_install
