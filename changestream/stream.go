@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ type Change struct {
 	Node     string `json:"node"`
 	Table    string `json:"table"`    // logical db.table
 	Subtable string `json:"subtable"` // physical db.table on Node
-	Op       string `json:"op"`       // insert, update or delete
+	Op       string `json:"op"`       // insert, update, delete, or ddl (Options.DDL)
 	// Before and After are the row images: column name -> value, one Go
 	// type per kind of column (values.go; Decimal, Enum, Set, []byte for
 	// binary strings, UTF-8 string for text in any character set).
@@ -50,6 +51,14 @@ type Change struct {
 	// Pos is the node's GTID position before this transaction: resume
 	// from it to receive the transaction again.
 	Pos string `json:"pos"`
+	// Query is the statement of a ddl change as the binary log has it,
+	// and Schema the database it ran in (its default database), which
+	// names the tables the statement does not qualify. Table and
+	// Subtable name the streamed table it changes, or are empty when the
+	// statement did not parse (or is a DROP DATABASE in a stream of every
+	// table): the reader does not guess which tables it changed.
+	Query  string `json:"query,omitempty"`
+	Schema string `json:"schema,omitempty"`
 	// JSON is the change encoded as one JSON line (with its newline),
 	// set when Options.Encode asks for it: each node's reader encodes its
 	// own changes, in parallel with the others.
@@ -127,6 +136,18 @@ func Names(cfg *config.Config) func(db, table string) string {
 	}
 }
 
+// NamesWith is Names with the subtables of more rules named by their
+// logical tables as well. For a table that online resharding moves
+// (package move), pass the workflow's old and new rules (Spec.From and
+// Spec.To, from Manager.List): the application's writes reach the old
+// subtables before the cutover and the new ones after it, and both stream
+// as the logical table; the workflow's own writes to either (the copy,
+// the apply, the reverse stream) are flagged and left out (Options.KeepFlagged).
+func NamesWith(cfg *config.Config, rules ...config.ShardRule) func(db, table string) string {
+	schemas := append(slices.Clone(cfg.Schemas), config.Schema{Shard: rules})
+	return Names(&config.Config{Schemas: schemas})
+}
+
 // Check verifies that src writes binary logs a stream can read.
 func Check(src Source) error {
 	c, err := client.Connect(src.Addr, src.User, src.Password, "")
@@ -185,6 +206,18 @@ type Options struct {
 	// with a _binary literal, as online resharding does), instead of
 	// decoding them to UTF-8. It cannot be combined with Encode.
 	RawText bool
+	// DDL adds, for each statement that changes a streamed table
+	// (CREATE, ALTER, DROP, TRUNCATE or RENAME of one of its subtables,
+	// CREATE or DROP INDEX on one), a change with Op "ddl" carrying the
+	// statement (Query, Schema) and the transaction's fields (ddl.go).
+	DDL bool
+	// KeepFlagged also streams the changes of transactions written with
+	// MariaDB's skip_replication=1 (LOG_EVENT_SKIP_REPLICATION_F in their
+	// events' headers), which a stream leaves out by default: online
+	// resharding writes its copies that way (package move), and they are
+	// not changes of the logical table. Their positions are read either
+	// way (Marks, Until).
+	KeepFlagged bool
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -215,7 +248,7 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	done := make(chan error, len(sources))
 	for i, src := range sources {
 		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode, marks: o.Marks,
-			numbers: o.EnumNumbers, raw: o.RawText}
+			numbers: o.EnumNumbers, raw: o.RawText, ddl: o.DDL, flagged: o.KeepFlagged}
 		if u, ok := o.Until[src.Node]; ok {
 			set, err := gmysql.ParseMariadbGTIDSet(u)
 			if err != nil {
@@ -255,6 +288,8 @@ type reader struct {
 	marks    bool
 	numbers  bool // Options.EnumNumbers
 	raw      bool // Options.RawText
+	ddl      bool // Options.DDL
+	flagged  bool // Options.KeepFlagged
 
 	// Owned by run's goroutine: the decoded table maps, the character
 	// sets and decoders read so far, and a connection to the source for
@@ -263,7 +298,12 @@ type reader struct {
 	charsets map[uint64]string
 	decoders map[string]*decoder
 	conn     *client.Conn
+	parser   ddlParser
 }
+
+// skipReplication is LOG_EVENT_SKIP_REPLICATION_F, the event header flag
+// of events written with skip_replication=1.
+const skipReplication = 0x8000
 
 func (r *reader) run(ctx context.Context, from string) error {
 	host, portText, err := net.SplitHostPort(r.src.Addr)
@@ -307,6 +347,7 @@ func (r *reader) run(ctx context.Context, from string) error {
 		pending []Change // the open transaction's rows, sent at its commit
 		when    int64
 		alone   bool // the open GTID is a standalone statement (DDL): no XID ends it
+		ddl     bool // the open GTID is standalone or flagged DDL: its statements may change tables
 	)
 	commit := func() error {
 		if gtid == nil {
@@ -357,9 +398,9 @@ func (r *reader) run(ctx context.Context, from string) error {
 		case *replication.MariadbGTIDEvent:
 			g := eventGTID(ev, e)
 			gtid, before, seq, pending, when = &g, cur.String(), 0, pending[:0], int64(ev.Header.Timestamp)
-			alone = e.IsStandalone()
+			alone, ddl = e.IsStandalone(), e.IsStandalone() || e.IsDDL()
 		case *replication.RowsEvent:
-			if gtid == nil {
+			if gtid == nil || ev.Header.Flags&skipReplication != 0 && !r.flagged {
 				continue
 			}
 			var err error
@@ -375,6 +416,9 @@ func (r *reader) run(ctx context.Context, from string) error {
 				return nil
 			}
 		case *replication.QueryEvent:
+			if r.ddl && ddl && gtid != nil && (ev.Header.Flags&skipReplication == 0 || r.flagged) {
+				pending = r.ddlChanges(e, Change{Node: r.src.Node, GTID: gtid.String(), Time: when, Pos: before}, &seq, pending)
+			}
 			if q := strings.TrimSpace(string(e.Query)); alone || strings.EqualFold(q, "COMMIT") {
 				// A standalone statement (DDL), or the COMMIT of a
 				// non-transactional engine: the transaction ends here.
@@ -436,6 +480,52 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		}
 	}
 	return pending, nil
+}
+
+// ddlChanges appends the ddl changes of one query event to pending: one
+// per streamed logical table the statement changes, with the first of its
+// subtables the statement names; one with no table when the statement
+// does not parse.
+func (r *reader) ddlChanges(e *replication.QueryEvent, base Change, seq *int, pending []Change) []Change {
+	base.Op, base.Query, base.Schema = "ddl", string(e.Query), string(e.Schema)
+	add := func(logical, sub string) {
+		ch := base
+		ch.Table, ch.Subtable, ch.Seq = logical, sub, *seq
+		*seq++
+		pending = append(pending, ch)
+	}
+	tables, dropDB, err := r.parser.tables(e)
+	if err != nil {
+		add("", "")
+		return pending
+	}
+	seen := map[string]bool{}
+	for _, t := range tables {
+		logical := r.names(t.db, t.name)
+		if seen[logical] || len(r.want) > 0 && !r.want[logical] {
+			continue
+		}
+		seen[logical] = true
+		add(logical, t.db+"."+t.name)
+	}
+	if dropDB != "" {
+		// Only the wanted tables can be named: the binary log does not
+		// list what the database held.
+		if len(r.want) == 0 {
+			add("", "")
+		}
+		var in []string
+		for t := range r.want {
+			if db, _, _ := strings.Cut(t, "."); db == dropDB {
+				in = append(in, t)
+			}
+		}
+		slices.Sort(in)
+		for _, t := range in {
+			add(t, "")
+		}
+	}
+	return pending
 }
 
 // eventGTID reads a MariaDB GTID event's GTID from the event's own bytes.

@@ -170,6 +170,86 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestNamesWith: the subtables of a table's rule and of the rules of a
+// move (old and new generation) are all the logical table.
+func TestNamesWith(t *testing.T) {
+	from := config.ShardRule{DB: "d", Table: "h", Type: "hash", Locations: []int{2}}
+	to := config.ShardRule{DB: "d", Table: "h", Type: "hash", Locations: []int{3}, Generation: 1}
+	cfg := &config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{from}}}}
+	names := NamesWith(cfg, from, to)
+	for _, tc := range [][3]string{
+		{"d", "h_0000", "d.h"}, {"d", "h_0001", "d.h"}, {"d", "h_g1_0000", "d.h"}, {"d", "h_g1_0002", "d.h"},
+		{"d", "h_g1_0003", "d.h_g1_0003"}, {"d", "h_g2_0000", "d.h_g2_0000"}, {"d", "other", "d.other"},
+	} {
+		if got := names(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("NamesWith(%s, %s) = %s, want %s", tc[0], tc[1], got, tc[2])
+		}
+	}
+	if got := Names(cfg)("d", "h_g1_0000"); got != "d.h_g1_0000" {
+		t.Errorf("Names without the move: %s", got)
+	}
+}
+
+// TestFlagged: the rows of transactions written with skip_replication=1
+// are left out of a stream (their positions still come as marks), and
+// come with KeepFlagged; an account with no privilege at all may set it.
+func TestFlagged(t *testing.T) {
+	d := db(t)
+	exec(t, d, "DROP DATABASE IF EXISTS fl", "CREATE DATABASE fl", "CREATE TABLE fl.t (id INT PRIMARY KEY, v INT)",
+		"DROP USER IF EXISTS 'fl_plain'@'%'", "CREATE USER 'fl_plain'@'%' IDENTIFIED BY 'fl'", "GRANT SELECT, INSERT, UPDATE, DELETE ON fl.* TO 'fl_plain'@'%'")
+	from := pos(t, d)
+	ctx := context.Background()
+	plain, err := sql.Open("mysql", "fl_plain:fl@tcp("+server.Addr+")/fl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	conn, err := plain.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"INSERT INTO t VALUES (1, 1)",
+		"SET skip_replication = 1",
+		"INSERT INTO t VALUES (2, 2)", "UPDATE t SET v = 10 WHERE id = 1", "DELETE FROM t WHERE id = 2",
+		"SET skip_replication = 0",
+		"INSERT INTO t VALUES (3, 3)",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s (as an account with SELECT, INSERT, UPDATE, DELETE on fl.* only): %v", q, err)
+		}
+	}
+	until := pos(t, d)
+	src := Source{Node: "n1", Addr: server.Addr, User: server.User, Password: server.Password}
+	stream := func(keep bool) (rows []string, marks int) {
+		changes, errc, err := Subscribe(ctx, []Source{src}, Names(&config.Config{}), Options{Tables: []string{"fl.t"}, Marks: true, KeepFlagged: keep,
+			From: map[string]string{"n1": from}, Until: map[string]string{"n1": until}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ch := range changes {
+			if ch.Op == "mark" {
+				marks++
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("%s %v %v", ch.Op, ch.Before["id"], ch.After["id"]))
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		return rows, marks
+	}
+	rows, marks := stream(false)
+	if strings.Join(rows, ", ") != "insert <nil> 1, insert <nil> 3" || marks != 5 {
+		t.Errorf("flagged left out: %q and %d marks, want the two unflagged inserts and 5 marks", rows, marks)
+	}
+	rows, _ = stream(true)
+	if want := "insert <nil> 1, insert <nil> 2, update 1 1, delete 2 <nil>, insert <nil> 3"; strings.Join(rows, ", ") != want {
+		t.Errorf("KeepFlagged: %q, want %s", rows, want)
+	}
+}
+
 // TestGTIDsFromAnEmptyPosition: a stream started from the first binary
 // log (a position without this server's GTIDs) names each transaction by
 // its own GTID, the one the server gave it (go-mysql moves the first

@@ -135,7 +135,10 @@ func (a *applier) run(ctx context.Context, sources []changestream.Source, names 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
-		Tables: []string{logical}, From: a.position(), Marks: true, Buffer: 4096, RawText: true})
+		Tables: []string{logical}, From: a.position(), Marks: true, Buffer: 4096, RawText: true,
+		// Every change of the sources is applied, whoever wrote it: the
+		// new subtables must end equal to the old ones.
+		KeepFlagged: true})
 	if err != nil {
 		return err
 	}

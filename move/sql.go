@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
 
 	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/mysql"
@@ -48,7 +49,63 @@ func dialWith(ep Endpoint, opt func(*client.Conn)) (*client.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", ep.Addr, err)
 	}
+	// The workflow's writes are flagged so that change streams leave
+	// them out (changestream.Options.KeepFlagged): they are copies of rows,
+	// not changes of the logical table. A server that refuses the flag (a
+	// MySQL server has no such variable) still gets the writes, unflagged;
+	// the run warns once (flagging).
+	if err := flag(c); err != nil && !isServerError(err) {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", ep.Addr, err)
+	}
 	return c, nil
+}
+
+// flagging warns, once per run, for each node the workflow writes to that
+// refuses skip_replication: there the copy's, the apply's and the reverse
+// stream's writes reach change streams as changes of the table, and a
+// consumer of the table's changes sees each copied row again.
+func (r *run) flagging(log *zap.Logger) {
+	_, _, targets, _, err := r.layout()
+	if err != nil {
+		return // the step reports it
+	}
+	if sp := r.spec(); sp.Kind == KindReshard {
+		olds, err := placementTargets(sp.DB, sp.From)
+		if err != nil {
+			return
+		}
+		targets = append(targets, olds...) // the reverse stream's
+	}
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if seen[t.node] {
+			continue
+		}
+		seen[t.node] = true
+		ep, err := r.m.env.Endpoint(t.node)
+		if err != nil {
+			continue
+		}
+		c, err := dial(ep)
+		if err != nil {
+			continue // the step reports it
+		}
+		if err := flag(c); err != nil {
+			log.Warn("the node refuses skip_replication: the workflow's writes there are not flagged, and change streams "+
+				"carry them as changes of the table (a consumer sees copied rows again)", zap.String("node", t.node), zap.Error(err))
+		}
+		c.Close()
+	}
+}
+
+// flag sets MariaDB's skip_replication on c: its transactions' binary log
+// events carry LOG_EVENT_SKIP_REPLICATION_F. Replicas apply them all the
+// same (replicate_events_marked_for_skip=REPLICATE, the default); MariaDB
+// lets any account set it.
+func flag(c *client.Conn) error {
+	_, err := c.Execute("SET skip_replication = 1")
+	return err
 }
 
 // qualified quotes db.table.

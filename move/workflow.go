@@ -473,6 +473,7 @@ func (r *run) spec() *Spec { return &r.w.Spec } // never changes
 // stops; a failure is recorded and the phase retried.
 func (r *run) drive(ctx context.Context) {
 	log := r.m.log.With(zap.String("workflow", r.spec().Name))
+	r.flagging(log)
 	for ctx.Err() == nil {
 		var err error
 		switch r.phase() {
