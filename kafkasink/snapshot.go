@@ -1,0 +1,249 @@
+package kafkasink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/shardgate/shardgate/changestream"
+)
+
+// systemDBs are never snapshotted (nor are they logical tables).
+var systemDBs = []string{"mysql", "information_schema", "performance_schema", "sys"}
+
+// snapshot writes every row of the node's subtables of the stream's
+// tables as op "r" records, in one Kafka transaction with the node's
+// position the rows are consistent with, and returns that position.
+//
+// The rows are read inside START TRANSACTION WITH CONSISTENT SNAPSHOT;
+// binlog_snapshot_file and binlog_snapshot_position name the binary log
+// position the snapshot is consistent with, and BINLOG_GTID_POS turns it
+// into the GTID position streaming resumes from: a transaction is either
+// in the snapshot or after that position, never both, never neither.
+func (w *writer) snapshot(ctx context.Context, src changestream.Source) (string, error) {
+	c := gomysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr = src.User, src.Password, "tcp", src.Addr
+	// Values as changestream writes them: TIMESTAMPs in UTC, text in UTF-8.
+	c.Params = map[string]string{"time_zone": "'+00:00'", "charset": "utf8mb4"}
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return "", fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK")
+	var file, posText string
+	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return "", err
+	}
+	for rows.Next() {
+		var name, val string
+		if err := rows.Scan(&name, &val); err != nil {
+			rows.Close()
+			return "", err
+		}
+		switch strings.ToLower(name) {
+		case "binlog_snapshot_file":
+			file = val
+		case "binlog_snapshot_position":
+			posText = val
+		}
+	}
+	rows.Close()
+	if file == "" {
+		return "", errors.New("binlog_snapshot_file is empty: is the binary log on?")
+	}
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", file, posText).Scan(&gtid); err != nil {
+		return "", fmt.Errorf("BINLOG_GTID_POS(%s, %s): %w", file, posText, err)
+	}
+	if !gtid.Valid {
+		return "", fmt.Errorf("BINLOG_GTID_POS(%s, %s) is NULL", file, posText)
+	}
+	tables, err := w.subtables(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	start := time.Now().Unix()
+	for _, t := range tables {
+		if err := w.snapshotTable(ctx, conn, src.Node, t, start); err != nil {
+			return "", fmt.Errorf("reading %s.%s: %w", t.db, t.table, err)
+		}
+	}
+	w.pos[src.Node] = gtid.String
+	w.txns++
+	if err := w.commit(ctx); err != nil {
+		return "", err
+	}
+	return gtid.String, nil
+}
+
+// subtable is a physical table to snapshot and its logical name.
+type subtable struct{ db, table, logical string }
+
+// subtables lists the node's tables that belong to the stream.
+func (w *writer) subtables(ctx context.Context, conn *sql.Conn) ([]subtable, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' ORDER BY 1, 2")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []subtable
+	for rows.Next() {
+		var t subtable
+		if err := rows.Scan(&t.db, &t.table); err != nil {
+			return nil, err
+		}
+		if slices.Contains(systemDBs, t.db) {
+			continue
+		}
+		t.logical = w.s.names(t.db, t.table)
+		if len(w.s.cfg.Tables) > 0 && !slices.Contains(w.s.cfg.Tables, t.logical) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// snapshotTable produces the rows of one subtable.
+func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string, t subtable, start int64) error {
+	key, err := primaryKey(ctx, conn, t.db, t.table)
+	if err != nil {
+		return err
+	}
+	rows, err := conn.QueryContext(ctx, "SELECT * FROM "+quoteIdent(t.db)+"."+quoteIdent(t.table))
+	if err != nil {
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1412 {
+			return nil // ER_TABLE_DEF_CHANGED: created after the snapshot; its rows stream
+		}
+		return err
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return err
+	}
+	types := make(map[string]string, len(cts))
+	for _, ct := range cts {
+		types[ct.Name()] = typeName(ct)
+	}
+	raw := make([]sql.RawBytes, len(cts))
+	dest := make([]any, len(cts))
+	for i := range raw {
+		dest[i] = &raw[i]
+	}
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		row := make(map[string]any, len(cts))
+		for i, ct := range cts {
+			row[ct.Name()] = value(types[ct.Name()], raw[i])
+		}
+		ch := changestream.Change{Node: node, Table: t.logical, Subtable: t.db + "." + t.table, Op: OpRead, After: row,
+			Types: types, Key: key, Seq: n, Time: start}
+		n++
+		if err := w.change(ctx, &ch, txOrder{}, "true"); err != nil {
+			return err
+		}
+		w.s.snapshotRow()
+	}
+	return rows.Err()
+}
+
+// primaryKey lists the primary-key columns of db.table in the key's order.
+func primaryKey(ctx context.Context, conn *sql.Conn, db, table string) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT column_name FROM information_schema.key_column_usage "+
+		"WHERE table_schema = ? AND table_name = ? AND constraint_name = 'PRIMARY' ORDER BY ordinal_position", db, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var key []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		key = append(key, c)
+	}
+	return key, rows.Err()
+}
+
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// typeName names a result column's type as Change.Types does ("int
+// unsigned", "decimal(10,2)", "varbinary").
+func typeName(ct *sql.ColumnType) string {
+	t := strings.ToLower(ct.DatabaseTypeName())
+	if rest, ok := strings.CutPrefix(t, "unsigned "); ok {
+		t = rest + " unsigned"
+	}
+	if t == "decimal" {
+		if p, s, ok := ct.DecimalSize(); ok {
+			t = fmt.Sprintf("decimal(%d,%d)", p, s)
+		}
+	}
+	return t
+}
+
+// value converts a column's text-protocol bytes to the Go value
+// changestream gives the same column (values.go), so snapshot rows and
+// streamed rows encode alike.
+func value(typ string, b sql.RawBytes) any {
+	if b == nil {
+		return nil
+	}
+	base, unsigned := strings.CutSuffix(typ, " unsigned")
+	base, _, _ = strings.Cut(base, "(")
+	s := string(b)
+	switch base {
+	case "tinyint", "smallint", "mediumint", "int", "bigint", "year":
+		if unsigned {
+			if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+				return v
+			}
+		} else if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return v
+		}
+	case "bit":
+		var v uint64
+		for _, c := range b {
+			v = v<<8 | uint64(c)
+		}
+		return v
+	case "float":
+		if v, err := strconv.ParseFloat(s, 32); err == nil {
+			return float32(v)
+		}
+	case "double":
+		if v, err := strconv.ParseFloat(s, 64); err == nil {
+			return v
+		}
+	case "decimal":
+		return changestream.Decimal(s)
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry":
+		return append([]byte(nil), b...)
+	}
+	return s
+}
