@@ -94,6 +94,7 @@ func TestHelpCommand(t *testing.T) {
 		"import": {"-from USER:PASSWORD@HOST:PORT/DB.TABLE", "-name NAME", "-wait"},
 		"status": {"-watch", "-json"},
 		"apply":  {"-wait"},
+		"stream": {"-config FILE", "-name NAME"},
 	}
 	for _, c := range commands {
 		code, out, errOut := sh("help", c.name)

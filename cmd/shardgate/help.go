@@ -79,6 +79,12 @@ Topo get prints the version in force. Both need -etcd (or SHARDGATE_ETCD).`},
 		long: `Fleet lists the live proxies of the fleet in etcd: addresses, the topology version
 each serves, the leader, drift and the recorded masters. It exits 1 when a proxy
 does not serve the latest version. It needs -etcd (or SHARDGATE_ETCD).`},
+	{name: "stream", args: "-config FILE [-name NAME]", flags: true, short: "run the Kafka sinks of ks.yaml's streams: in this process",
+		long: `Stream runs the Kafka sink of each entry of streams: in FILE (or of the one -name names)
+until SIGTERM or SIGINT: a snapshot of the tables if the stream has no position yet, then
+their changes, committed in Kafka transactions with each node's position (docs/kafka.md).
+A sink that fails starts again from its committed positions; a second sink of the same
+stream, on this machine or another, fences this one.`},
 	{name: "version", short: "print shardgate's version and the commit it was built from",
 		long: `Version prints the module version, the VCS commit the binary was built from (with
 its time, and "modified" if the checkout had uncommitted changes), the Go version

@@ -9,6 +9,7 @@
 //	shardgate cutover|rollback|complete|cancel|verify|repair NAME
 //	shardgate plan FILE | apply FILE [-wait]
 //	shardgate -etcd ENDPOINTS [-cluster PREFIX] topo load FILE | topo get | fleet
+//	shardgate stream -config ks.yaml [-name STREAM]
 //	shardgate version | help [COMMAND]
 //
 // shardgate help lists the commands, the flags with their defaults and the
@@ -182,6 +183,8 @@ func dispatch(c *client, ff fleetFlags, cmd string, rest []string, w io.Writer) 
 		return fleetCmd(ff, w)
 	case "topo":
 		return topoCmd(ff, rest, w)
+	case "stream":
+		return streamCmd(rest, w)
 	case move.CmdCutover, move.CmdRollback, move.CmdComplete, move.CmdCancel, move.CmdVerify, move.CmdRepair:
 		if len(rest) != 1 {
 			return usagef(cmd, "needs the workflow's NAME: shardgate %s NAME", cmd)
