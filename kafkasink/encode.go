@@ -295,3 +295,34 @@ func connectType(t string) (typ, name string) {
 	}
 	return "string", ""
 }
+
+// historyRecord is a schema-history record, as Debezium's MySQL connector
+// writes to its schema.history.internal.kafka.topic, plus shardgate's
+// node, logical table and subtable.
+type historyRecord struct {
+	Source struct {
+		Server string `json:"server"`
+		Node   string `json:"node"`
+	} `json:"source"`
+	Position struct {
+		TsSec    int64  `json:"ts_sec"`
+		GTID     string `json:"gtid"`
+		Gtids    string `json:"gtids"`
+		ServerID uint64 `json:"server_id"`
+	} `json:"position"`
+	TsMs         int64    `json:"ts_ms"`
+	DatabaseName string   `json:"databaseName"`
+	DDL          string   `json:"ddl"`
+	Table        string   `json:"table"`
+	Subtable     string   `json:"subtable"`
+	TableChanges []string `json:"tableChanges"`
+}
+
+// history encodes a ddl change as a schema-history record value.
+func (e *encoder) history(ch *changestream.Change) ([]byte, error) {
+	var h historyRecord
+	h.Source.Server, h.Source.Node = e.name, ch.Node
+	h.Position.TsSec, h.Position.GTID, h.Position.Gtids, h.Position.ServerID = ch.Time, ch.GTID, ch.Pos, gtidServer(ch.GTID)
+	h.TsMs, h.DatabaseName, h.DDL, h.Table, h.Subtable, h.TableChanges = e.now(), ch.Schema, ch.Query, ch.Table, ch.Subtable, []string{}
+	return json.Marshal(h)
+}

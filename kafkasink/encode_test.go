@@ -47,7 +47,8 @@ func goldenChanges() []struct {
 
 // TestEncodeGolden: the key and value of each kind of change in each
 // format (debezium, debezium with the schema wrapper, json) equal
-// testdata/<format>-<op>.json (go test -update rewrites them).
+// testdata/<format>-<op>.json, and a ddl change's schema-history record
+// testdata/history-ddl.json (go test -update rewrites them).
 func TestEncodeGolden(t *testing.T) {
 	for _, f := range []struct {
 		name    string
@@ -69,21 +70,36 @@ func TestEncodeGolden(t *testing.T) {
 				out.Write(ind.Bytes())
 				out.WriteByte('\n')
 			}
-			path := filepath.Join("testdata", f.name+"-"+c.name+".json")
-			if *update {
-				if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(out.Bytes(), want) {
-				t.Errorf("%s: got\n%s\nwant\n%s", path, out.Bytes(), want)
-			}
+			golden(t, filepath.Join("testdata", f.name+"-"+c.name+".json"), out.Bytes())
 		}
+	}
+	e := &encoder{format: config.FormatDebezium, name: "shardgate", now: func() int64 { return 1764258000123 }}
+	val, err := e.history(&changestream.Change{Node: "node1", Table: "shop.orders", Subtable: "shop.orders_0001", Op: "ddl",
+		Query: "ALTER TABLE orders_0001 ADD COLUMN note TEXT", Schema: "shop", GTID: "0-11-43", Pos: "0-11-42", Time: 1764258001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ind bytes.Buffer
+	json.Indent(&ind, val, "", "  ")
+	ind.WriteByte('\n')
+	golden(t, filepath.Join("testdata", "history-ddl.json"), ind.Bytes())
+}
+
+// golden compares got with the file at path, or rewrites it under -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
 	}
 }
 

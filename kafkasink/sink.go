@@ -89,6 +89,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(sub, s.sources, s.names, changestream.Options{
 		Tables: s.cfg.Tables, From: from, Marks: true, Encode: s.cfg.Format == config.FormatJSON,
+		DDL: s.cfg.SchemaHistoryTopic != "",
 	})
 	if err != nil {
 		return s.fail(ctx, fmt.Errorf("stream %s: %w", s.cfg.Name, err))
@@ -245,6 +246,12 @@ func (w *writer) transaction(ctx context.Context, rows []changestream.Change) er
 	perTable := map[string]int{}
 	for i := range rows {
 		ch := &rows[i]
+		if ch.Op == "ddl" {
+			if err := w.ddl(ctx, ch); err != nil {
+				return err
+			}
+			continue
+		}
 		perTable[ch.Table]++
 		if err := w.change(ctx, ch, txOrder{total: i + 1, table: perTable[ch.Table]}, "false"); err != nil {
 			return err
@@ -272,6 +279,19 @@ func (w *writer) change(ctx context.Context, ch *changestream.Change, ord txOrde
 		return w.produce(ctx, &kgo.Record{Topic: topic, Key: key})
 	}
 	return nil
+}
+
+// ddl writes a ddl change to the schema-history topic.
+func (w *writer) ddl(ctx context.Context, ch *changestream.Change) error {
+	topic := w.s.cfg.SchemaHistoryTopic
+	if topic == "" {
+		return nil
+	}
+	val, err := w.enc.history(ch)
+	if err != nil {
+		return err
+	}
+	return w.produce(ctx, &kgo.Record{Topic: topic, Value: val})
 }
 
 func (w *writer) produce(ctx context.Context, r *kgo.Record) error {
