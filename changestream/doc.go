@@ -36,6 +36,22 @@
 // (at-least-once); (Node, GTID, Seq) identifies a change, so a consumer
 // that remembers it gets exactly-once effects.
 //
+// Statements (Options.DDL, ddl.go): a query event of its own that
+// changes a streamed table's subtable becomes a change with Op "ddl",
+// its Query and Schema. Which tables it changes is decided from the
+// statement parsed (TiDB's parser, under the sql_mode flags the event
+// was logged with), never from its text; a statement the parser refuses
+// comes with no Table rather than a guess.
+//
+// Flagged writes: transactions written with MariaDB's skip_replication=1
+// carry LOG_EVENT_SKIP_REPLICATION_F in their events' headers; a stream
+// leaves their rows and statements out unless Options.KeepFlagged, and
+// reads their positions all the same. Online resharding (package move)
+// writes its copies that way, so a stream of a table being moved carries
+// the application's changes only, once; NamesWith names the subtables of
+// both rules of a move as the logical table. move's own streams keep
+// flagged changes: they must apply every change of their sources.
+//
 // Memory is bounded: each node's reader blocks on a full output channel,
 // so a slow consumer slows its own stream (and the binary log reading
 // behind it), never the proxy's query path.

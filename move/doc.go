@@ -34,6 +34,15 @@
 //     to the old ones, so a rollback (another cutover) loses no write;
 //     complete stops it and drops the old subtables.
 //
+// Every connection a workflow writes with sets MariaDB's
+// skip_replication=1, so that change streams (package changestream) leave
+// the copy's, the catch-up's and the reverse stream's writes out: they
+// are copies of rows, not changes of the logical table. Replicas apply
+// them as any other (replicate_events_marked_for_skip=REPLICATE, the
+// default). A server that refuses the flag gets the writes unflagged, and
+// the run warns once per node. The workflow's own streams keep flagged
+// changes (changestream.Options.KeepFlagged).
+//
 // The state of every workflow lives in the sidecar database (package
 // sidecar), so a restarted proxy resumes each from its last checkpoint.
 // One proxy runs a workflow at a time: the one holding its lease in the

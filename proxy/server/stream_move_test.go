@@ -25,8 +25,10 @@ import (
 // as many changes as rows the statements changed, none of the copy's, the
 // catch-up's or the reverse stream's writes (flagged with
 // skip_replication), and replayed on an empty table they give the final
-// table. A second stream with KeepFlagged sees the workflow's writes too
-// (what the first leaves out). The workflow's own streams still work: the
+// table; nor any of the workflow's statements (CREATE TABLE of the new
+// subtables, the fence's RENAME), though the streams ask for DDL. A
+// second stream with KeepFlagged sees the workflow's writes and statements
+// too (what the first leaves out). The workflow's own streams still work: the
 // new subtables equal the application's table, and the reverse stream
 // brings the old ones to the same rows.
 func TestStreamAcrossReshard(t *testing.T) {
@@ -74,7 +76,7 @@ func TestStreamAcrossReshard(t *testing.T) {
 	}
 	subscribe := func(keep bool) *stream {
 		changes, errc, err := changestream.Subscribe(ctx, sources, names,
-			changestream.Options{Tables: []string{"mvcs.t"}, From: start, Marks: true, KeepFlagged: keep})
+			changestream.Options{Tables: []string{"mvcs.t"}, From: start, Marks: true, KeepFlagged: keep, DDL: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,13 +204,27 @@ func TestStreamAcrossReshard(t *testing.T) {
 	changes := plain.changes
 	plain.mu.Unlock()
 	flagged.mu.Lock()
-	all := len(flagged.changes)
+	all, ddl := 0, 0
+	for _, ch := range flagged.changes {
+		if ch.Op == "ddl" {
+			ddl++
+			t.Logf("the workflow's statement (flagged): %s", ch.Query)
+		} else {
+			all++
+		}
+	}
 	flagged.mu.Unlock()
+	if ddl == 0 {
+		t.Errorf("with KeepFlagged the stream has none of the workflow's statements (CREATE TABLE of the new subtables, the fence's RENAME)")
+	}
 
 	// Exactly the application's writes, on both sides of the cutover.
 	bySub := map[string]int{}
 	for _, ch := range changes {
 		bySub[ch.Subtable]++
+		if ch.Op == "ddl" {
+			t.Errorf("a statement of the workflow in the stream: %s", ch.Query)
+		}
 		if ch.Table != "mvcs.t" {
 			t.Fatalf("a change of %s (%s)", ch.Table, ch.Subtable)
 		}
