@@ -180,6 +180,7 @@ type writer struct {
 	oldest  map[string]int64  // node -> binlog time of its first source transaction in it
 	pos     map[string]string // node -> position after its last source transaction in it
 	records int64             // records in it
+	changes int64             // records of changes in it
 
 	held map[string][]changestream.Change // node -> rows of its open source transaction
 
@@ -275,6 +276,7 @@ func (w *writer) change(ctx context.Context, ch *changestream.Change, ord txOrde
 	if err := w.produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: val}); err != nil {
 		return err
 	}
+	w.changes++
 	if ch.Op == "delete" && w.s.cfg.Tombstones && key != nil {
 		return w.produce(ctx, &kgo.Record{Topic: topic, Key: key})
 	}
@@ -364,8 +366,8 @@ func (w *writer) commit(ctx context.Context) error {
 	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fmt.Errorf("stream %s: committing: %w", w.s.cfg.Name, err)
 	}
-	w.s.committed(w.pos, w.txns, w.records, w.bytes)
-	w.inTxn, w.txns, w.bytes, w.records = false, 0, 0, 0
+	w.s.committed(w.pos, w.txns, w.records, w.changes, w.bytes)
+	w.inTxn, w.txns, w.bytes, w.records, w.changes = false, 0, 0, 0, 0
 	clear(w.pos)
 	clear(w.oldest)
 	return nil

@@ -19,6 +19,9 @@ type Stats struct {
 	// transactions committed, the source transactions they covered, and
 	// their records (positions included) and bytes of keys and values.
 	Commits, Transactions, Records, Bytes int64
+	// Changes counts the committed records of changes (snapshot rows
+	// included; positions, tombstones and DDL not).
+	Changes int64
 	// SnapshotRows counts the op "r" records produced.
 	SnapshotRows int64
 	// Err is the error Run returned, if it failed.
@@ -90,7 +93,7 @@ func (s *Sink) received(node string, t int64) {
 }
 
 // committed records a commit of a batch.
-func (s *Sink) committed(pos map[string]string, txns int, records int64, bytes int) {
+func (s *Sink) committed(pos map[string]string, txns int, records, changes int64, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -101,6 +104,7 @@ func (s *Sink) committed(pos map[string]string, txns int, records int64, bytes i
 	s.stats.Commits++
 	s.stats.Transactions += int64(txns)
 	s.stats.Records += records
+	s.stats.Changes += changes
 	s.stats.Bytes += int64(bytes)
 }
 
