@@ -161,6 +161,9 @@ type Conn struct {
 	// account (Node.DialAs): it belongs to that session and is closed,
 	// never pooled, when the session is done with it.
 	private bool
+	// owner is the client session that took the connection last
+	// (Node.GetFor); guarded by node.mu.
+	owner *Owner
 	// commandTimeout bounds the proxy's own commands (bound/unbound).
 	commandTimeout time.Duration
 	tracking       bool // session state trackers are on

@@ -429,6 +429,14 @@ func (n *Node) connectError(err error) error {
 // a new connection has to be dialed; the caller brings an idle one to its
 // session's state.
 func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*Conn, error) {
+	return n.GetFor(ctx, nil, variant, db, coll)
+}
+
+// GetFor is Get for the client session o (nil: none): it returns the idle
+// connection o used last when it is still in the pool, else one no live
+// session used last, else the one returned last, and the connection is
+// then o's (idleOrder).
+func (n *Node) GetFor(ctx context.Context, o *Owner, variant uint32, db string, coll byte) (*Conn, error) {
 	if n.halted.Load() {
 		return nil, n.haltedError()
 	}
@@ -459,10 +467,13 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 			n.mu.Unlock()
 			break
 		}
-		c := l[len(l)-1]
+		i := idleOrder(l, o)
+		c := l[i]
+		copy(l[i:], l[i+1:])
 		l[len(l)-1] = nil
 		n.idle[vi] = l[:len(l)-1]
 		n.nidle--
+		c.owner = o
 		n.checkoutLocked(c) // in the same critical section: no second lock per Get
 		n.holdLocked(c, q.User)
 		n.mu.Unlock()
@@ -500,12 +511,57 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 		}
 	}
 	n.mu.Unlock()
-	return n.dialPooled(ctx, q, variant, db, coll)
+	return n.dialPooled(ctx, q, o, variant, db, coll)
+}
+
+// Owner is one client session as the pools see it (GetFor). The
+// connection a session used last keeps, while idle, the session's
+// per-connection state the proxy does not carry: the server's session
+// status (Last_query_cost, Handler_read_*, Com_*, Column_compressions),
+// which MariaDB keeps for as long as the client is connected. So the
+// session gets that connection back while no other session took it, and
+// the idle timeout does not close it until the session leaves (Leave):
+// a client that thinks longer than backend.idle_timeout between two
+// statements still reads its own counters. Safe for concurrent use.
+type Owner struct{ gone atomic.Bool }
+
+// Leave records that the session is gone: the connections it used last
+// close at the idle timeout like any other.
+func (o *Owner) Leave() {
+	if o != nil {
+		o.gone.Store(true)
+	}
+}
+
+// live reports whether o is a session still connected.
+func (o *Owner) live() bool { return o != nil && !o.gone.Load() }
+
+// idleOrder is the index in the idle list l (returned last at the end) of
+// the connection GetFor gives o: o's own, else the last returned that no
+// other live session used last (taking one that holds another session's
+// counters only when every idle connection does), else the last returned.
+func idleOrder(l []*Conn, o *Owner) int {
+	free := -1
+	for i := len(l) - 1; i >= 0; i-- {
+		switch c := l[i]; {
+		case o != nil && c.owner == o:
+			return i
+		case free < 0 && !c.owner.live():
+			free = i
+			if o == nil {
+				return i
+			}
+		}
+	}
+	if free >= 0 {
+		return free
+	}
+	return len(l) - 1
 }
 
 // dialPooled is Get's dial of a new connection, for a caller holding a
 // token and q's quota (both given back on failure).
-func (n *Node) dialPooled(ctx context.Context, q Quota, variant uint32, db string, coll byte) (*Conn, error) {
+func (n *Node) dialPooled(ctx context.Context, q Quota, o *Owner, variant uint32, db string, coll byte) (*Conn, error) {
 	n.dials.Add(1)
 	moved := n.moved.Load() // before the address: a switch during the dial makes the connection stale
 	dctx, cancel := n.join(ctx)
@@ -517,7 +573,7 @@ func (n *Node) dialPooled(ctx context.Context, q Quota, variant uint32, db strin
 		if q.User != "" {
 			n.quotas.give(q.User)
 		}
-		return n.Get(ctx, variant, db, coll)
+		return n.GetFor(ctx, o, variant, db, coll)
 	}
 	if err == nil {
 		// Checked out under mu, where Halt (halted set first) looks for
@@ -530,6 +586,7 @@ func (n *Node) dialPooled(ctx context.Context, q Quota, variant uint32, db strin
 		} else {
 			n.checkoutLocked(c)
 			n.holdLocked(c, q.User)
+			c.owner = o
 			n.mu.Unlock()
 		}
 	}
@@ -623,7 +680,7 @@ func (n *Node) Renew() {
 func (n *Node) expired(c *Conn, now time.Time) bool {
 	return c.epoch != n.epoch.Load() || c.moved != n.moved.Load() ||
 		(n.opts.MaxLifetime > 0 && now.Sub(c.created) > n.opts.MaxLifetime) ||
-		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout) ||
+		(n.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > n.opts.IdleTimeout && !c.owner.live()) ||
 		c.waitTimedOut(now)
 }
 

@@ -48,7 +48,7 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		}
 		if bc == nil {
 			var err error
-			bc, err = n.Get(s.ctx, s.Variant, s.DB, s.Coll)
+			bc, err = n.GetFor(s.ctx, s.owner, s.Variant, s.DB, s.Coll)
 			if err != nil {
 				return nil, err
 			}
@@ -303,6 +303,11 @@ func (s *State) ReleaseAll() {
 	s.using = s.using[:0]
 	s.locked = nil
 	s.profiled = nil
+	// The connections the session used last are no longer its own: they
+	// close at the idle timeout (the client left) and keep no counters
+	// for it (a reset begins them anew in MariaDB).
+	s.owner.Leave()
+	s.owner = new(backend.Owner)
 }
 
 // Shared reports whether every statement on node must use the one

@@ -50,6 +50,12 @@ type State struct {
 	// transaction is open, or for one statement after a response with
 	// warnings (for SHOW WARNINGS).
 	pinned []*backend.Conn
+	// owner is the session in the pools: the pooled connection it used
+	// last is its own again at its next statement unless another session
+	// took it, and stays open past the idle timeout until the session
+	// leaves (backend.Owner): MariaDB's per-session status counters stay
+	// the session's.
+	owner  *backend.Owner
 	sticky bool
 	// replay holds the SET statements that made the session sticky; they
 	// are run on a connection to another node before it is pinned, so
@@ -83,6 +89,7 @@ func New(nodes map[string]*backend.Node, singleNodeTxn bool, coll byte, variant 
 	s := &State{nodeSet: nodeSet{nodes: nodes}, Variant: variant, Coll: coll, HandshakeColl: coll, MultiStmts: multiStmts, Status: mysql.StatusAutocommit}
 	s.txnState.s, s.varState.s, s.readState.s, s.stmtState.s = s, s, s, s
 	s.RowCount = -1
+	s.owner = new(backend.Owner)
 	s.ctx, s.knobs = context.Background(), noKnobs
 	s.singleNodeTxn = singleNodeTxn
 	return s
