@@ -263,11 +263,17 @@ func mergeBenchProxy(b *testing.B, answer func([]byte) *canned) *benchClient {
 // with the given shard rules, and returns a client logged in to bench.
 func benchProxy(b *testing.B, answer func([]byte) *canned, rules []config.ShardRule) *benchClient {
 	f := startFakeBackend(b, answer)
+	return dialBench(b, serveBenchProxy(b, f.l.Addr().String(), rules), "bench")
+}
+
+// serveBenchProxy starts the proxy over the server at backendAddr, which
+// plays two nodes, with the given shard rules, and returns its address.
+func serveBenchProxy(b *testing.B, backendAddr string, rules []config.ShardRule) string {
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Users = []config.User{{User: appUser, Password: appPassword}}
 	for _, n := range []string{"node1", "node2"} {
-		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n, Master: f.l.Addr().String(), User: "u", Password: "p",
+		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n, Master: backendAddr, User: "u", Password: "p",
 			MaxConnsLimit: 16, DownAfterNoalive: 30})
 	}
 	cfg.Schemas = []config.Schema{{User: appUser, Nodes: []string{"node1", "node2"}, Default: "node1", Shard: rules}}
@@ -290,7 +296,7 @@ func benchProxy(b *testing.B, answer func([]byte) *canned, rules []config.ShardR
 			b.Error(err)
 		}
 	})
-	return dialBench(b, l.Addr().String(), "bench")
+	return l.Addr().String()
 }
 
 // runtimeAllocs counts heap allocations of the whole process between start

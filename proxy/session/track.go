@@ -61,6 +61,8 @@ type trackState struct {
 	pendingSchema []byte
 	pendingState  bool
 	pendingTxn    []byte
+	// out is ClientState's result, reused from one OK to the next.
+	out []byte
 }
 
 // TrackClient records whether the client negotiated CLIENT_SESSION_TRACK.
@@ -202,56 +204,134 @@ func (ts *trackState) tracksTxn(typ byte) bool {
 // of the proxy's), each entry as far as the client's trackers report it,
 // in MariaDB's order (system variables, schema, state change,
 // transaction). nil for a client without CLIENT_SESSION_TRACK or with
-// nothing to report.
+// nothing to report. The result is the session's buffer, valid until the
+// next call: callers copy it into the packet they write. It allocates
+// nothing once that buffer has grown (a relayed OK is filtered in
+// place, entry by entry).
 func (ts *trackState) ClientState(backend []byte) []byte {
 	if !ts.client || !ts.known {
 		return nil
 	}
-	var changes []mysql.StateChange
-	if len(backend) > 0 {
-		changes, _ = mysql.ParseStateChanges(backend)
+	if !validChanges(backend) {
+		backend = nil
 	}
-	if len(changes) == 0 && ts.pendingVars == nil && ts.pendingSchema == nil && !ts.pendingState && ts.pendingTxn == nil {
+	if len(backend) == 0 && len(ts.pendingVars) == 0 && len(ts.pendingSchema) == 0 && !ts.pendingState && len(ts.pendingTxn) == 0 {
 		return nil
-	}
-	vars, _ := mysql.ParseStateChanges(ts.pendingVars)
-	for _, c := range changes {
-		if name, _, ok := c.SystemVariable(); ok && ts.tracksVar(name) {
-			vars = append(vars, c)
-		}
 	}
 	// In the server's order for all variables: MariaDB orders them by
 	// its hash of the tracked list, which a client's own list may order
 	// otherwise.
-	var out []byte
-	for _, c := range vars {
-		out = mysql.AppendStateChange(out, c.Type, c.Data)
-	}
-	schema := ts.pendingSchema
+	out := append(ts.out[:0], ts.pendingVars...)
+	schema, fromBackend := ts.pendingSchema, false
 	state := ts.pendingState
-	for _, c := range changes {
-		switch c.Type {
+	for b := backend; len(b) > 0; {
+		typ, data, rest := nextChange(b)
+		b = rest
+		switch typ {
+		case mysql.TrackSystemVariables:
+			if name, ok := varName(data); ok && ts.tracksVarBytes(name) {
+				out = mysql.AppendStateChange(out, typ, data)
+			}
 		case mysql.TrackSchema:
 			if ts.trackers.Schema {
-				schema = mysql.AppendStateChange(nil, c.Type, c.Data)
+				schema, fromBackend = data, true
 			}
 		case mysql.TrackStateChange:
 			state = state || ts.trackers.StateChange
 		}
 	}
-	out = append(out, schema...)
+	if fromBackend {
+		out = mysql.AppendStateChange(out, mysql.TrackSchema, schema)
+	} else {
+		out = append(out, schema...)
+	}
 	if state {
 		out = mysql.AppendTrackedStateChange(out)
 	}
 	out = append(out, ts.pendingTxn...)
-	for _, c := range changes {
-		if (c.Type == mysql.TrackTransactionState || c.Type == mysql.TrackTransactionCharacteristics) && ts.tracksTxn(c.Type) {
-			out = mysql.AppendStateChange(out, c.Type, c.Data)
+	for b := backend; len(b) > 0; {
+		typ, data, rest := nextChange(b)
+		b = rest
+		if (typ == mysql.TrackTransactionState || typ == mysql.TrackTransactionCharacteristics) && ts.tracksTxn(typ) {
+			out = mysql.AppendStateChange(out, typ, data)
 		}
 	}
-	ts.pendingVars, ts.pendingSchema, ts.pendingState, ts.pendingTxn = nil, nil, false, nil
+	ts.out = out
+	ts.pendingVars, ts.pendingSchema, ts.pendingState, ts.pendingTxn = ts.pendingVars[:0], ts.pendingSchema[:0], false, ts.pendingTxn[:0]
 	if len(out) == 0 {
 		return nil
 	}
 	return out
+}
+
+// validChanges reports whether b is well-formed session state
+// information (mysql.ParseStateChanges would read it), without
+// allocating.
+func validChanges(b []byte) bool {
+	for len(b) > 0 {
+		n, _, w := mysql.ReadLenEncInt(b[1:])
+		if w == 0 || n > uint64(len(b)-1-w) {
+			return false
+		}
+		b = b[1+w+int(n):]
+	}
+	return true
+}
+
+// nextChange splits the first entry off b, well-formed session state
+// information (validChanges): its type and payload, and the entries
+// after it.
+func nextChange(b []byte) (typ byte, data, rest []byte) {
+	n, _, w := mysql.ReadLenEncInt(b[1:])
+	end := 1 + w + int(n)
+	return b[0], b[1+w : end], b[end:]
+}
+
+// varName is the name in a TrackSystemVariables entry's payload (its
+// name and value, both length-encoded).
+func varName(data []byte) ([]byte, bool) {
+	n, _, w := mysql.ReadLenEncInt(data)
+	if w == 0 || n > uint64(len(data)-w) {
+		return nil, false
+	}
+	name, rest := data[w:w+int(n)], data[w+int(n):]
+	v, _, w := mysql.ReadLenEncInt(rest)
+	return name, w != 0 && v <= uint64(len(rest)-w)
+}
+
+// tracksVarBytes is tracksVar for a name read from a packet.
+func (ts *trackState) tracksVarBytes(name []byte) bool {
+	if !ts.client || !ts.known {
+		return false
+	}
+	if ts.allVars {
+		return true
+	}
+	for _, n := range ts.varNames {
+		if equalFoldBytes(name, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// equalFoldBytes reports whether b and s are equal, ASCII letters
+// compared without case (system variable names are ASCII).
+func equalFoldBytes(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
