@@ -5,8 +5,9 @@
 # PDO_MySQL and mysqli. etcd is the server and etcdctl the fleet tests run (internal/etcdtest, package topo).
 # kafka is Java 17+ and Maven, then the jars of the Apache Kafka broker that internal/kafkatest runs, fetched
 # once with Maven (scripts/kafka/pom.xml names the version) into ${XDG_CACHE_HOME:-~/.cache}/shardgate/kafka/lib
-# (about 45 MB; Maven keeps its own copy in ~/.m2). A changed pom.xml fetches again; delete the directory to
-# force it.
+# (about 45 MB; Maven keeps its own copy in ~/.m2), and a broker is run once to write the JVM class archive
+# kafka.jsa beside lib (about 50 MB; brokers then start with a third less CPU). A changed pom.xml fetches again;
+# delete the directory to force it.
 #
 # Missing tools are installed with apt-get when running as root; otherwise the script prints the exact command
 # and exits 1. Installing mariadb-server may make Debian's postinst try to start the system service
@@ -76,8 +77,9 @@ missing_pkgs() {
 # fetch_kafka copies the broker's jars (scripts/kafka/pom.xml and its runtime dependencies) into the cache
 # internal/kafkatest reads, unless the cache already holds the jars of this very pom.xml. It fails loudly.
 fetch_kafka() {
-	local pom cache sum major
-	pom=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka/pom.xml
+	local root pom cache sum major
+	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	pom=$root/scripts/kafka/pom.xml
 	cache=${XDG_CACHE_HOME:-$HOME/.cache}/shardgate/kafka
 	major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 	if [[ ${major%%.*} -lt 17 ]]; then
@@ -89,10 +91,11 @@ fetch_kafka() {
 	flock 9 # one fetch at a time; a second deps.sh finds the first one's result
 	sum=$(sha256sum "$pom" | cut -d' ' -f1)
 	if [[ -f $cache/pom.sha256 && $(<"$cache/pom.sha256") == "$sum" ]] && compgen -G "$cache/lib/kafka_2.13-*.jar" >/dev/null; then
+		[[ -f $cache/kafka.jsa ]] || kafka_class_archive "$root" "$cache"
 		return 0
 	fi
 	echo "deps.sh: fetching the Kafka broker's jars ($pom) into $cache/lib" >&2
-	rm -rf "$cache/lib.new" "$cache/pom.sha256"
+	rm -rf "$cache/lib.new" "$cache/pom.sha256" "$cache/kafka.jsa"
 	if ! mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
 		-DoutputDirectory="$cache/lib.new" -DincludeScope=runtime >"$cache/mvn.log" 2>&1; then
 		echo "deps.sh: kafka: mvn failed; its output ($cache/mvn.log) ends with:" >&2
@@ -107,6 +110,17 @@ fetch_kafka() {
 	mv "$cache/lib.new" "$cache/lib"
 	echo "$sum" >"$cache/pom.sha256"
 	echo "deps.sh: kafka: $(ls "$cache/lib" | wc -l) jars, $(du -sh "$cache/lib" | cut -f1) in $cache/lib" >&2
+	kafka_class_archive "$root" "$cache"
+}
+
+# kafka_class_archive ROOT CACHE runs a broker once (internal/kafkatest.WriteClassArchive) so that its JVM
+# writes CACHE/kafka.jsa; it also proves the broker starts here.
+kafka_class_archive() {
+	echo "deps.sh: kafka: starting a broker once to write the class archive $2/kafka.jsa" >&2
+	if ! (cd "$1" && "${GO:-go}" run ./internal/kafkatest/kafkabroker -class-archive); then
+		echo "deps.sh: kafka: the broker did not start or wrote no class archive (see above)" >&2
+		exit 1
+	fi
 }
 
 # after_install runs the steps that need the installed packages.

@@ -62,6 +62,9 @@ type Options struct {
 	// stops at the first JIT tier with the serial collector, which starts the broker faster on a small machine
 	// and runs it slower once warm.
 	Throughput bool
+
+	// archiveAtExit makes the JVM write a class archive there when it exits normally (WriteClassArchive).
+	archiveAtExit string
 }
 
 // Broker is one single-node Kafka cluster in KRaft mode (the node is broker and controller). The exported fields
@@ -84,10 +87,11 @@ type Broker struct {
 	// Version is the Kafka version of the jars ("4.1.2").
 	Version string
 
-	java  string   // path of the java binary
-	lib   string   // directory of the broker's jars
-	jvm   []string // JVM flags before the main class
-	props []string // the caller's extra properties
+	java   string   // path of the java binary
+	lib    string   // directory of the broker's jars
+	jvm    []string // JVM flags before the main class
+	props  []string // the caller's extra properties
+	dumpTo string   // where the broker's JVM (not the storage tool's) writes a class archive at exit, if set
 
 	mu     sync.Mutex    // serialises start, Stop, Kill, Restart and Close
 	proc   *process      // nil while the broker is not running; guarded by mu
@@ -153,6 +157,15 @@ func New(dir string, opts Options) (*Broker, error) {
 	if heap == "" {
 		heap = defaultHeap
 	}
+	// The data of an earlier broker belongs to another cluster id; formatting over it would fail, and the retry
+	// below removes a failed start's data.
+	if entries, err := os.ReadDir(filepath.Join(dir, "data")); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("kafkatest: %s already holds a broker's data; New needs a new directory", dir)
+	}
+	jvm := jvmFlags(heap, opts.Throughput)
+	if archive := ClassArchive(lib); opts.archiveAtExit == "" && isFile(archive) {
+		jvm = append(jvm, "-XX:SharedArchiveFile="+archive)
+	}
 	b := &Broker{
 		Dir:       dir,
 		DataDir:   filepath.Join(dir, "data"),
@@ -161,8 +174,9 @@ func New(dir string, opts Options) (*Broker, error) {
 		Version:   version,
 		java:      java,
 		lib:       lib,
-		jvm:       jvmFlags(heap, opts.Throughput),
+		jvm:       jvm,
 		props:     opts.Props,
+		dumpTo:    opts.archiveAtExit,
 	}
 	if err := os.WriteFile(filepath.Join(dir, "log4j2.properties"), []byte(log4j2Properties), 0o644); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
@@ -210,13 +224,15 @@ func jvmFlags(heap string, throughput bool) []string {
 		"-XX:-UsePerfData", // no /tmp/hsperfdata file per test
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=log4j2.properties", // relative to Dir, the working directory
+		// A class archive (see WriteClassArchive) that does not fit this JVM or these jars is ignored, not fatal.
+		"-Xshare:auto",
 	}
 	if throughput {
 		return append(flags, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 	}
 	// C1 only and the serial collector: on two busy cores, the C2 compiler threads and G1's concurrent
 	// threads compete with the broker's own start.
-	return append(flags, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+	return append(flags, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 }
 
 // Addrs returns the client listener for kgo.SeedBrokers.
@@ -393,7 +409,7 @@ func (b *Broker) format() error {
 	ctx, cancel := context.WithTimeout(context.Background(), formatTimeout)
 	defer cancel()
 	args := append(append([]string{}, b.jvm...), "-cp", filepath.Join(b.lib, "*"),
-		"kafka.tools.StorageTool", "format", "--ignore-formatted", "-t", b.ClusterID, "-c", "server.properties")
+		"kafka.tools.StorageTool", "format", "-t", b.ClusterID, "-c", "server.properties")
 	cmd := exec.CommandContext(ctx, b.java, args...)
 	cmd.Dir = b.Dir
 	cmd.Env = b.env()
@@ -420,7 +436,11 @@ func (b *Broker) spawn() error {
 	if err != nil {
 		return fmt.Errorf("kafkatest: %w", err)
 	}
-	args := append(append([]string{}, b.jvm...), "-cp", filepath.Join(b.lib, "*"), "kafka.Kafka", "server.properties")
+	args := append([]string{}, b.jvm...)
+	if b.dumpTo != "" {
+		args = append(args, "-XX:ArchiveClassesAtExit="+b.dumpTo)
+	}
+	args = append(args, "-cp", filepath.Join(b.lib, "*"), "kafka.Kafka", "server.properties")
 	cmd := exec.Command(b.java, args...)
 	cmd.Dir = b.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -523,6 +543,11 @@ func findJava() (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("%w: no java in JAVA_HOME, PATH or /usr/bin", ErrNotInstalled)
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func isExec(p string) bool {
