@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,4 +221,16 @@ func TestStopRestart(t *testing.T) {
 	t.Logf("Restart after Kill ready in %v", b.StartTime())
 	seqs, _ = consumeAll(t, b, "all", topic, 15*len(keys))
 	checkOrder(t, seqs, keys, 15)
+}
+
+// TestBadConfigFailsLoudly checks that a broker that cannot start reports Kafka's own explanation.
+func TestBadConfigFailsLoudly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	_, err := New(t.TempDir(), Options{Props: []string{"node.id=one"}})
+	if err == nil || !strings.Contains(err.Error(), "Invalid value one") {
+		t.Fatalf("New with node.id=one: %v, want Kafka's ConfigException", err)
+	}
+	t.Logf("New with node.id=one: %v", err)
 }
