@@ -540,9 +540,11 @@ func (o *Owner) live() bool { return o != nil && !o.gone.Load() }
 // the connection GetFor gives o: o's own, else the last returned that no
 // other live session used last (taking one that holds another session's
 // counters only when every idle connection does), else the last returned.
+// It looks at the idleScan returned last only, so that a Get stays short
+// under the node's lock however large the pool.
 func idleOrder(l []*Conn, o *Owner) int {
 	free := -1
-	for i := len(l) - 1; i >= 0; i-- {
+	for i := len(l) - 1; i >= max(len(l)-idleScan, 0); i-- {
 		switch c := l[i]; {
 		case o != nil && c.owner == o:
 			return i
@@ -558,6 +560,9 @@ func idleOrder(l []*Conn, o *Owner) int {
 	}
 	return len(l) - 1
 }
+
+// idleScan bounds idleOrder's look into the idle list.
+const idleScan = 32
 
 // dialPooled is Get's dial of a new connection, for a caller holding a
 // token and q's quota (both given back on failure).
