@@ -17,8 +17,8 @@ import (
 
 // streamCmd runs the Kafka sinks of ks.yaml's streams (all, or the one
 // -name names) in this process until SIGTERM or SIGINT. A sink that fails
-// is run again after a pause that doubles up to 30 s: it resumes from the
-// positions it committed in Kafka.
+// is run again after a pause that doubles up to 30 s (kafkasink.Supervisor,
+// as in the proxy): it resumes from the positions it committed in Kafka.
 func streamCmd(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("stream", flag.ContinueOnError)
 	path := fs.String("config", "etc/ks.yaml", "the proxy's configuration `FILE` (its nodes, shard rules and streams:)")
@@ -58,31 +58,19 @@ func streamCmd(args []string, w io.Writer) error {
 		}
 	)
 	for _, s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pause := time.Second
-			for ctx.Err() == nil {
-				say("stream %s: running (brokers %v, %d nodes)", s.Name, s.Brokers, len(sources))
-				sink := kafkasink.New(s, sources, names)
-				err := sink.Run(ctx)
-				st := sink.Stats()
-				if err == nil {
-					say("stream %s: stopped after %d commits (%d source transactions, %d records)", s.Name, st.Commits, st.Transactions, st.Records)
-					return
+		sup := &kafkasink.Supervisor{Stream: s, Names: names,
+			Sources: func() []changestream.Source { return sources },
+			Event: func(e kafkasink.Event) {
+				switch {
+				case e.Started:
+					say("stream %s: running (brokers %v, %d nodes)", e.Stream, s.Brokers, e.Nodes)
+				case e.Err == nil:
+					say("stream %s: stopped after %d commits (%d source transactions, %d records)", e.Stream, e.Stats.Commits, e.Stats.Transactions, e.Stats.Records)
+				default:
+					say("stream %s: %v; again in %v", e.Stream, e.Err, e.Pause)
 				}
-				say("stream %s: %v; again in %v", s.Name, err, pause)
-				select {
-				case <-ctx.Done():
-				case <-time.After(pause):
-				}
-				if st.Commits == 0 {
-					pause = min(2*pause, 30*time.Second)
-				} else {
-					pause = time.Second
-				}
-			}
-		}()
+			}}
+		wg.Go(func() { sup.Run(ctx) })
 	}
 	wg.Wait()
 	return nil
