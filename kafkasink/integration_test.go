@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		if c != nil {
 			servers = c.Servers
 		}
+		defer closeBroker()
 		return m.Run()
 	})
 }
@@ -64,6 +65,13 @@ func newCluster(t *testing.T, db string) *cluster {
 	cfg := &config.Config{Schemas: []config.Schema{{Shard: []config.ShardRule{{DB: db, Table: "t", Type: "hash", Key: "id", Locations: []int{2, 2}}}}}}
 	c.names = changestream.Names(cfg)
 	return c
+}
+
+// unique is name with a suffix of its own, so a test run again against
+// the same broker (go test -count) starts a stream with new topics and no
+// positions.
+func unique(name string) string {
+	return name + "-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
 }
 
 func exec(t testing.TB, d *sql.DB, qs ...string) {
@@ -258,7 +266,7 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 		d, sub := c.node(id)
 		exec(t, d, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d, 'before')", sub, id, id))
 	}
-	cfg := streamConfig("eo", brokers)
+	cfg := streamConfig(unique("eo"), brokers)
 	cfg.Tables, cfg.Snapshot, cfg.BatchTransactions, cfg.BatchTime = []string{"eo.t"}, config.SnapshotInitial, 20, 20*time.Millisecond
 
 	writeCtx, stopWrites := context.WithCancel(context.Background())
@@ -291,6 +299,7 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 		total.Commits += st.Commits
 		total.Transactions += st.Transactions
 		total.Records += st.Records
+		total.Changes += st.Changes
 		total.SnapshotRows += st.SnapshotRows
 	}
 	for i := 0; i < 5; i++ {
@@ -305,12 +314,20 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 				}
 			}
 		}
-		time.AfterFunc(time.Duration(100+r.IntN(700))*time.Millisecond, cancel)
-		run(ctx, s)
+		done := make(chan struct{})
+		go func() { defer close(done); run(ctx, s) }()
+		// Let it commit changes (the first run: its snapshot), then kill it
+		// 0.2-1.5 s later.
+		for start := time.Now(); s.Stats().Changes == 0 && ctx.Err() == nil && time.Since(start) < 30*time.Second; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.AfterFunc(time.Duration(200+r.IntN(1300))*time.Millisecond, cancel)
+		<-done
 		cancel()
 	}
 	stopWrites()
 	wg.Wait()
+	streamed := total.Changes - total.SnapshotRows // by the sinks killed during the writes
 	heads := c.heads(t)
 	s := New(cfg, c.sources, c.names)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,15 +342,16 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 	if !caughtUp(s.Stats(), heads) {
 		t.Fatalf("the last sink did not catch up with %v in a minute: %+v", heads, s.Stats())
 	}
-	got, snap, changes := rebuilt(t, consume(t, brokers, "eo.eo.t"))
+	got, snap, changes := rebuilt(t, consume(t, brokers, cfg.TopicOf("eo", "t")))
 	if d := diff(got, c.rows(t)); d != "" {
 		t.Errorf("the consumer's table differs from the source:\n%s", d)
 	}
-	if snap < keys/2 {
-		t.Errorf("%d snapshot records, want at least the %d rows written before the stream", snap, keys/2)
+	if snap < keys/2 || streamed == 0 {
+		t.Errorf("%d snapshot records, %d changes streamed by the killed sinks: want at least the %d rows written before the stream, and changes",
+			snap, streamed, keys/2)
 	}
-	t.Logf("%d source transactions written; %d snapshot records and %d changes read_committed; sinks: %d commits of %d source transactions, %d records",
-		written, snap, changes, total.Commits, total.Transactions, total.Records)
+	t.Logf("%d source transactions written; %d snapshot records and %d changes read_committed (%d committed by the killed sinks); sinks: %d commits of %d source transactions, %d records",
+		written, snap, changes, streamed, total.Commits, total.Transactions, total.Records)
 }
 
 // TestThroughput measures the sink end to end: 20 000 rows inserted on
@@ -358,7 +376,7 @@ func TestThroughput(t *testing.T) {
 	}
 	heads := c.heads(t)
 	for _, format := range []string{config.FormatDebezium, config.FormatJSON} {
-		cfg := streamConfig("tp-"+format, brokers)
+		cfg := streamConfig(unique("tp-"+format), brokers)
 		cfg.Tables, cfg.Format = []string{"tp.t"}, format
 		// Start after the inserts' position on each node: from, as committed.
 		s := New(cfg, c.sources, c.names)
@@ -385,16 +403,21 @@ func TestThroughput(t *testing.T) {
 				t.Error(err)
 			}
 		}()
+		var first time.Duration // until the first change was committed
 		for !caughtUp(s.Stats(), heads) && time.Since(start) < 2*time.Minute {
 			time.Sleep(5 * time.Millisecond)
+			if first == 0 && s.Stats().Changes > 0 {
+				first = time.Since(start)
+			}
 		}
 		elapsed := time.Since(start)
 		cancel()
 		<-done
 		st := s.Stats()
 		n := st.Changes
-		t.Logf("%s: %d changes in %v: %.0f changes/s, %.1f MB/s, %d Kafka transactions",
-			format, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e6, st.Commits)
+		t.Logf("%s: %d changes in %v from start: %.0f changes/s, %.1f MB/s, %d Kafka transactions; the first commit of changes after %v",
+			format, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e6, st.Commits,
+			first.Round(time.Millisecond))
 		if n != rows {
 			t.Errorf("%s: %d changes committed, want %d", format, n, rows)
 		}

@@ -39,6 +39,8 @@ func TestProcessKill9(t *testing.T) {
 		"  - {db: ko, table: t, key: id, type: hash, nodes: [n1, n2], locations: [2, 2]}\n" +
 		"streams:\n- name: ko\n  tables: [ko.t]\n  brokers: [" + strings.Join(brokers, ", ") + "]\n  partitions: 3\n" +
 		"  batch_transactions: 20\n  batch_time: 20ms\n"
+	name := unique("ko")
+	yaml = strings.Replace(yaml, "- name: ko\n", "- name: "+name+"\n", 1)
 	ks := filepath.Join(dir, "ks.yaml")
 	if err := os.WriteFile(ks, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func TestProcessKill9(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+r.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+r.IntN(3000)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		if strings.Contains(out.String(), "again in") {
@@ -84,8 +86,10 @@ func TestProcessKill9(t *testing.T) {
 	}
 	stopWrites()
 	wg.Wait()
+	sc := cfg.Stream(name)
+	byKilled := len(consume(t, brokers, sc.TopicOf("ko", "t")))
 	heads := c.heads(t)
-	s := New(*cfg.Stream("ko"), c.sources, c.names)
+	s := New(*sc, c.sources, c.names)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -97,12 +101,16 @@ func TestProcessKill9(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	got, snap, changes := rebuilt(t, consume(t, brokers, "ko.ko.t"))
+	got, snap, changes := rebuilt(t, consume(t, brokers, sc.TopicOf("ko", "t")))
 	if d := diff(got, c.rows(t)); d != "" {
 		t.Errorf("the consumer's table differs from the source:\n%s", d)
 	}
 	if snap < keys/2 {
 		t.Errorf("%d snapshot records, want at least %d", snap, keys/2)
 	}
-	t.Logf("%d snapshot records and %d changes read_committed; the last sink committed %d source transactions", snap, changes, s.Stats().Transactions)
+	if byKilled <= snap {
+		t.Errorf("the killed processes committed %d records, the snapshot's %d only: kill them later", byKilled, snap)
+	}
+	t.Logf("%d snapshot records and %d changes read_committed, %d records committed by the killed processes; the last sink committed %d source transactions",
+		snap, changes, byKilled, s.Stats().Transactions)
 }

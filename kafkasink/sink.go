@@ -120,6 +120,9 @@ func (s *Sink) open(ctx context.Context) (*writer, error) {
 		// A snapshot of one node is one Kafka transaction.
 		kgo.TransactionTimeout(5*time.Minute),
 		kgo.ProducerLinger(5*time.Millisecond),
+		// A topic the sink just created is produced to at once: its
+		// metadata must not wait for kgo's default 5 s minimum age.
+		kgo.MetadataMinAge(100*time.Millisecond),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", s.cfg.Name, err)
