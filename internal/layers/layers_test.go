@@ -54,6 +54,10 @@ var allowed = map[string]struct {
 	"bench/move":           {[]string{"changestream", "config"}, []string{"github.com/go-sql-driver/mysql"}},
 	"digest":               {nil, nil},
 	"xa":                   {[]string{"backend", "mysql", "sidecar"}, []string{"go.uber.org/zap"}},
+
+	// Test support: the Kafka broker of the Kafka sink's tests and benchmarks (issue 38).
+	"internal/kafkatest":             {nil, []string{"github.com/twmb/franz-go/"}},
+	"internal/kafkatest/kafkabroker": {[]string{"internal/kafkatest"}, nil},
 }
 
 // TestImportGraph reads every package's direct imports (tests excluded)
