@@ -61,6 +61,8 @@ type Stats struct {
 	Fleet *FleetStats `json:"fleet,omitempty"`
 	// Buffer is what cutovers held (buffer.go).
 	Buffer BufferStats `json:"buffer"`
+	// Streams are the Kafka streams of streams: (streams.go).
+	Streams []StreamStats `json:"streams,omitempty"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -166,6 +168,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 		if d, ok := c.Deadlock(); ok {
 			e.deadlock(d)
 		}
+	}
+	for _, s := range st.Streams {
+		e.stream(s)
 	}
 	if c.Workflows != nil {
 		for _, w := range c.Workflows() {

@@ -26,6 +26,9 @@ import (
 // term is over) stops them where they are, their saved state unchanged.
 // It returns once they have stopped.
 func (s *Server) LeadWorkflows(ctx context.Context, term int64) {
+	// The Kafka sinks of streams: run on the leader too (streams.go).
+	streams := s.streams.goLead(ctx)
+	defer func() { <-streams }()
 	if s.flows == nil {
 		<-ctx.Done()
 		return

@@ -90,6 +90,9 @@ type liveConfig struct {
 	startNodes func(ncs []config.Node, opts config.BackendOptions) []*backend.Node
 	nodesAdded func(nodes []*backend.Node)
 	rulesAdded func(rt *router.Router, tables []string)
+	// reloaded is told that a reload put a configuration in force (the
+	// Kafka sinks restart the streams it changed: streams.go).
+	reloaded func()
 }
 
 func (l *liveConfig) lv() *live { return l.current.Load() }
@@ -105,7 +108,7 @@ func (l *liveConfig) cfg() *config.Config { return l.current.Load().cfg }
 // online resharding may do.
 var reloadable = []string{"user_list", "allow_ips", "blacklist_sql_file", "deny_statements", "slow_log_time",
 	"max_connections", "max_unauthenticated_connections", "max_allowed_packet", "client_write_timeout",
-	"idle_in_transaction_timeout", "nodes (new nodes; nodes[].slave; removal of a node no schema uses)",
+	"idle_in_transaction_timeout", "streams", "nodes (new nodes; nodes[].slave; removal of a node no schema uses)",
 	"schema_list (new users' schemas; rw_split and read_consistency of the others; new nodes and new shard rules for tables without rows in the others)"}
 
 // ReloadFile reads the configuration file at path and applies it
@@ -194,6 +197,9 @@ func (l *liveConfig) reloadLocked(cfg *config.Config) error {
 		l.rulesAdded(lv.router, tables)
 	}
 	l.logReload(lv, ch, started, removed)
+	if l.reloaded != nil {
+		l.reloaded()
+	}
 	return nil
 }
 
@@ -387,6 +393,7 @@ func compareConfigs(old, cfg *config.Config) (reloadChange, []string) {
 	a.PacketMemoryPerClient, a.PacketMemoryTotal = b.PacketMemoryPerClient, b.PacketMemoryTotal
 	a.ClientWriteTimeout, a.IdleInTransactionTimeout = b.ClientWriteTimeout, b.IdleInTransactionTimeout
 	a.LogLevel = b.LogLevel // the -log-level flag may override the file's; not applied by a reload
+	a.Streams = b.Streams   // a changed stream's sink restarts (streams.go)
 	var ch reloadChange
 	out := compareNodes(old, cfg, &ch)
 	a.Nodes = b.Nodes

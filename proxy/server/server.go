@@ -71,7 +71,9 @@ type Server struct {
 	// with node, nodeMap and allNodes (nodes.go), which see them.
 	nodes map[string]*backend.Node
 	// flows runs data movement (move.go); nil without the sidecar's node.
-	flows      *workflows
+	flows *workflows
+	// streams runs the Kafka sinks of streams: (streams.go).
+	streams    *streamRunner
 	staleState // stale rules met at a fence (stale.go)
 	// xa coordinates two-phase commit when a schema uses transaction_mode
 	// xa (nil otherwise).
@@ -203,6 +205,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.flows = startWorkflows(s)
 	s.staleState.live, s.staleState.moves, s.staleState.log = &s.liveConfig, s.flows, s.log
+	s.streams = newStreamRunner(s)
+	s.liveConfig.reloaded = s.streams.changed
 	s.console = newConsole(s, o.ConfigPath)
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
@@ -399,6 +403,7 @@ wait:
 		if s.flows != nil {
 			s.flows.m.Close()
 		}
+		s.streams.close()   // nil-safe
 		s.publisher.close() // nil-safe
 		if s.xa != nil {
 			s.xa.Close()
@@ -458,6 +463,7 @@ func (s *Server) Stats() Stats {
 	st.Fleet = s.fleetStats()
 	st.FenceRetries = s.staleRetries.Load()
 	st.TopologyPublishFailures, st.TopologyPublishPending = s.publisher.stats()
+	st.Streams = s.streams.stats()
 	return st
 }
 
