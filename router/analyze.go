@@ -537,6 +537,13 @@ func (st *stmt) isKey(e ast.ExprNode, g int) bool {
 // point returns the subtable of key value v in group g's layout.
 func (st *stmt) point(v value, g int) (keySet, error) {
 	r := st.groups[g].rule
+	if unreadString(st.sess.Catalog, r, v) {
+		s, err := r.unreadKeys(v)
+		if err != nil {
+			return keySet{}, outOfRange(st.groups[g].insts[0].rule, v)
+		}
+		return s, nil
+	}
 	i, ok, alt, err := st.keyIndex(r, v)
 	if err != nil {
 		return keySet{}, outOfRange(st.groups[g].insts[0].rule, v)
@@ -646,6 +653,18 @@ func (st *stmt) cond(e ast.ExprNode, g int, split bool) (keySet, error) {
 		idx := make([]int, len(x.List))
 		for k, item := range x.List {
 			v := valueOf(item, st.bind)
+			if unreadString(st.sess.Catalog, r, v) {
+				u, err := r.unreadKeys(v)
+				if err != nil {
+					return s, outOfRange(st.groups[g].insts[0].rule, v)
+				}
+				if u.all {
+					return allKeys(), nil
+				}
+				s = union(s, u)
+				split = false // the value may be in more than one
+				continue
+			}
 			i, ok, alt, err := st.keyIndex(r, v)
 			if err != nil {
 				return s, outOfRange(st.groups[g].insts[0].rule, v)

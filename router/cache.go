@@ -355,7 +355,7 @@ func (sc *userRules) buildTemplate(shape, client string, s Session, bind binder,
 		return bind(order)
 	}
 	plan, err := sc.planStmt(n, shape, s, rec)
-	if numericStrings(asked, bind) {
+	if numericStrings(asked, bind) || sc.unreadSpread(plan, asked, bind, s) {
 		// This execution's plan has one more subtable than the shape's
 		// usual one: built again from the next execution's values.
 		return pending
@@ -408,6 +408,26 @@ func (sc *userRules) buildTemplate(shape, client string, s Session, bind binder,
 		}
 	}
 	return t
+}
+
+// unreadSpread reports whether plan went to several subtables because a
+// value bound to one of orders is a string compared with the key of a
+// table the catalog has not read (unreadKeys), which the next execution's
+// value may not be.
+func (sc *userRules) unreadSpread(plan *Plan, orders []int, bind binder, s Session) bool {
+	if plan == nil || len(plan.Targets) < 2 {
+		return false
+	}
+	r, _ := sc.ruleOfSubtable(plan.Targets[0].Subtable)
+	if r == nil {
+		return false
+	}
+	for _, o := range orders {
+		if v, ok := bind(o); ok && unreadString(s.Catalog, r, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // scatterTemplate caches a Concat plan (a merge over several subtables)

@@ -345,6 +345,9 @@ func (sc *userRules) planUpdate(x *ast.UpdateStmt, s Session, bind binder) (*Pla
 		}
 		v := valueOf(a.Expr, bind)
 		v = st.storedKey(r, v)
+		if err := needDefinition(st.sess.Catalog, r, v); err != nil {
+			return nil, err
+		}
 		i, ok, err := r.index(v)
 		if err != nil {
 			return nil, outOfRange(r, v)
@@ -516,6 +519,9 @@ func (st *stmt) insertSharded(x *ast.InsertStmt, T *inst) (*Plan, error) {
 		}
 		v := valueOf(row[keyPos], st.bind)
 		v = st.storedKey(r, v)
+		if err := needDefinition(st.sess.Catalog, r, v); err != nil {
+			return nil, err
+		}
 		i, ok, err := r.index(v)
 		if err != nil {
 			return nil, outOfRange(r, v)
@@ -716,6 +722,9 @@ func (st *stmt) insertSelect(x *ast.InsertStmt, T *inst, keyPos int) (*Plan, err
 	j := -1
 	v := valueOf(keyExpr, st.bind)
 	v = st.storedKey(r, v)
+	if err := needDefinition(st.sess.Catalog, r, v); err != nil {
+		return nil, err
+	}
 	i, ok, err := r.index(v)
 	if j, alt := r.numericAlt(v); alt {
 		i = j // as INSERT ... VALUES places it

@@ -3,6 +3,8 @@ package router
 import (
 	"math"
 	"strconv"
+
+	"github.com/shardgate/shardgate/mysql"
 )
 
 // IntegerTyper is what a Catalog may also answer: whether a column is
@@ -10,20 +12,133 @@ import (
 // string compared with such a column is compared as the DOUBLE it converts
 // to ('7abc', ' 7', '07', '7.0' and '7e0' equal 7; ”, 'abc' equal 0;
 // '7.5' equals no integer), so the router routes it by that number. When
-// the type is not known (no catalog, definition not read yet) a string
-// routes as before: by its own hash, and by the integer it reads as when
-// it is a number between whitespace (numericAlt).
+// the catalog has not read the table (created behind the proxy's back, or
+// its read failed) a string that another reading could place elsewhere
+// goes to the subtables of both readings (unreadKeys), and a row whose
+// key is such a string waits for the definition (needDefinition).
 type IntegerTyper interface {
 	Integer(db, table, column string) bool
 }
 
+// TableKnower is what a Catalog may also answer, without the allocation
+// of Columns: whether it has read the definition of logical table
+// db.table.
+type TableKnower interface {
+	Knows(db, table string) bool
+}
+
+// keyType is what the router knows of the type of a rule's key column.
+type keyType uint8
+
+const (
+	keyUnread  keyType = iota // no definition: a number or a string
+	keyInteger                // TINYINT to BIGINT
+	keyOther                  // any other type the definition gives
+)
+
+// keyTypeOf returns what catalog c tells of rule r's key column.
+func keyTypeOf(c Catalog, r *rule) keyType {
+	if c == nil {
+		return keyOther // kingshard's routing: no schema to consult
+	}
+	if r.key == "" {
+		return keyUnread
+	}
+	if it, ok := c.(IntegerTyper); ok && it.Integer(r.db, r.table, r.key) {
+		return keyInteger
+	}
+	if k, ok := c.(TableKnower); ok {
+		if k.Knows(r.db, r.table) {
+			return keyOther
+		}
+		return keyUnread
+	}
+	if _, ok := c.Columns(r.db, r.table); ok {
+		return keyOther
+	}
+	return keyUnread
+}
+
 // intKey reports whether rule r's key column is known to be an integer.
 func intKey(c Catalog, r *rule) bool {
-	if c == nil || r.key == "" {
+	return keyTypeOf(c, r) == keyInteger
+}
+
+// unreadString reports whether v, compared with (or written to) rule r's
+// key when the catalog cannot tell its type, is a string whose reading as
+// a string and as a number may place it apart: anything but a plain
+// unsigned integer a double holds exactly ('5', '05'), which kingshard's
+// hash and the range rule take by that number either way. Date rules
+// read their keys as dates and are left alone.
+func unreadString(c Catalog, r *rule, v value) bool {
+	if v.kind != valString || r.kind != ruleHash && r.kind != ruleRange {
 		return false
 	}
-	it, ok := c.(IntegerTyper)
-	return ok && it.Integer(r.db, r.table, r.key)
+	if u, err := strconv.ParseUint(v.s, 10, 64); err == nil && u < 1<<53 {
+		return false
+	}
+	return keyTypeOf(c, r) == keyUnread
+}
+
+// unreadKeys returns the subtables of rule r that may hold a key equal to
+// the string v when the key column's type is not known (unreadString): a
+// string column's row is where the string maps, with numericAlt's second
+// subtable; a numeric column's is where the number MariaDB compares it
+// with maps (intOperand), every subtable when that number stands for
+// several integers. A reading that maps beyond the rule's subtables
+// holds no row; err is the string reading's out-of-range error, which a
+// known type gives too.
+func (r *rule) unreadKeys(v value) (keySet, error) {
+	s := newKeySet(len(r.subs))
+	i, ok, err := r.index(v)
+	if err != nil {
+		return s, err
+	}
+	if !ok {
+		return allKeys(), nil
+	}
+	s.add(i)
+	if j, ok := r.numericAlt(v); ok {
+		s.add(j)
+	}
+	n, none := intOperand(v.s)
+	switch {
+	case none:
+	case n.kind == valNone:
+		return allKeys(), nil
+	default:
+		if j, ok, err := r.index(n); err == nil && ok {
+			s.add(j)
+		} else if err == nil {
+			return allKeys(), nil
+		}
+	}
+	return s, nil
+}
+
+// needDefinition returns the error of a statement that writes the string
+// v to rule r's key whose type the catalog cannot tell, when an integer
+// column and a string column would keep the row in different subtables
+// ('9.5' is stored as 10 in an INT, as written in a VARCHAR): the caller
+// reads the table's definition and plans again (NeedSchemaError), and
+// when it cannot, the client gets 1235 rather than a row its lookups
+// would not find. nil when both readings place the row alike.
+func needDefinition(c Catalog, r *rule, v value) error {
+	if !unreadString(c, r, v) {
+		return nil
+	}
+	i, ok, err := r.index(v)
+	if j, alt := r.numericAlt(v); alt {
+		i = j // where INSERT puts it without a definition
+	}
+	if n, stored := storedInteger(v.s); ok && err == nil && stored {
+		if j, ok, err := r.index(value{kind: valInt, i: n}); ok && err == nil && i == j {
+			return nil
+		}
+	}
+	return &NeedSchemaError{DB: r.db, Table: r.table, Err: mysql.NewError(mysql.ErNotSupported,
+		"the shard key %s of table %s is the string %s, which an integer column and a string column would keep in different subtables, and shardgate could not read %s.%s's definition to tell which it is; write the key as a number, or retry when every subtable can be read",
+		r.key, r.table, v, r.db, r.table)}
 }
 
 // intOperand returns, for a string s compared with an integer key column,
@@ -119,6 +234,9 @@ func (st *stmt) rangeBound(r *rule, v value) value {
 // a string compared with an integer key is its number; ok is false when
 // the planner must decide (no integer equals it, or too many do).
 func cacheKeyValue(r *rule, v value, s Session) (value, bool) {
+	if unreadString(s.Catalog, r, v) {
+		return v, false // more than one subtable may hold it (unreadKeys)
+	}
 	if v.kind != valString || !intKey(s.Catalog, r) {
 		return v, true
 	}

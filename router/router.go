@@ -110,7 +110,10 @@ type Session struct {
 	DB   string // current database, for unqualified table names
 	Mode Mode   // how the session's sql_mode reads text
 	// Catalog answers the column order of logical tables (an INSERT
-	// without a column list); nil knows none.
+	// without a column list) and, when it is also an IntegerTyper, the
+	// type of shard keys; a table it has not read has a key of unknown
+	// type (a string compared with it may be a number: unreadKeys). nil
+	// routes as kingshard does, strings by their own hash.
 	Catalog Catalog
 	// IDs hands out global sequence values for INSERTs into tables whose
 	// rule has a sequence: values the caller reserved before routing

@@ -81,6 +81,12 @@ func (t *tables) Columns(db, table string) ([]string, bool) {
 	return tb.Names(), true
 }
 
+// Knows implements router.TableKnower: whether the definition of db.table
+// has been read.
+func (t *tables) Knows(db, table string) bool {
+	return t.catalog.Table(db, table) != nil
+}
+
 // ids is the session's router.IDSource: nil without sequences.
 // probeIDs stands in for the sequences where a plan is made only to be
 // looked at (the metadata of a prepared statement, the choice of how to
