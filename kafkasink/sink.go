@@ -63,6 +63,10 @@ func (s *Sink) Run(ctx context.Context) error {
 		return s.fail(ctx, err)
 	}
 	defer w.cl.Close()
+	// Whatever ends the run, a Kafka transaction it leaves open is aborted
+	// (its records never become visible); a process killed outright leaves
+	// that to the next sink, whose producer aborts it at start.
+	defer w.abort()
 	from, err := w.readPositions(ctx)
 	if err != nil {
 		return s.fail(ctx, err)
@@ -101,13 +105,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	if serr := <-errc; err == nil {
 		err = serr
 	}
-	if err != nil {
-		return s.fail(ctx, err)
-	}
-	if ctx.Err() != nil {
-		w.abort()
-	}
-	return nil
+	return s.fail(ctx, err)
 }
 
 // open connects the sink's transactional producer, fences the id's
@@ -152,10 +150,10 @@ func (s *Sink) open(ctx context.Context) (*writer, error) {
 	return w, nil
 }
 
-// fail records err in the stats and returns it (nil if ctx ended: a
-// cancelled sink is not a failed one).
+// fail records err in the stats and returns it (nil if err is nil or ctx
+// ended: a cancelled sink is not a failed one).
 func (s *Sink) fail(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+	if err == nil || ctx.Err() != nil {
 		return nil
 	}
 	s.mu.Lock()
