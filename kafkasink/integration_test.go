@@ -354,9 +354,11 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 		written, snap, changes, streamed, total.Commits, total.Transactions, total.Records)
 }
 
-// TestThroughput measures the sink end to end: 20 000 rows inserted on
-// two nodes in 100-row transactions before the sink starts (snapshot
-// never, from the position before them), until all are committed in Kafka.
+// TestThroughput measures the sink end to end (binary log read, decode,
+// encode, produce, commit): rows written on two nodes before the sink
+// starts (snapshot never, from the position before them), until all are
+// committed in Kafka. Two workloads: 20 000 rows in 100-row transactions,
+// and 8 000 single-row transactions; each in both formats.
 func TestThroughput(t *testing.T) {
 	c := newCluster(t, "tp")
 	brokers := broker(t)
@@ -376,50 +378,78 @@ func TestThroughput(t *testing.T) {
 	}
 	heads := c.heads(t)
 	for _, format := range []string{config.FormatDebezium, config.FormatJSON} {
-		cfg := streamConfig(unique("tp-"+format), brokers)
-		cfg.Tables, cfg.Format = []string{"tp.t"}, format
-		// Start after the inserts' position on each node: from, as committed.
-		s := New(cfg, c.sources, c.names)
-		w, err := s.open(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.readPositions(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		for n, p := range from {
-			w.pos[n] = p
-		}
-		if err := w.commit(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		w.cl.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		start := time.Now()
+		measure(t, c, brokers, "100-row transactions", format, from, heads, rows)
+	}
+	from = heads
+	const singles = 8000
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
 		go func() {
-			defer close(done)
-			if err := s.Run(ctx); err != nil {
-				t.Error(err)
+			defer wg.Done()
+			for id := rows + w; id < rows+singles; id += 4 {
+				d, sub := c.node(id)
+				if _, err := d.Exec(fmt.Sprintf("INSERT INTO %s VALUES (%d, %d, 'row %d of the throughput test')", sub, id, id, id)); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}()
-		var first time.Duration // until the first change was committed
-		for !caughtUp(s.Stats(), heads) && time.Since(start) < 2*time.Minute {
-			time.Sleep(5 * time.Millisecond)
-			if first == 0 && s.Stats().Changes > 0 {
-				first = time.Since(start)
-			}
+	}
+	wg.Wait()
+	heads = c.heads(t)
+	for _, format := range []string{config.FormatDebezium, config.FormatJSON} {
+		measure(t, c, brokers, "single-row transactions", format, from, heads, singles)
+	}
+}
+
+// measure runs a sink of c's table in format from the positions from
+// until it has committed heads, and logs the rate.
+func measure(t *testing.T, c *cluster, brokers []string, workload, format string, from, heads map[string]string, want int64) {
+	t.Helper()
+	cfg := streamConfig(unique("tp-"+format), brokers)
+	cfg.Tables, cfg.Format = []string{c.db + ".t"}, format
+	// Start at from on each node, as if committed by an earlier sink.
+	s := New(cfg, c.sources, c.names)
+	w, err := s.open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.readPositions(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for n, p := range from {
+		w.pos[n] = p
+	}
+	if err := w.commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.cl.Close()
+	s = New(cfg, c.sources, c.names)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		if err := s.Run(ctx); err != nil {
+			t.Error(err)
 		}
-		elapsed := time.Since(start)
-		cancel()
-		<-done
-		st := s.Stats()
-		n := st.Changes
-		t.Logf("%s: %d changes in %v from start: %.0f changes/s, %.1f MB/s, %d Kafka transactions; the first commit of changes after %v",
-			format, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e6, st.Commits,
-			first.Round(time.Millisecond))
-		if n != rows {
-			t.Errorf("%s: %d changes committed, want %d", format, n, rows)
+	}()
+	var first time.Duration // until the first change was committed
+	for !caughtUp(s.Stats(), heads) && time.Since(start) < 2*time.Minute {
+		time.Sleep(5 * time.Millisecond)
+		if first == 0 && s.Stats().Changes > 0 {
+			first = time.Since(start)
 		}
+	}
+	elapsed := time.Since(start)
+	cancel()
+	<-done
+	st := s.Stats()
+	t.Logf("%s, %s: %d changes in %v from start: %.0f changes/s, %.1f MB/s, %d Kafka transactions; the first commit of changes after %v",
+		workload, format, st.Changes, elapsed.Round(time.Millisecond), float64(st.Changes)/elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e6,
+		st.Commits, first.Round(time.Millisecond))
+	if st.Changes != want {
+		t.Errorf("%s, %s: %d changes committed, want %d", workload, format, st.Changes, want)
 	}
 }
