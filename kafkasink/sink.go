@@ -125,7 +125,7 @@ func (s *Sink) open(ctx context.Context) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", s.cfg.Name, err)
 	}
-	w := &writer{s: s, cl: cl, adm: kadm.NewClient(cl), topics: map[string]bool{},
+	w := &writer{s: s, cl: cl, adm: kadm.NewClient(cl), topics: map[string]bool{}, topicOf: map[string]string{},
 		held: map[string][]changestream.Change{}, pos: map[string]string{}, oldest: map[string]int64{},
 		enc: &encoder{format: s.cfg.Format, schemas: s.cfg.Schemas, name: s.cfg.TopicPrefix, now: s.Knobs.Now}}
 	if w.enc.now == nil {
@@ -172,7 +172,8 @@ type writer struct {
 	adm *kadm.Client
 	enc *encoder
 
-	topics map[string]bool // topics known to exist
+	topics  map[string]bool   // topics known to exist
+	topicOf map[string]string // logical table -> its topic
 
 	inTxn   bool              // a Kafka transaction is open
 	txns    int               // source transactions in it
@@ -265,10 +266,14 @@ func (w *writer) transaction(ctx context.Context, rows []changestream.Change) er
 // change produces ch's record (and its tombstone) in the open Kafka
 // transaction, opening one if needed.
 func (w *writer) change(ctx context.Context, ch *changestream.Change, ord txOrder, snapshot string) error {
-	db, table, _ := strings.Cut(ch.Table, ".")
-	topic := w.s.cfg.TopicOf(db, table)
-	if err := w.ensureTopic(ctx, topic, w.s.cfg.Partitions, nil); err != nil {
-		return err
+	topic, ok := w.topicOf[ch.Table]
+	if !ok {
+		db, table, _ := strings.Cut(ch.Table, ".")
+		topic = w.s.cfg.TopicOf(db, table)
+		if err := w.ensureTopic(ctx, topic, w.s.cfg.Partitions, nil); err != nil {
+			return err
+		}
+		w.topicOf[ch.Table] = topic
 	}
 	key, val, err := w.enc.encode(ch, ord, snapshot)
 	if err != nil {
