@@ -37,6 +37,7 @@ type Supervisor struct {
 	state  string
 	since  time.Time
 	cur    *Sink // the sink of the current or last run
+	prev   *Sink // the last run that reached its nodes, while cur has not yet
 	runs   int
 	done   Stats // the counts of the runs that ended
 	err    string
@@ -90,6 +91,12 @@ func (v *Supervisor) Status() Status {
 	}
 	if v.cur != nil {
 		st.Stats = v.cur.Stats()
+		if len(st.Stats.Nodes) == 0 && v.prev != nil {
+			// A run that has not read its positions yet (the broker
+			// is away) shows the lag where the last run left it: the
+			// time-based lag keeps growing, Behind is the last poll's.
+			st.Stats.Nodes = v.prev.Stats().Nodes
+		}
 		if v.state == StateRunning {
 			addCounts(&st.Total, st.Stats)
 		}
@@ -112,6 +119,9 @@ func (v *Supervisor) set(state string, cur *Sink) {
 	defer v.mu.Unlock()
 	v.state, v.since = state, time.Now()
 	if cur != nil {
+		if v.cur != nil && len(v.cur.Stats().Nodes) > 0 {
+			v.prev = v.cur
+		}
 		v.cur = cur
 		v.runs++
 	}

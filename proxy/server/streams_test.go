@@ -22,6 +22,7 @@ import (
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/internal/kafkatest"
 	"github.com/shardgate/shardgate/proxy/metrics"
+	"github.com/shardgate/shardgate/proxy/server"
 )
 
 // kafkaStream is a stream of db.t into the broker at brokers, every key
@@ -355,4 +356,78 @@ func tableDiff(got, want map[string]string) string {
 		out = append(out[:10], fmt.Sprintf("... %d more", len(out)-10))
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestStreamLeaderOnly: in a fleet a proxy runs its streams' sinks only
+// while it leads (LeadWorkflows, as the fleet's agent calls it): standby
+// before, in /stats and with no series in /metrics; running during the
+// term; a reload that changes the stream restarts its sink; the term's end
+// stops it.
+func TestStreamLeaderOnly(t *testing.T) {
+	servers := backends(t)
+	broker := kafkatest.Start(t)
+	const db = "ksl"
+	for _, s := range servers {
+		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db,
+			"CREATE TABLE "+db+".t (id INT PRIMARY KEY, v INT)", "INSERT INTO "+db+".t VALUES (1, 1), (2, 2)")
+	}
+	cfg := newConfig(t, servers...)
+	name := "leader-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	cfg.Streams = []config.Stream{kafkaStream(name, db, broker.Addrs())}
+	fleet := &metrics.FleetStats{ID: "proxy-1", Leader: "proxy-2"}
+	p := startProxyWith(t, cfg, server.Options{Fleet: &server.FleetOptions{Status: func() *metrics.FleetStats { return fleet }}})
+
+	if st := streamStatus(t, p, name); st.State != "standby" || st.Leader != "proxy-2" {
+		t.Fatalf("a proxy that does not lead: %+v, want standby for proxy-2", st)
+	}
+	if s := streamSeries(t, p); len(s) != 0 {
+		t.Errorf("a standby stream has series: %v", s)
+	}
+	wait := func(what string, ok func(metrics.StreamStats) bool) metrics.StreamStats {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st := streamStatus(t, p, name)
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60s: %+v", what, st)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	ctx, endTerm := context.WithCancel(context.Background())
+	led := make(chan struct{})
+	go func() {
+		defer close(led)
+		p.srv.LeadWorkflows(ctx, 1)
+	}()
+	defer func() { endTerm(); <-led }()
+	first := wait("the leader's sink snapshots", func(st metrics.StreamStats) bool {
+		return st.State == "running" && st.SnapshotRows == 4
+	})
+	if s := streamSeries(t, p); s[`shardgate_stream_up{stream="`+name+`"}`] != 1 {
+		t.Errorf("shardgate_stream_up of the leader's stream: %v", s)
+	}
+
+	changed := *cfg
+	changed.Streams = []config.Stream{kafkaStream(name, db, broker.Addrs())}
+	changed.Streams[0].BatchTime = 20 * time.Millisecond
+	if err := p.srv.Reload(&changed); err != nil {
+		t.Fatal(err)
+	}
+	second := wait("the changed stream's sink restarts", func(st metrics.StreamStats) bool {
+		return st.State == "running" && st.Since.After(first.Since) && len(st.Nodes) == 2
+	})
+	if second.SnapshotRows != 0 {
+		t.Errorf("the restarted sink snapshotted %d rows again: it resumes from the committed positions", second.SnapshotRows)
+	}
+
+	endTerm()
+	<-led
+	if st := streamStatus(t, p, name); st.State != "standby" {
+		t.Errorf("after the term: %+v, want standby", st)
+	}
 }
