@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// archiveStopTimeout bounds the stop of the broker that writes the class archive.
+const archiveStopTimeout = 5 * time.Minute
 
 // classArchiveName is the file, beside the jars' directory, that holds the JVM's class archive of a broker.
 const classArchiveName = "kafka.jsa"
@@ -38,6 +42,7 @@ func WriteClassArchive() error {
 		return fmt.Errorf("kafkatest: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	defer os.Remove(tmp) // left only by a failure: a JVM killed while writing leaves part of an archive
 	b, err := New(dir, Options{archiveAtExit: tmp})
 	if err != nil {
 		return err
@@ -46,14 +51,17 @@ func WriteClassArchive() error {
 	if err := exercise(b); err != nil {
 		return fmt.Errorf("%w%s", err, b.LogTail(logTailLines))
 	}
-	if err := b.Stop(); err != nil {
+	// The JVM writes the archive on its way out, which takes long on a busy machine.
+	b.mu.Lock()
+	err = b.stopLocked(syscall.SIGTERM, archiveStopTimeout)
+	b.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if !isFile(tmp) {
 		return fmt.Errorf("kafkatest: the broker's JVM wrote no class archive to %s%s", tmp, b.LogTail(logTailLines))
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("kafkatest: %w", err)
 	}
 	return nil

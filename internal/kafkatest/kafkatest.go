@@ -273,7 +273,7 @@ func (b *Broker) Pid() int {
 func (b *Broker) Stop() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.stopLocked(syscall.SIGTERM)
+	return b.stopLocked(syscall.SIGTERM, stopTimeout)
 }
 
 // Kill ends the broker with SIGKILL, as a machine that loses power, and waits for the JVM to exit. The data
@@ -281,7 +281,7 @@ func (b *Broker) Stop() error {
 func (b *Broker) Kill() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.stopLocked(syscall.SIGKILL)
+	return b.stopLocked(syscall.SIGKILL, stopTimeout)
 }
 
 // Pause stops the JVM with SIGSTOP: its sockets stay open and nothing answers, as when a machine hangs or a
@@ -328,7 +328,7 @@ func (b *Broker) Restart() error {
 	if b.closed {
 		return errors.New("kafkatest: Restart after Close")
 	}
-	if err := b.stopLocked(syscall.SIGTERM); err != nil {
+	if err := b.stopLocked(syscall.SIGTERM, stopTimeout); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(restartPortWait)
@@ -360,7 +360,7 @@ func (b *Broker) Close() error {
 // LogTail returns the last n lines of kafka.log (all runs), formatted for an error message or a test log.
 func (b *Broker) LogTail(n int) string { return logTail(b.Log, 0, n) }
 
-func (b *Broker) stopLocked(sig syscall.Signal) error {
+func (b *Broker) stopLocked(sig syscall.Signal, timeout time.Duration) error {
 	p := b.proc
 	if p == nil {
 		return nil
@@ -373,14 +373,14 @@ func (b *Broker) stopLocked(sig syscall.Signal) error {
 	}
 	_ = p.cmd.Process.Signal(sig)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused JVM handles SIGTERM only once continued
-	timer := time.NewTimer(stopTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-p.done:
 	case <-timer.C:
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("kafkatest: broker on %s did not stop within %v after %v; killed it%s", b.Addr, stopTimeout, sig, b.LogTail(logTailLines))
+		return fmt.Errorf("kafkatest: broker on %s did not stop within %v after %v; killed it%s", b.Addr, timeout, sig, b.LogTail(logTailLines))
 	}
 	return nil
 }
