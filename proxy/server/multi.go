@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
 )
 
@@ -55,14 +56,17 @@ func (m *multiRunner) queryMulti(texts []string) error {
 }
 
 // checkMulti refuses a split text before any of it runs when one of its
-// statements would be refused for the node it runs on (the session's state
-// or transaction is on another node): a batch is never half applied
-// because of where its statements go. Statements after a USE are routed
-// at their turn only.
+// statements would be refused for the node it runs on, as it would be run
+// on its own after the statements before it (session.CheckSteps: the
+// session's state or transaction is on another node and the statement
+// cannot be lent a connection there): a batch is never half applied
+// because of where its statements go, and never refused when its
+// statements run one by one. Statements after a USE are routed at their
+// turn only.
 func (m *multiRunner) checkMulti(texts []string) error {
 	h := m.h
 	c := h.c
-	var nodes []string
+	steps := make([]session.Step, 0, len(texts))
 	txn := false
 	for _, q := range texts {
 		stmt := router.Classify(q, h.c.st.Mode())
@@ -77,9 +81,7 @@ func (m *multiRunner) checkMulti(texts []string) error {
 		if err != nil {
 			continue // the statement gets its error at its turn
 		}
-		for _, t := range plan.Targets {
-			nodes = append(nodes, t.Node)
-		}
+		steps = append(steps, session.Step{Stmt: stmt, Nodes: plan.Nodes()})
 	}
-	return c.st.CheckNodes(nodes, txn)
+	return c.st.CheckSteps(steps, txn)
 }

@@ -500,37 +500,6 @@ func (ss *stmtState) canUseAnotherNode(n *backend.Node) error {
 	return nil
 }
 
-// CheckNodes returns the error a statement would get that runs on node
-// after statements on the nodes before it (a multi-statement text, checked
-// before any of it runs), or nil. It changes nothing.
-func (ss *stmtState) CheckNodes(nodes []string, txn bool) error {
-	s := ss.s
-	inTxn := txn || s.InTxn()
-	seen := make([]*backend.Node, 0, len(s.pinned)+len(nodes))
-	for _, bc := range s.pinned {
-		seen = append(seen, bc.Node())
-	}
-	for _, name := range nodes {
-		n := s.node(name)
-		if n == nil || slices.Contains(seen, n) {
-			continue
-		}
-		if len(seen) > 0 {
-			switch {
-			case inTxn && s.singleNodeTxn:
-				return mysql.NewError(mysql.ErNotSupported,
-					"this multi-statement text runs on node %s but its transaction is on node %s, and transaction_mode is single; nothing of it ran", n.Name, seen[0].Name)
-			case s.sticky && s.unreplayable != "" && len(s.pinned) > 0:
-				return mysql.NewError(mysql.ErNotSupported, "this multi-statement text runs on node %s but the session holds state on node %s created by %s, which cannot be repeated on another node; nothing of it ran", n.Name, s.pinned[0].Node().Name, s.unreplayable)
-			}
-		}
-		if inTxn || s.sticky {
-			seen = append(seen, n)
-		}
-	}
-	return nil
-}
-
 // errWarned: a read-back skipped so as not to clear the statement's
 // warnings.
 var errWarned = errors.New("the statement's warnings are kept for the client")
