@@ -68,6 +68,13 @@ type StateWriter interface {
 	SessionState(backend []byte) []byte
 }
 
+// TargetStateWriter is a Writer whose client's one OK for a statement
+// that ran on several targets (fanout) reports what their OKs did: it is
+// given each target's session state information as it arrives.
+type TargetStateWriter interface {
+	NoteTargetState(state []byte)
+}
+
 // ErrAnswered reports a statement whose ERR packet already reached the
 // client (relayed from a backend): it failed, and nothing more is to be
 // sent for it.

@@ -130,6 +130,9 @@ func (f fanout) end(bc *backend.Conn, node string, sequenced, sticky bool) (mysq
 			x.conns.Release(bc, false, backend.Outcome{})
 			return mysql.OK{}, err
 		}
+		if tw, isTW := x.w.(TargetStateWriter); isTW && state != nil {
+			tw.NoteTargetState(state)
+		}
 		insertID := ok.LastInsertID
 		if sequenced && insertID != 0 {
 			insertID, bc.LastInsertID = 0, backend.UnknownInsertID

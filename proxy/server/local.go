@@ -239,7 +239,6 @@ func (l *localStmts) txnStatement(sql string, stmt *router.Stmt) (handled bool, 
 		sql = router.InlineExecutable(sql, h.defaultVersion())
 	}
 	txn := router.ParseTxn(sql)
-	was := st.InTxn()
 	switch txn.Verb {
 	case router.TxnNone:
 		// Not a form the proxy composes: the server answers it (its
@@ -285,6 +284,6 @@ func (l *localStmts) txnStatement(sql string, stmt *router.Stmt) (handled bool, 
 	if err != nil {
 		return true, h.settle(err)
 	}
-	noteTxn(st, was, txn.Verb == router.TxnBegin || txn.Chain) // track.go
+	noteTxn(st, txn) // track.go
 	return true, h.c.writeOK(mysql.OK{Status: h.c.status(), Warnings: warnings})
 }

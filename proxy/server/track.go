@@ -27,6 +27,14 @@ func (c *conn) SessionState(backend []byte) []byte {
 	return c.st.ClientState(backend)
 }
 
+// NoteTargetState is the engine's TargetStateWriter's: what one target
+// of a statement on several reported, for the one OK the client gets.
+func (c *conn) NoteTargetState(state []byte) {
+	if c.st != nil && c.caps&mysql.ClientSessionTrack != 0 {
+		c.st.NoteTargetState(state)
+	}
+}
+
 // EOFState is the engine's EOFStateWriter's: the client tracks the
 // transaction's state, whose changes are what the server reports in an
 // EOF.
@@ -262,14 +270,31 @@ func (tr *clientTrackers) setNames(sql string, id byte) error {
 
 // noteTxn notes, for a client that tracks the transaction's state, what
 // a transaction control statement the proxy answered left: MariaDB's
-// state string once a transaction is open explicitly ("T_______"), and
-// again after it ended. was is whether one was open before; begun is
-// whether the statement began one.
-func noteTxn(st *session.State, was, begun bool) {
-	switch now := st.InTxn(); {
-	case now && (begun || !was):
+// state string of a transaction begun explicitly ("T_______"), or of
+// none after COMMIT or ROLLBACK, with autocommit off too (the session
+// reports it when it changed, as MariaDB does).
+func noteTxn(st *session.State, txn router.Txn) {
+	switch {
+	case txn.Verb == router.TxnBegin || txn.Chain && st.InTxn():
 		st.NoteTxnState("T_______")
-	case !now && was:
+		st.NoteTxnCharacteristics(txnStart(txn))
+	case txn.Verb == router.TxnCommit || txn.Verb == router.TxnRollback:
 		st.NoteTxnState("________")
+		st.NoteTxnCharacteristics("")
 	}
+}
+
+// txnStart is MariaDB's statement for the characteristics of a
+// transaction txn began (its session tracker's: snapshot first, then the
+// access mode). A chained transaction's READ ONLY is not known here.
+func txnStart(txn router.Txn) string {
+	switch {
+	case txn.Snapshot && txn.ReadOnly:
+		return "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY;"
+	case txn.Snapshot:
+		return "START TRANSACTION WITH CONSISTENT SNAPSHOT;"
+	case txn.ReadOnly:
+		return "START TRANSACTION READ ONLY;"
+	}
+	return "START TRANSACTION;"
 }

@@ -60,7 +60,22 @@ type trackState struct {
 	pendingVars   []byte
 	pendingSchema []byte
 	pendingState  bool
-	pendingTxn    []byte
+	pendingTxn    []byte // transaction characteristics entries
+	// txnNow is the transaction's state (MariaDB's eight characters,
+	// zero before any) as the client's session has it: what the servers
+	// and the proxy reported since the transaction began, merged over the
+	// nodes it spans; txnShown is the state the client was last told. A
+	// state reaches the client when it changes, as from one MariaDB: a
+	// second node's report of a write the first node already reported is
+	// no change.
+	txnNow, txnShown [8]byte
+	// txnForce: the next OK reports txnNow even unchanged (a server that
+	// ran the client's statement with the client's trackers reported it).
+	txnForce bool
+	// chars is the transaction's characteristics as the client was last
+	// told them (session_track_transaction_info CHARACTERISTICS: the
+	// statements that reproduce them, "" for none).
+	chars string
 	// out is ClientState's result, reused from one OK to the next.
 	out []byte
 }
@@ -98,6 +113,7 @@ func (ts *trackState) SetTrackers(t Trackers) {
 func (ts *trackState) forgetTrackers() {
 	ts.known, ts.trackers, ts.varNames, ts.allVars = false, Trackers{}, nil, false
 	ts.pendingVars, ts.pendingSchema, ts.pendingState, ts.pendingTxn = nil, nil, false, nil
+	ts.txnNow, ts.txnShown, ts.txnForce, ts.chars = [8]byte{}, [8]byte{}, false, ""
 }
 
 // tracksVar reports whether the client tracks system variable name.
@@ -137,12 +153,101 @@ func (ts *trackState) TracksTxnState() bool {
 
 // NoteTxnState notes, for the client's next OK, the transaction's state
 // (MariaDB's eight characters) after a transaction control statement the
-// proxy answered.
+// proxy answered: it replaces what the transaction had (a transaction
+// began or ended).
 func (ts *trackState) NoteTxnState(state string) {
-	if ts.client && ts.known && ts.tracksTxn(mysql.TrackTransactionState) {
-		ts.pendingTxn = mysql.AppendStateChange(ts.pendingTxn, mysql.TrackTransactionState, mysql.AppendLenEncString(nil, state))
+	if ts.client && ts.known && len(state) == len(ts.txnNow) {
+		copy(ts.txnNow[:], state)
 	}
 }
+
+// noteChars records the transaction's characteristics a server reported
+// (a TrackTransactionCharacteristics entry's payload).
+func (ts *trackState) noteChars(data []byte) {
+	n, _, w := mysql.ReadLenEncInt(data)
+	if w != 0 && n == uint64(len(data)-w) && string(data[w:]) != ts.chars {
+		ts.chars = string(data[w:])
+	}
+}
+
+// setTxnPrefix is how the characteristics of the next transaction alone
+// (SET TRANSACTION without GLOBAL or SESSION) begin.
+const setTxnPrefix = "SET TRANSACTION "
+
+// NoteTxnCharacteristics notes, for the client's next OK, the
+// transaction's characteristics after a transaction control statement
+// the proxy answered: start is MariaDB's statement for the transaction
+// it began ("START TRANSACTION READ ONLY;"), "" when it ended one. Those
+// the session set for the next transaction (SET TRANSACTION ISOLATION
+// LEVEL) come first, and end with it, as MariaDB reports them.
+func (ts *trackState) NoteTxnCharacteristics(start string) {
+	if !ts.client || !ts.known {
+		return
+	}
+	next := start
+	if start != "" && len(ts.chars) > len(setTxnPrefix) && ts.chars[:len(setTxnPrefix)] == setTxnPrefix {
+		next = ts.chars + " " + start
+	}
+	if next == ts.chars {
+		return
+	}
+	ts.chars = next
+	if ts.tracksTxn(mysql.TrackTransactionCharacteristics) {
+		ts.pendingTxn = mysql.AppendStateChange(ts.pendingTxn, mysql.TrackTransactionCharacteristics, mysql.AppendLenEncString(nil, next))
+	}
+}
+
+// txnIdle is the state of a session outside any transaction.
+const txnIdle = "________"
+
+// mergeTxn merges a server's report of the transaction's state (the
+// payload of a TrackTransactionState entry) into the session's: a
+// server's idle state ends the transaction, the first report of one
+// begins it, and later reports (another node's, or the same node's
+// further on) add what they set.
+func (ts *trackState) mergeTxn(data []byte) {
+	n, _, w := mysql.ReadLenEncInt(data)
+	if w == 0 || n != uint64(len(ts.txnNow)) || len(data) != w+len(ts.txnNow) {
+		return
+	}
+	st := data[w:]
+	if string(st) == txnIdle || ts.txnNow == [8]byte{} || string(ts.txnNow[:]) == txnIdle {
+		copy(ts.txnNow[:], st)
+		return
+	}
+	for i, c := range st {
+		if c != '_' && ts.txnNow[i] == '_' {
+			ts.txnNow[i] = c
+		}
+	}
+}
+
+// appendTxn appends the transaction's state for the client's OK when
+// it changed since the client was told (nothing when the client does not
+// track it).
+func (ts *trackState) appendTxn(out []byte) []byte {
+	now, shown := ts.txnNow, ts.txnShown
+	for _, st := range []*[8]byte{&now, &shown} {
+		if *st == [8]byte{} { // nothing yet: no transaction
+			copy(st[:], txnIdle)
+		}
+	}
+	if now == shown && !ts.txnForce {
+		return out
+	}
+	ts.txnShown, ts.txnForce = ts.txnNow, false
+	if !ts.tracksTxn(mysql.TrackTransactionState) {
+		return out
+	}
+	out = append(out, mysql.TrackTransactionState, byte(1+len(ts.txnNow)), byte(len(ts.txnNow)))
+	return append(out, ts.txnNow[:]...)
+}
+
+// NoteTargetState notes, for the client's next OK, what one of the
+// several targets of a statement the proxy answers with one OK (a write
+// on several nodes) reported: the transaction's state merges into the
+// session's, the rest as NoteServerState.
+func (ts *trackState) NoteTargetState(state []byte) { ts.NoteServerState(state, false) }
 
 // NoteStateChange notes, for the client's next OK, that the statement
 // changed the session's state.
@@ -177,7 +282,11 @@ func (ts *trackState) NoteServerState(state []byte, asIs bool) {
 			}
 		case mysql.TrackStateChange:
 			ts.pendingState = ts.pendingState || asIs || ts.trackers.StateChange
-		case mysql.TrackTransactionState, mysql.TrackTransactionCharacteristics:
+		case mysql.TrackTransactionState:
+			ts.mergeTxn(c.Data)
+			ts.txnForce = ts.txnForce || asIs
+		case mysql.TrackTransactionCharacteristics:
+			ts.noteChars(c.Data)
 			if asIs || ts.tracksTxn(c.Type) {
 				ts.pendingTxn = mysql.AppendStateChange(ts.pendingTxn, c.Type, c.Data)
 			}
@@ -215,7 +324,8 @@ func (ts *trackState) ClientState(backend []byte) []byte {
 	if !validChanges(backend) {
 		backend = nil
 	}
-	if len(backend) == 0 && len(ts.pendingVars) == 0 && len(ts.pendingSchema) == 0 && !ts.pendingState && len(ts.pendingTxn) == 0 {
+	if len(backend) == 0 && len(ts.pendingVars) == 0 && len(ts.pendingSchema) == 0 && !ts.pendingState && len(ts.pendingTxn) == 0 &&
+		ts.txnNow == ts.txnShown {
 		return nil
 	}
 	// In the server's order for all variables: MariaDB orders them by
@@ -238,6 +348,8 @@ func (ts *trackState) ClientState(backend []byte) []byte {
 			}
 		case mysql.TrackStateChange:
 			state = state || ts.trackers.StateChange
+		case mysql.TrackTransactionState:
+			ts.mergeTxn(data)
 		}
 	}
 	if fromBackend {
@@ -248,12 +360,16 @@ func (ts *trackState) ClientState(backend []byte) []byte {
 	if state {
 		out = mysql.AppendTrackedStateChange(out)
 	}
+	out = ts.appendTxn(out)
 	out = append(out, ts.pendingTxn...)
 	for b := backend; len(b) > 0; {
 		typ, data, rest := nextChange(b)
 		b = rest
-		if (typ == mysql.TrackTransactionState || typ == mysql.TrackTransactionCharacteristics) && ts.tracksTxn(typ) {
-			out = mysql.AppendStateChange(out, typ, data)
+		if typ == mysql.TrackTransactionCharacteristics {
+			ts.noteChars(data)
+			if ts.tracksTxn(typ) {
+				out = mysql.AppendStateChange(out, typ, data)
+			}
 		}
 	}
 	ts.out = out

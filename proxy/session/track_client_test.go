@@ -63,8 +63,9 @@ func refClientState(ts *trackState, backend []byte) []byte {
 
 // TestClientStateInPlace: ClientState gives what refClientState gives
 // for random reports of the server (system variables tracked or not, in
-// either case, schemas, state changes, transaction entries, malformed
-// tails) under random trackers and with random notes of the proxy's
+// either case, schemas, state changes, transaction characteristics,
+// malformed tails; the transaction's state, which ClientState merges, is
+// TestTxnStateMerged's) under random trackers and with random notes of the proxy's
 // pending, and allocates nothing once warm.
 func TestClientStateInPlace(t *testing.T) {
 	sysVar := func(name, value string) []byte {
@@ -80,7 +81,6 @@ func TestClientStateInPlace(t *testing.T) {
 		mysql.AppendTrackedSchema(nil, "db1"),
 		mysql.AppendTrackedSchema(nil, "other"),
 		mysql.AppendTrackedStateChange(nil),
-		mysql.AppendStateChange(nil, mysql.TrackTransactionState, mysql.AppendLenEncString(nil, "T___W___")),
 		mysql.AppendStateChange(nil, mysql.TrackTransactionCharacteristics, mysql.AppendLenEncString(nil, "START TRANSACTION;")),
 		mysql.AppendStateChange(nil, mysql.TrackGTIDs, []byte{0, 1, 'x'}),
 	}
@@ -116,8 +116,6 @@ func TestClientStateInPlace(t *testing.T) {
 				ts.NoteVar("character_set_results", "utf8mb4")
 			case 2:
 				ts.NoteSchema("db2")
-			case 3:
-				ts.NoteTxnState("T_______")
 			case 4:
 				ts.NoteServerState(backend, i%2 == 0)
 			}
@@ -136,5 +134,55 @@ func TestClientStateInPlace(t *testing.T) {
 	b.ClientState(report)
 	if n := testing.AllocsPerRun(100, func() { b.ClientState(report) }); n != 0 {
 		t.Errorf("ClientState of a relayed report: %v allocations, want 0", n)
+	}
+}
+
+// TestTxnStateMerged: the transaction's state reaches a client that
+// tracks it when it changes, as from one MariaDB, whatever the nodes
+// report: one node's report as it is, a second node's report of what
+// the first already reported not at all, a report that adds something
+// merged, the end of the transaction (a server's or the proxy's) once.
+func TestTxnStateMerged(t *testing.T) {
+	entry := func(s string) []byte {
+		return mysql.AppendStateChange(nil, mysql.TrackTransactionState, mysql.AppendLenEncString(nil, s))
+	}
+	var ts trackState
+	ts.TrackClient(true)
+	ts.SetTrackers(Trackers{TransactionInfo: "STATE"})
+	for i, step := range []struct {
+		proxy   string   // NoteTxnState
+		targets []string // NoteTargetState, one per node
+		relayed string   // ClientState's backend
+		want    string   // "" for nothing
+	}{
+		{proxy: "T_______", want: "T_______"},
+		{targets: []string{"T___W___", "T___W___"}, want: "T___W___"},
+		{targets: []string{"T___W___"}},
+		{relayed: "T___W___"},
+		{relayed: "T_R_W_S_", want: "T_R_W_S_"},
+		{proxy: "________", want: "________"},
+		{targets: []string{"I___W___", "I_____S_"}, want: "I___W_S_"},
+		{relayed: "________", want: "________"},
+		{relayed: "________"},
+		{proxy: "T_______", want: "T_______"},
+		{proxy: "T_______"},
+	} {
+		if step.proxy != "" {
+			ts.NoteTxnState(step.proxy)
+		}
+		for _, s := range step.targets {
+			ts.NoteTargetState(entry(s))
+		}
+		var backend []byte
+		if step.relayed != "" {
+			backend = entry(step.relayed)
+		}
+		var want []byte
+		if step.want != "" {
+			want = entry(step.want)
+		}
+		if got := ts.ClientState(backend); !bytes.Equal(got, want) {
+			t.Errorf("step %d: got %q, want %q", i, got, want)
+		}
 	}
 }
