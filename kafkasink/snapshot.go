@@ -82,10 +82,29 @@ func (w *writer) snapshot(ctx context.Context, src changestream.Source) (string,
 		return "", err
 	}
 	start := time.Now().Unix()
+	// Each row is produced when the next is read, so the node's last one
+	// goes out with source.snapshot "last", as Debezium marks the end.
+	var held *changestream.Change
+	next := func(ch *changestream.Change) error {
+		if held != nil {
+			if err := w.change(ctx, held, txOrder{}, "true"); err != nil {
+				return err
+			}
+			w.s.snapshotRow()
+		}
+		held = ch
+		return nil
+	}
 	for _, t := range tables {
-		if err := w.snapshotTable(ctx, conn, src.Node, t, start); err != nil {
+		if err := w.snapshotTable(ctx, conn, src.Node, t, start, next); err != nil {
 			return "", fmt.Errorf("reading %s.%s: %w", t.db, t.table, err)
 		}
+	}
+	if held != nil {
+		if err := w.change(ctx, held, txOrder{}, "last"); err != nil {
+			return "", err
+		}
+		w.s.snapshotRow()
 	}
 	w.pos[src.Node] = gtid.String
 	w.txns++
@@ -123,8 +142,8 @@ func (w *writer) subtables(ctx context.Context, conn *sql.Conn) ([]subtable, err
 	return out, rows.Err()
 }
 
-// snapshotTable produces the rows of one subtable.
-func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string, t subtable, start int64) error {
+// snapshotTable reads the rows of one subtable and hands each to next.
+func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string, t subtable, start int64, next func(*changestream.Change) error) error {
 	key, err := primaryKey(ctx, conn, t.db, t.table)
 	if err != nil {
 		return err
@@ -163,10 +182,9 @@ func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string,
 		ch := changestream.Change{Node: node, Table: t.logical, Subtable: t.db + "." + t.table, Op: OpRead, After: row,
 			Types: types, Key: key, Seq: n, Time: start}
 		n++
-		if err := w.change(ctx, &ch, txOrder{}, "true"); err != nil {
+		if err := next(&ch); err != nil {
 			return err
 		}
-		w.s.snapshotRow()
 	}
 	return rows.Err()
 }

@@ -61,9 +61,15 @@ func TestSnapshotValues(t *testing.T) {
 		if len(recs) != 1 {
 			t.Fatalf("snapshot %s: %d records, want 1", snapshot, len(recs))
 		}
-		var v struct{ After map[string]json.RawMessage }
+		var v struct {
+			After  map[string]json.RawMessage
+			Source struct{ Snapshot string }
+		}
 		if err := json.Unmarshal(recs[0].Value, &v); err != nil {
 			t.Fatal(err)
+		}
+		if want := map[string]string{config.SnapshotNever: "false", config.SnapshotInitial: "last"}[snapshot]; v.Source.Snapshot != want {
+			t.Errorf("snapshot %s: source.snapshot %q, want %q", snapshot, v.Source.Snapshot, want)
 		}
 		return v.After
 	}
