@@ -357,13 +357,13 @@ func TestExactlyOnceAcrossRestarts(t *testing.T) {
 // TestThroughput measures the sink end to end (binary log read, decode,
 // encode, produce, commit): rows written on two nodes before the sink
 // starts (snapshot never, from the position before them), until all are
-// committed in Kafka. Two workloads: 20 000 rows in 100-row transactions,
-// and 8 000 single-row transactions; each in both formats.
+// committed in Kafka. Two workloads: 50 000 rows in 100-row transactions,
+// and 20 000 single-row transactions; each in both formats.
 func TestThroughput(t *testing.T) {
 	c := newCluster(t, "tp")
 	brokers := broker(t)
 	from := c.heads(t)
-	const rows, per = 20000, 100
+	const rows, per = 50000, 100
 	for i := 0; i < rows/per; i++ {
 		var b strings.Builder
 		_, sub := c.node(i)
@@ -381,7 +381,7 @@ func TestThroughput(t *testing.T) {
 		measure(t, c, brokers, "100-row transactions", format, from, heads, rows)
 	}
 	from = heads
-	const singles = 8000
+	const singles = 20000
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
@@ -435,20 +435,23 @@ func measure(t *testing.T, c *cluster, brokers []string, workload, format string
 			t.Error(err)
 		}
 	}()
-	var first time.Duration // until the first change was committed
+	var (
+		first   time.Duration // until the first change was committed
+		atFirst int64         // changes committed then
+	)
 	for !caughtUp(s.Stats(), heads) && time.Since(start) < 2*time.Minute {
 		time.Sleep(5 * time.Millisecond)
-		if first == 0 && s.Stats().Changes > 0 {
-			first = time.Since(start)
+		if n := s.Stats().Changes; first == 0 && n > 0 {
+			first, atFirst = time.Since(start), n
 		}
 	}
 	elapsed := time.Since(start)
 	cancel()
 	<-done
 	st := s.Stats()
-	t.Logf("%s, %s: %d changes in %v from start: %.0f changes/s, %.1f MB/s, %d Kafka transactions; the first commit of changes after %v",
+	t.Logf("%s, %s: %d changes in %v from start: %.0f changes/s, %.1f MB/s, %d Kafka transactions; the first commit of changes after %v, %.0f changes/s after it",
 		workload, format, st.Changes, elapsed.Round(time.Millisecond), float64(st.Changes)/elapsed.Seconds(), float64(st.Bytes)/elapsed.Seconds()/1e6,
-		st.Commits, first.Round(time.Millisecond))
+		st.Commits, first.Round(time.Millisecond), float64(st.Changes-atFirst)/(elapsed-first).Seconds())
 	if st.Changes != want {
 		t.Errorf("%s, %s: %d changes committed, want %d", workload, format, st.Changes, want)
 	}
