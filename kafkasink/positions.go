@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -32,12 +33,24 @@ type position struct {
 // still open). The topic must have one partition.
 func (w *writer) readPositions(ctx context.Context) (map[string]string, error) {
 	name, topic := w.s.cfg.Name, w.s.cfg.PositionsTopic
-	details, err := w.adm.ListTopics(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: reading topic %s: %w", name, topic, err)
-	}
-	if d, ok := details[topic]; !ok || d.Err != nil || len(d.Partitions) != 1 {
-		return nil, fmt.Errorf("stream %s: positions topic %s must exist with one partition (%d partitions, %v)", name, topic, len(d.Partitions), d.Err)
+	// A topic just created may take a moment to appear in the metadata.
+	for try := 0; ; try++ {
+		details, err := w.adm.ListTopics(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: reading topic %s: %w", name, topic, err)
+		}
+		d := details[topic]
+		if d.Err == nil && len(d.Partitions) == 1 {
+			break
+		}
+		if try == 50 || d.Err == nil && len(d.Partitions) > 1 {
+			return nil, fmt.Errorf("stream %s: positions topic %s must exist with one partition (%d partitions, %v)", name, topic, len(d.Partitions), d.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	var b [16]byte
 	rand.Read(b[:])

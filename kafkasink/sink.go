@@ -178,7 +178,6 @@ type writer struct {
 	inTxn   bool              // a Kafka transaction is open
 	txns    int               // source transactions in it
 	bytes   int               // bytes of records in it
-	first   time.Time         // when its first source transaction arrived
 	oldest  map[string]int64  // node -> binlog time of its first source transaction in it
 	pos     map[string]string // node -> position after its last source transaction in it
 	records int64             // records in it
@@ -218,8 +217,7 @@ func (w *writer) stream(ctx context.Context, changes <-chan changestream.Change)
 			rows := w.held[ch.Node]
 			w.held[ch.Node] = rows[:0]
 			if len(w.pos) == 0 {
-				w.first = time.Now()
-				timer.Reset(cfg.BatchTime)
+				timer.Reset(cfg.BatchTime) // the batch's first source transaction
 			}
 			if err := w.transaction(ctx, rows); err != nil {
 				return err
