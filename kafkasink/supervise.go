@@ -2,6 +2,7 @@ package kafkasink
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -151,6 +152,11 @@ func (v *Supervisor) Run(ctx context.Context) {
 		v.set(StateRunning, sink)
 		event(Event{Started: true, Nodes: len(sources)})
 		err := sink.Run(ctx)
+		if err == nil && ctx.Err() == nil {
+			// Run ends without an error only when ctx ends or its
+			// subscription closed on its own: run it again.
+			err = fmt.Errorf("stream %s: the sink stopped on its own", v.Stream.Name)
+		}
 		st := sink.Stats()
 		// The run's counts move to done with the state's change, so
 		// Status never counts them twice.
