@@ -91,11 +91,11 @@ fetch_kafka() {
 	flock 9 # one fetch at a time; a second deps.sh finds the first one's result
 	sum=$(sha256sum "$pom" | cut -d' ' -f1)
 	if [[ -f $cache/pom.sha256 && $(<"$cache/pom.sha256") == "$sum" ]] && compgen -G "$cache/lib/kafka_2.13-*.jar" >/dev/null; then
-		[[ -f $cache/kafka.jsa ]] || kafka_class_archive "$root" "$cache"
+		[[ -f $cache/kafka.jsa && -f $cache/kafka-bootstrap.checkpoint ]] || kafka_class_archive "$root" "$cache"
 		return 0
 	fi
 	echo "deps.sh: fetching the Kafka broker's jars ($pom) into $cache/lib" >&2
-	rm -rf "$cache/lib.new" "$cache/pom.sha256" "$cache/kafka.jsa"
+	rm -rf "$cache/lib.new" "$cache/pom.sha256" "$cache/kafka.jsa" "$cache/kafka-bootstrap.checkpoint"
 	if ! mvn -q -B -f "$pom" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
 		-DoutputDirectory="$cache/lib.new" -DincludeScope=runtime >"$cache/mvn.log" 2>&1; then
 		echo "deps.sh: kafka: mvn failed; its output ($cache/mvn.log) ends with:" >&2
@@ -114,7 +114,8 @@ fetch_kafka() {
 }
 
 # kafka_class_archive ROOT CACHE runs a broker once (internal/kafkatest.WriteClassArchive) so that its JVM
-# writes CACHE/kafka.jsa; it also proves the broker starts here.
+# writes CACHE/kafka.jsa, and keeps the storage tool's CACHE/kafka-bootstrap.checkpoint; it also proves the
+# broker starts here.
 kafka_class_archive() {
 	echo "deps.sh: kafka: starting a broker once to write the class archive $2/kafka.jsa" >&2
 	if ! (cd "$1" && "${GO:-go}" run ./internal/kafkatest/kafkabroker -class-archive); then

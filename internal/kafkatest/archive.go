@@ -20,6 +20,15 @@ const archiveStopTimeout = 5 * time.Minute
 // classArchiveName is the file, beside the jars' directory, that holds the JVM's class archive of a broker.
 const classArchiveName = "kafka.jsa"
 
+// bootstrapTemplateName is the file, beside the jars' directory, that keeps the bootstrap.checkpoint the
+// storage tool wrote for the broker that wrote the class archive (see Broker.format).
+const bootstrapTemplateName = "kafka-bootstrap.checkpoint"
+
+// bootstrapTemplate returns where the bootstrap.checkpoint kept for the jars in lib lives.
+func bootstrapTemplate(lib string) string {
+	return filepath.Join(filepath.Dir(lib), bootstrapTemplateName)
+}
+
 // ClassArchive returns where the class archive of the jars in lib lives (see WriteClassArchive).
 func ClassArchive(lib string) string { return filepath.Join(filepath.Dir(lib), classArchiveName) }
 
@@ -28,8 +37,9 @@ func ClassArchive(lib string) string { return filepath.Join(filepath.Dir(lib), c
 // into a dynamic CDS archive (-XX:ArchiveClassesAtExit) beside the jars. Brokers started afterwards map that
 // archive instead of loading the classes from the jars: on a small machine a broker starts with about a third
 // less CPU (2.8 against 1.8 CPU seconds to "Kafka Server started" on this project's machines). A JVM that
-// finds the archive stale (another JDK, other jars) ignores it. scripts/deps.sh kafka calls this through
-// cmd/kafkabroker -class-archive after fetching the jars.
+// finds the archive stale (another JDK, other jars) ignores it. It also keeps the bootstrap.checkpoint the
+// storage tool wrote, which later brokers copy instead of running the tool (see Broker.format). scripts/deps.sh
+// kafka calls this through kafkabroker -class-archive after fetching the jars.
 func WriteClassArchive() error {
 	lib, _, err := Lib()
 	if err != nil {
@@ -62,6 +72,17 @@ func WriteClassArchive() error {
 		return fmt.Errorf("kafkatest: the broker's JVM wrote no class archive to %s%s", tmp, b.LogTail(logTailLines))
 	}
 	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	checkpoint, err := os.ReadFile(filepath.Join(b.DataDir, "bootstrap.checkpoint"))
+	if err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	tmpl := bootstrapTemplate(lib)
+	if err := os.WriteFile(tmpl+".tmp", checkpoint, 0o644); err != nil {
+		return fmt.Errorf("kafkatest: %w", err)
+	}
+	if err := os.Rename(tmpl+".tmp", tmpl); err != nil {
 		return fmt.Errorf("kafkatest: %w", err)
 	}
 	return nil

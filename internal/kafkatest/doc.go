@@ -7,7 +7,7 @@
 // (kgo, kadm), the client the sink uses: readiness is decided by a metadata request, not a TCP connect.
 //
 // Lifecycle: Start (or New, for a TestMain or a benchmark that shares one broker) formats a new cluster's
-// storage with Kafka's own storage tool and runs kafka.Kafka from the jars that scripts/deps.sh kafka fetched
+// storage as Kafka's own storage tool does and runs kafka.Kafka from the jars that scripts/deps.sh kafka fetched
 // once from Maven Central into $XDG_CACHE_HOME/shardgate/kafka/lib (~/.cache/shardgate/kafka/lib; the version is
 // the one in scripts/kafka/pom.xml), in KRaft mode as broker and controller at once, with its configuration,
 // data directory and log under one directory, on two free 127.0.0.1 ports below the kernel's ephemeral range
@@ -19,9 +19,10 @@
 // test, for the benchmarks (scripts/kafka/broker.sh).
 //
 // Start time: the JVM stops at the first JIT tier and uses the serial collector (Options.Throughput, for
-// benchmarks, does neither), and maps the class archive that scripts/deps.sh kafka wrote (WriteClassArchive).
-// On this project's 2 cores a broker answers 3 to 5 s after it was run when the machine is quiet, and the
-// storage tool takes under 1 s before that. Restart after Kill takes about 9 s longer than after Stop: the
+// benchmarks, does neither), maps the class archive that scripts/deps.sh kafka wrote (WriteClassArchive), and
+// the storage is formatted from the storage tool's kept output without a JVM of its own. A broker then takes
+// about 2 CPU seconds to start (3.5 without the archive, 5.3 with Kafka's default JVM flags); on this project's
+// 2 cores it answers about 3 s after it was run when the machine is quiet, 5 to 10 s under a load of 20. Restart after Kill takes about 9 s longer than after Stop: the
 // controller lets the killed broker's session (broker.session.timeout.ms) expire before the new incarnation
 // may register.
 //
