@@ -73,12 +73,6 @@ func (s *stmtHandler) prepare(p []byte) error {
 	s.lastID = 0
 	sql := string(p[1:])
 	stmt := router.Classify(sql, h.c.st.Mode())
-	if stmt.ReadsTrackers {
-		// The session's trackers, as they are when it prepares (track.go).
-		if bound, _ := h.track.bind(sql, nil); bound != sql {
-			sql, p = bound, append([]byte{mysql.ComStmtPrepare}, bound...)
-		}
-	}
 	if err := h.allowed(sql, &stmt); err != nil {
 		return err
 	}

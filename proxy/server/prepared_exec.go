@@ -265,6 +265,9 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 		}
 		err = sendLongData(bc, st, ps, order)
 	}
+	if err == nil && ps.Class.ReadsTrackers {
+		err = h.track.lend(bc) // track.go
+	}
 	if err != nil {
 		if !cursor {
 			c.st.Release(bc, false, backend.Outcome{})
@@ -282,6 +285,9 @@ func (s *stmtHandler) executeOn(ps *session.Stmt, e *mysql.StmtExecute, node, q 
 	relay := h.fence.wrapExec(s.relayExec, s.execTables != nil) // stale.go
 	if watch {
 		relay = readOnlyGuard(relay, from != "")
+	}
+	if ps.Class.ReadsTrackers {
+		relay = h.track.restoring(relay)
 	}
 	res, err := h.x.RunOn(bc, s.pbuf, cursor, relay)
 	if err == nil && cursor {

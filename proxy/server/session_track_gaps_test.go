@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/shardgate/shardgate/config"
@@ -107,4 +108,46 @@ func TestSessionTrackWritesAcrossShards(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSessionTrackPreparedRead (issue 32): a prepared statement (binary
+// protocol) that reads the client's trackers gives their values when it
+// executes, not when it was prepared, after a SET of them (text or
+// prepared), with MariaDB's types (BIGINT for the booleans, where the
+// values the proxy bound into the text were INT).
+func TestSessionTrackPreparedRead(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "trk_p")
+	d, pr := rawPair(t, s, p, "trk_p", rawCaps|mysql.ClientSessionTrack)
+	const read = "SELECT @@session_track_system_variables, @@session_track_schema, @@session_track_state_change"
+	dID, _ := d.prepare(read)
+	pID, _ := pr.prepare(read)
+	exec := func(r *rawConn, id uint32) [][]byte {
+		b := binary.LittleEndian.AppendUint32([]byte{mysql.ComStmtExecute}, id)
+		b = append(b, 0, 1, 0, 0, 0)
+		r.command(b)
+		return r.response(false)
+	}
+	execBoth := func(what string) {
+		t.Helper()
+		want := exec(d, dID)
+		c := trackValues(what)
+		sameTracked(t, c, exec(pr, pID), want)
+	}
+	execBoth("prepared read, as prepared")
+	trackCompare(t, d, pr, []trackCommand{
+		trackQuery("SET session_track_system_variables = 'time_zone', session_track_schema = OFF"),
+	})
+	execBoth("prepared read after a SET of the trackers")
+	// A prepared SET of them (the proxy's, like the text one).
+	sID, _ := d.prepare("SET session_track_state_change = ON")
+	exec(d, sID)
+	sID, _ = pr.prepare("SET session_track_state_change = ON")
+	exec(pr, sID)
+	execBoth("prepared read after a prepared SET")
+	trackCompare(t, d, pr, []trackCommand{
+		trackQuery("SET session_track_system_variables = DEFAULT, session_track_schema = DEFAULT, session_track_state_change = DEFAULT"),
+	})
+	execBoth("prepared read after DEFAULT")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
+	"github.com/shardgate/shardgate/proxy/engine"
 	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/router"
 )
@@ -170,13 +171,7 @@ func (tr *clientTrackers) set(sql string, mixed bool) error {
 	// The connection gets the client's trackers first: the statement
 	// changes some of them, and what it reports is what the client's
 	// report.
-	t := st.ClientTrackers()
-	if t.TransactionInfo == "" {
-		t.TransactionInfo = "OFF"
-	}
-	_, err = bc.Exec("SET SESSION session_track_system_variables = " + mysql.QuoteString(t.SystemVariables, "") +
-		", session_track_schema = " + onOff(t.Schema) + ", session_track_state_change = " + onOff(t.StateChange) +
-		", session_track_transaction_info = " + t.TransactionInfo)
+	_, err = bc.Exec(trackersSQL(st.ClientTrackers()))
 	var res, back *backend.Result
 	if err == nil {
 		res, err = bc.Exec(sql)
@@ -210,6 +205,45 @@ func (tr *clientTrackers) set(sql string, mixed bool) error {
 	st.SetTrackers(t)
 	st.NoteServerState(res.State, true) // the server had the client's trackers
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// trackersSQL gives a connection trackers t.
+func trackersSQL(t session.Trackers) string {
+	if t.TransactionInfo == "" {
+		t.TransactionInfo = "OFF"
+	}
+	return "SET SESSION session_track_system_variables = " + mysql.QuoteString(t.SystemVariables, "") +
+		", session_track_schema = " + onOff(t.Schema) + ", session_track_state_change = " + onOff(t.StateChange) +
+		", session_track_transaction_info = " + t.TransactionInfo
+}
+
+// lend gives bc, a connection the session acquired for a prepared
+// statement's execution, the client's trackers: the statement reads
+// them (router.Stmt.ReadsTrackers), and was prepared as the client wrote
+// it, so its reads and their types are the server's at each execution;
+// relay, which relays the execution, puts the proxy's trackers back
+// before the connection goes back (restoring).
+func (tr *clientTrackers) lend(bc *backend.Conn) error {
+	st := tr.h.c.st
+	if !st.TrackersKnown() {
+		if err := tr.load(); err != nil {
+			return err
+		}
+	}
+	_, err := bc.Exec(trackersSQL(st.ClientTrackers()))
+	return err
+}
+
+// restoring wraps relay, the execution's relay on a connection lend gave
+// the client's trackers, so that the connection gets the proxy's back.
+func (tr *clientTrackers) restoring(relay engine.Relay) engine.Relay {
+	return func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+		r, err := relay(x, bc)
+		if rerr := bc.Retrack(); rerr != nil && err == nil {
+			err = rerr // the caller marks it broken: its trackers are not the proxy's
+		}
+		return r, err
+	}
 }
 
 // noteNames notes, for the client's trackers, the character sets a SET
