@@ -489,9 +489,13 @@ func TestMultiStatementAcrossNodes(t *testing.T) {
 
 	// State that cannot be repeated on node2: a temporary table on node1.
 	mustExec(t, c, "CREATE TEMPORARY TABLE tmp (x INT)", "INSERT INTO tmp VALUES (42)")
-	_, err := c.ExecContext(t.Context(), "UPDATE acct SET balance = 3 WHERE id = 1; UPDATE acct SET balance = 4 WHERE id = 2")
+	// A batch whose statements read none of it runs on node2 too, as its
+	// statements one by one do; one with a statement that reads it there
+	// (the connection's id) is refused before any of it runs.
+	mustExec(t, c, "UPDATE acct SET balance = 3 WHERE id = 1; UPDATE acct SET balance = 4 WHERE id = 2")
+	_, err := c.ExecContext(t.Context(), "UPDATE acct SET balance = 1 WHERE id = 1; SELECT COUNT(*), CONNECTION_ID() FROM acct")
 	wantSQLError(t, err, 1235, "42000")
-	if got := balances(t, db); got != "1,1|2,2|5,100|6,100" {
+	if got := balances(t, db); got != "1,3|2,4|5,100|6,100" {
 		t.Errorf("a refused batch was partly applied: %s", got)
 	}
 	// A single statement that reads none of that state runs on both
