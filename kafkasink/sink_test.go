@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -45,26 +46,55 @@ func txn(n string, gtid string, after string, ids ...int) []changestream.Change 
 	return append(out, changestream.Change{Node: n, Op: "mark", Pos: after})
 }
 
-// consume reads every committed record of topics (read_committed) that is
-// there now, in partition order.
+// consume reads every committed record of topics (read_committed), up to
+// each partition's last stable offset as it is now, in partition order.
+// Control records (transaction markers) are read too, so that the end is
+// reached exactly, and left out of the result.
 func consume(t *testing.T, brokers []string, topics ...string) []*kgo.Record {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]map[int32]int64{} // topic -> partition -> offset to reach
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			if left[o.Topic] == nil {
+				left[o.Topic] = map[int32]int64{}
+			}
+			left[o.Topic][o.Partition] = o.Offset - 1
+		}
+	})
 	var out []*kgo.Record
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r); n++ })
+	for n := 0; ; {
+		for _, ps := range left {
+			n += len(ps)
+		}
 		if n == 0 {
 			return out
 		}
+		n = 0
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consuming %v: still to read %v", topics, left)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("consuming %s[%d]: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+			if end, ok := left[r.Topic][r.Partition]; ok && r.Offset >= end {
+				delete(left[r.Topic], r.Partition)
+			}
+		})
 	}
 }
 
