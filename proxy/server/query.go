@@ -195,6 +195,9 @@ func (h *handler) forward(plan *router.Plan, stmt *router.Stmt, p []byte) (backe
 		relay = h.logicalRelay(plan.Tables)
 	}
 	relay = h.fence.wrap(relay) // stale.go
+	if stmt.Keyword == "CALL" {
+		relay = h.track.afterRoutine(relay) // track.go
+	}
 	var from string
 	base := relay
 	if st.Read != session.ReadReplica && !stmt.Multi && h.watchesReadOnly(t.Node) {

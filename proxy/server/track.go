@@ -246,6 +246,43 @@ func (tr *clientTrackers) restoring(relay engine.Relay) engine.Relay {
 	}
 }
 
+// backendTrackers are the trackers the proxy keeps on every backend
+// connection (backend.Conn's).
+var backendTrackers = session.Trackers{SystemVariables: "*", Schema: true, StateChange: true, TransactionInfo: "CHARACTERISTICS"}
+
+// afterRoutine wraps relay, the relay of a CALL: a stored procedure that
+// sets the session's trackers (SET session_track_... in its body) sets
+// the client's, as on MariaDB, but it set them on the connection, where
+// they are the proxy's. After the CALL's answer the connection's trackers
+// are read back (one round trip per CALL); when the procedure changed
+// them they become the session's, and the connection gets the proxy's
+// back. (The CALL's own OK was filtered through the client's trackers as
+// they were before it.)
+func (tr *clientTrackers) afterRoutine(relay engine.Relay) engine.Relay {
+	return func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
+		r, err := relay(x, bc)
+		if err != nil || !bc.Tracking() {
+			return r, err
+		}
+		back, rerr := bc.Exec(fmt.Sprintf(session.TrackersSQL, "SESSION"))
+		var t session.Trackers
+		ok := rerr == nil && len(back.Rows) == 1
+		if ok {
+			t, ok = session.ParseTrackers(back.Rows[0])
+		}
+		switch {
+		case !ok:
+			bc.MarkBroken() // its trackers are unknown
+		case t != backendTrackers:
+			tr.h.c.st.SetTrackers(t)
+			if bc.Retrack() != nil {
+				bc.MarkBroken()
+			}
+		}
+		return r, nil
+	}
+}
+
 // noteNames notes, for the client's trackers, the character sets a SET
 // NAMES the proxy answered set (MariaDB reports these three, not
 // collation_connection).

@@ -1,0 +1,53 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/shardgate/shardgate/mysql"
+)
+
+// TestSessionTrackRoutine (issue 32): a stored procedure that sets the
+// session's trackers sets the client's, as on MariaDB: what later
+// statements report and what reads of the trackers give are MariaDB's
+// (they were the trackers from before the CALL, and the procedure had
+// left the backend connection with the client's trackers instead of the
+// proxy's). The CALL's own OK is not compared: it is filtered through
+// the trackers as they were before it (see afterRoutine).
+func TestSessionTrackRoutine(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "trk_s")
+	direct := openDB(t, directDSN(s, "trk_s", ""))
+	mustExec(t, direct, "CREATE PROCEDURE set_trackers() SET session_track_system_variables = 'time_zone', session_track_state_change = ON",
+		"CREATE PROCEDURE tz() SET time_zone = '+03:00'",
+		"CREATE PROCEDURE reset_trackers() BEGIN SET session_track_system_variables = DEFAULT; SET session_track_state_change = DEFAULT; END")
+	for _, variant := range rawEOFVariants {
+		t.Run(variant.name, func(t *testing.T) {
+			d, pr := rawPair(t, s, p, "trk_s", variant.caps|mysql.ClientSessionTrack)
+			call := func(q string) {
+				t.Helper()
+				for _, r := range []*rawConn{d, pr} {
+					r.command(append([]byte{mysql.ComQuery}, q...))
+					if out := r.response(false); len(out) != 1 || out[0][0] != mysql.OKHeader {
+						t.Fatalf("%s: %q", q, out)
+					}
+				}
+			}
+			call("CALL set_trackers()")
+			trackCompare(t, d, pr, []trackCommand{
+				trackValues("SELECT @@session_track_system_variables, @@session_track_state_change"),
+				trackQuery("SET time_zone = '+04:00'"),
+				trackQuery("CALL tz()"),
+				trackQuery("SET @x = 3"),
+				trackQuery("SET character_set_results = latin1"),
+			})
+			call("CALL reset_trackers()")
+			trackCompare(t, d, pr, []trackCommand{
+				trackValues("SELECT @@session_track_system_variables, @@session_track_state_change"),
+				trackQuery("SET time_zone = DEFAULT"),
+				trackQuery("SET @x = 4"),
+				trackQuery("SET character_set_results = DEFAULT"),
+			})
+		})
+	}
+}
