@@ -739,6 +739,24 @@ func (c *Conn) Exec(query string) (*Result, error) {
 	}
 }
 
+// Run runs a client's own statement that the proxy reads whole (a SET,
+// a KILL's expression) like Exec, without the deadline of the proxy's own
+// commands: a client's statement may run as long as the server lets it
+// (KILL and the client's leaving stop it through Abort), as it would on
+// the server directly.
+func (c *Conn) Run(query string) (*Result, error) {
+	if err := c.command(mysql.ComQuery, query); err != nil {
+		c.broken = true
+		return nil, err
+	}
+	for {
+		res, more, err := c.ReadResult()
+		if err != nil || !more {
+			return res, err
+		}
+	}
+}
+
 // ReadResult reads one complete text result (OK, or a result set with its
 // rows decoded and copied) after a query was sent; more reports
 // SERVER_MORE_RESULTS_EXISTS. A backend ERR is returned as *mysql.SQLError

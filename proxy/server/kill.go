@@ -53,7 +53,7 @@ func (l *localStmts) evalKillID(expr, sql string) (uint64, error) {
 	}
 	q := "SET STATEMENT default_master_connection = CAST(IFNULL(CAST((" + expr +
 		"\n) AS SIGNED), 0) AS CHAR) FOR SELECT @@default_master_connection"
-	res, err := bc.Exec(q)
+	res, err := bc.Run(q)
 	if err != nil {
 		var se *mysql.SQLError
 		if errors.As(err, &se) && se.Code == mysql.ErSyntax {

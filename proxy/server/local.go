@@ -134,7 +134,7 @@ func (l *localStmts) setTracked(sql string, vars []router.SetVar) error {
 		return err
 	}
 	c.running.Store(bc)
-	res, err := bc.Exec(sql)
+	res, err := bc.Run(sql)
 	keep := false // the statement set something the session cannot carry
 	if err == nil {
 		// What the server says the statement set is read back too, so a
