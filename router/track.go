@@ -36,6 +36,55 @@ func SetsTrackers(sql string, mode Mode) (only, any bool) {
 	return only && any, any
 }
 
+// StatementSetsTrackers recognises SET STATEMENT assignments FOR
+// statement (MariaDB's per-statement variables) whose assignments set
+// one of the session's trackers: for that statement, the client's
+// trackers are what it says, which the proxy's connections do not have.
+func StatementSetsTrackers(sql string, mode Mode) bool {
+	toks, ok := lexTokens(sql, mode)
+	if !ok || len(toks) < 4 {
+		return false
+	}
+	word := func(k int) string { return sql[toks[k].start:toks[k].end] }
+	if toks[0].kind != 'w' || !equalFoldASCII(word(0), "SET") || toks[1].kind != 'w' || !equalFoldASCII(word(1), "STATEMENT") {
+		return false
+	}
+	depth := 0
+	for k := 2; k < len(toks); k++ {
+		w := word(k)
+		switch {
+		case w == "(":
+			depth++
+		case w == ")":
+			depth--
+		case depth != 0:
+		case toks[k].kind == 'w' && equalFoldASCII(w, "FOR"):
+			return false
+		case k == 2 || word(k-1) == ",":
+			// An assignment's variable: name, @@name or @@session.name.
+			name := w
+			if toks[k].kind == 'v' {
+				if len(name) < 3 || name[:2] != "@@" {
+					continue
+				}
+				name = name[2:]
+				if i := strings.IndexByte(name, '.'); i >= 0 {
+					if scope := strings.ToLower(name[:i]); scope != "session" && scope != "local" {
+						continue
+					}
+					name = name[i+1:]
+				}
+			} else if toks[k].kind != 'w' {
+				continue
+			}
+			if IsTracker(strings.ToLower(name)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // IsTracker reports whether name (lower case) is one of the session
 // state trackers' variables.
 func IsTracker(name string) bool {

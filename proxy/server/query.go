@@ -30,7 +30,9 @@ func (h *handler) query(p []byte) error {
 		p = h.queryPacket(sql)
 	}
 	stmt := router.Classify(sql, st.Mode())
-	if stmt.ReadsTrackers {
+	// SET STATEMENT session_track_... FOR: the server's trackers answer (track.go).
+	h.track.forStatement = stmt.Keyword == "SET" && stmt.Sticky && router.StatementSetsTrackers(sql, st.Mode())
+	if stmt.ReadsTrackers && !h.track.forStatement {
 		sql, p = h.track.bind(sql, p) // track.go
 	}
 	if stmt.ReadsCounts {
@@ -205,6 +207,11 @@ func (h *handler) forward(plan *router.Plan, stmt *router.Stmt, p []byte) (backe
 		relay = readOnlyGuard(base, from != "")
 	}
 	guarded := from != ""
+	if h.track.forStatement {
+		h.track.forStatement = false
+		res, err := h.track.runLent(t.Node, pkt, stmt, relay) // track.go
+		return res, h.settle(err)
+	}
 	res, err := h.x.Forward(t.Node, pkt, stmt.Sticky, stmt.UsesLastInsertID, relay)
 	if guarded && errors.Is(err, errReadOnlyMaster) {
 		// A switchover is under way: once the node's master moves, the

@@ -51,3 +51,35 @@ func TestSessionTrackRoutine(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionTrackSetStatement (issue 32): SET STATEMENT ... FOR that
+// sets the client's trackers for one statement: what the statement
+// reports, and what it reads of them, are MariaDB's (the proxy filtered
+// the report through the client's trackers as they are outside the
+// statement, and bound the reads to those), and the statements after it
+// have the client's trackers again.
+func TestSessionTrackSetStatement(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "trk_st")
+	for _, variant := range rawEOFVariants {
+		t.Run(variant.name, func(t *testing.T) {
+			d, pr := rawPair(t, s, p, "trk_st", variant.caps|mysql.ClientSessionTrack)
+			trackCompare(t, d, pr, []trackCommand{
+				trackQuery("SET STATEMENT session_track_system_variables = 'time_zone' FOR SET time_zone = '+01:00'"),
+				trackQuery("SET time_zone = '+02:00'"),
+				trackQuery("SET STATEMENT session_track_system_variables = 'sql_mode' FOR SET sql_mode = 'ANSI', time_zone = '+05:00'"),
+				trackQuery("SET sql_mode = DEFAULT"),
+				trackQuery("SET STATEMENT session_track_state_change = ON FOR SET @x = 1"),
+				trackQuery("SET @x = 2"),
+				trackValues("SET STATEMENT session_track_schema = OFF FOR SELECT @@session_track_schema, @@session_track_system_variables"),
+				trackQuery("SET STATEMENT max_statement_time = 10, @@session.session_track_schema = OFF FOR USE trk_st"),
+				trackQuery("USE trk_st"),
+				trackQuery("SET STATEMENT session_track_transaction_info = 'STATE' FOR BEGIN"),
+				trackQuery("COMMIT"),
+				trackValues("SELECT @@session_track_schema, @@session_track_state_change, @@session_track_transaction_info"),
+				trackQuery("SET time_zone = DEFAULT"),
+			})
+		})
+	}
+}

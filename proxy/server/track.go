@@ -71,6 +71,9 @@ func (d *trackDefaults) forget() { d.cached.Store(nil) }
 // it as track.
 type clientTrackers struct {
 	h *handler
+	// forStatement: the statement under way sets the client's trackers
+	// for itself (runLent); query sets it, forward reads it.
+	forStatement bool
 }
 
 // load gives the session the server's default trackers, a new
@@ -244,6 +247,32 @@ func (tr *clientTrackers) restoring(relay engine.Relay) engine.Relay {
 		}
 		return r, err
 	}
+}
+
+// runLent runs a statement that sets the client's trackers for itself
+// alone (SET STATEMENT session_track_... = ... FOR ...,
+// router.StatementSetsTrackers) on node, on a connection given the
+// client's trackers first: the server then applies the statement's own,
+// and what it reports, and what the statement reads of them, are the
+// client's as they are (session.ReportAsIs). The connection gets the
+// proxy's trackers back before it goes back (restoring).
+func (tr *clientTrackers) runLent(node string, pkt []byte, stmt *router.Stmt, relay engine.Relay) (backend.Outcome, error) {
+	h, st := tr.h, tr.h.c.st
+	bc, err := st.Acquire(node, stmt.UsesLastInsertID)
+	if err != nil {
+		return backend.Outcome{}, err
+	}
+	if err := tr.lend(bc); err != nil {
+		st.Release(bc, false, backend.Outcome{})
+		var se *mysql.SQLError
+		if errors.As(err, &se) && !bc.Broken() {
+			return backend.Outcome{}, err
+		}
+		return backend.Outcome{}, h.backendLost(bc)
+	}
+	st.ReportAsIs(true)
+	defer st.ReportAsIs(false)
+	return h.x.RunOn(bc, pkt, stmt.Sticky, tr.restoring(relay))
 }
 
 // backendTrackers are the trackers the proxy keeps on every backend

@@ -76,6 +76,10 @@ type trackState struct {
 	// told them (session_track_transaction_info CHARACTERISTICS: the
 	// statements that reproduce them, "" for none).
 	chars string
+	// asIs: the statement runs on a connection with the client's own
+	// trackers, overridden for it alone (SET STATEMENT ... FOR): what the
+	// server reports is the client's, unfiltered (ReportAsIs).
+	asIs bool
 	// out is ClientState's result, reused from one OK to the next.
 	out []byte
 }
@@ -113,7 +117,7 @@ func (ts *trackState) SetTrackers(t Trackers) {
 func (ts *trackState) forgetTrackers() {
 	ts.known, ts.trackers, ts.varNames, ts.allVars = false, Trackers{}, nil, false
 	ts.pendingVars, ts.pendingSchema, ts.pendingState, ts.pendingTxn = nil, nil, false, nil
-	ts.txnNow, ts.txnShown, ts.txnForce, ts.chars = [8]byte{}, [8]byte{}, false, ""
+	ts.txnNow, ts.txnShown, ts.txnForce, ts.chars, ts.asIs = [8]byte{}, [8]byte{}, false, "", false
 }
 
 // tracksVar reports whether the client tracks system variable name.
@@ -126,6 +130,11 @@ func (ts *trackState) tracksVar(name string) bool {
 func (ts *trackState) TracksVar(names ...string) bool {
 	return slices.ContainsFunc(names, ts.tracksVar)
 }
+
+// ReportAsIs says whether what the servers report for the statement
+// under way is the client's as it is (on: it runs with the client's
+// trackers, as the statement itself sets them), until it is turned off.
+func (ts *trackState) ReportAsIs(on bool) { ts.asIs = on }
 
 // NoteVar notes, for the client's next OK, that the proxy set a system
 // variable for the session (SET NAMES answered by the proxy).
@@ -236,7 +245,7 @@ func (ts *trackState) appendTxn(out []byte) []byte {
 		return out
 	}
 	ts.txnShown, ts.txnForce = ts.txnNow, false
-	if !ts.tracksTxn(mysql.TrackTransactionState) {
+	if !ts.asIs && !ts.tracksTxn(mysql.TrackTransactionState) {
 		return out
 	}
 	out = append(out, mysql.TrackTransactionState, byte(1+len(ts.txnNow)), byte(len(ts.txnNow)))
@@ -339,17 +348,18 @@ func (ts *trackState) ClientState(backend []byte) []byte {
 		b = rest
 		switch typ {
 		case mysql.TrackSystemVariables:
-			if name, ok := varName(data); ok && ts.tracksVarBytes(name) {
+			if name, ok := varName(data); ok && (ts.asIs || ts.tracksVarBytes(name)) {
 				out = mysql.AppendStateChange(out, typ, data)
 			}
 		case mysql.TrackSchema:
-			if ts.trackers.Schema {
+			if ts.asIs || ts.trackers.Schema {
 				schema, fromBackend = data, true
 			}
 		case mysql.TrackStateChange:
-			state = state || ts.trackers.StateChange
+			state = state || ts.asIs || ts.trackers.StateChange
 		case mysql.TrackTransactionState:
 			ts.mergeTxn(data)
+			ts.txnForce = ts.txnForce || ts.asIs
 		}
 	}
 	if fromBackend {
@@ -367,7 +377,7 @@ func (ts *trackState) ClientState(backend []byte) []byte {
 		b = rest
 		if typ == mysql.TrackTransactionCharacteristics {
 			ts.noteChars(data)
-			if ts.tracksTxn(typ) {
+			if ts.asIs || ts.tracksTxn(typ) {
 				out = mysql.AppendStateChange(out, typ, data)
 			}
 		}
