@@ -29,6 +29,9 @@
 #                    (bench/fleet.sh; about 8 minutes)
 #   make bench-cutover  a fleet-wide cutover (2 to 8 subtables over 3 nodes) with 1 proxy, 3 proxies, 3 with one frozen:
 #                    pause and point-select p50/p99/max across it (bench/cutover.sh; own servers and etcd; about 3 minutes)
+#   make bench-kafka the Kafka sink (issue 38): canal's table (mixed DML, batch inserts; topics x partitions; Debezium
+#                    and json), the stage funnel and the franz-go anchor, partitions x consumer-group scaling, lag under
+#                    sysbench through the proxy (bench/kafka.sh; own servers and broker, stopped at the end; ~8 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -37,7 +40,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet bench-cutover
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet bench-cutover bench-kafka
 
 all: build
 
@@ -128,6 +131,9 @@ bench-stream:
 
 bench-move:
 	bench/move.sh
+
+bench-kafka:
+	bench/kafka.sh
 
 bench-xa:
 	bench/xa.sh
