@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/router"
 )
 
 // Change is one row changed by a committed transaction.
@@ -298,7 +299,6 @@ type reader struct {
 	charsets map[uint64]string
 	decoders map[string]*decoder
 	conn     *client.Conn
-	parser   ddlParser
 }
 
 // skipReplication is LOG_EVENT_SKIP_REPLICATION_F, the event header flag
@@ -494,19 +494,19 @@ func (r *reader) ddlChanges(e *replication.QueryEvent, base Change, seq *int, pe
 		*seq++
 		pending = append(pending, ch)
 	}
-	tables, dropDB, err := r.parser.tables(e)
+	tables, dropDB, err := router.ChangedTables(string(e.Query), string(e.Schema), router.ModeOfBits(sqlMode(e.StatusVars)))
 	if err != nil {
 		add("", "")
 		return pending
 	}
 	seen := map[string]bool{}
 	for _, t := range tables {
-		logical := r.names(t.db, t.name)
+		logical := r.names(t.DB, t.Name)
 		if seen[logical] || len(r.want) > 0 && !r.want[logical] {
 			continue
 		}
 		seen[logical] = true
-		add(logical, t.db+"."+t.name)
+		add(logical, t.DB+"."+t.Name)
 	}
 	if dropDB != "" {
 		// Only the wanted tables can be named: the binary log does not
