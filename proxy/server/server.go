@@ -199,15 +199,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.tables = newTables(s)
 	s.engine.SetMembers(s.tables.members)
 	s.liveConfig.rulesAdded = s.tables.addRules
-	s.deadlock = startDetector(cfg, s.log) // deadlock.go
-	if cfg.UsesXA() {
-		s.startXA(cfg)
-	}
-	s.flows = startWorkflows(s)
-	s.staleState.live, s.staleState.moves, s.staleState.log = &s.liveConfig, s.flows, s.log
-	s.streams = newStreamRunner(s)
-	s.liveConfig.reloaded = s.streams.changed
-	s.console = newConsole(s, o.ConfigPath)
+	s.startBackground(cfg, o)
 	// Read in the background: a statement that needs a definition not
 	// read yet reads it itself (NeedSchemaError).
 	s.tables.start()
@@ -400,20 +392,7 @@ wait:
 	stopped := make(chan struct{})
 	go func() {
 		<-sessions
-		if s.flows != nil {
-			s.flows.m.Close()
-		}
-		s.streams.close()   // nil-safe
-		s.publisher.close() // nil-safe
-		if s.xa != nil {
-			s.xa.Close()
-		}
-		s.deadlock.Close() // nil-safe
-		s.metrics.Close()
-		s.tables.close()
-		for _, n := range s.allNodes() {
-			n.Close()
-		}
+		s.stopBackground()
 		close(stopped)
 	}()
 	select {
@@ -441,6 +420,40 @@ wait:
 			zap.Int("sessions", s.count()), zap.Duration("waited", abortWait))
 	}
 	return ctx.Err()
+}
+
+// startBackground starts the work the proxy does on its own account: the
+// deadlock detector, XA recovery, workflows, Kafka sinks and the console.
+func (s *Server) startBackground(cfg *config.Config, o Options) {
+	s.deadlock = startDetector(cfg, s.log) // deadlock.go
+	if cfg.UsesXA() {
+		s.startXA(cfg)
+	}
+	s.flows = startWorkflows(s)
+	s.staleState.live, s.staleState.moves, s.staleState.log = &s.liveConfig, s.flows, s.log
+	s.streams = newStreamRunner(s)
+	s.liveConfig.reloaded = s.streams.changed
+	s.console = newConsole(s, o.ConfigPath)
+}
+
+// stopBackground stops the background work and the nodes, once the
+// sessions have ended: a session's last statement may still need the
+// sidecar or an XA decision.
+func (s *Server) stopBackground() {
+	if s.flows != nil {
+		s.flows.m.Close()
+	}
+	s.streams.close()   // nil-safe
+	s.publisher.close() // nil-safe
+	if s.xa != nil {
+		s.xa.Close()
+	}
+	s.deadlock.Close() // nil-safe
+	s.metrics.Close()
+	s.tables.close()
+	for _, n := range s.allNodes() {
+		n.Close()
+	}
 }
 
 // renewPools replaces every node's pooled connections (after SET GLOBAL).
