@@ -61,6 +61,20 @@ type Stream struct {
 	BatchTransactions int           `yaml:"batch_transactions"`
 	BatchBytes        int           `yaml:"batch_bytes"`
 	BatchTime         time.Duration `yaml:"batch_time"`
+	// DecimalHandling is how DECIMAL values are written in the debezium
+	// format, as Debezium's decimal.handling.mode: precise (the default:
+	// Kafka Connect's Decimal, base64 of the unscaled two's-complement
+	// bytes), string, or double.
+	DecimalHandling string `yaml:"decimal_handling"`
+	// TimePrecision is how DATE, TIME and DATETIME values are written in
+	// the debezium format, as Debezium's time.precision.mode:
+	// adaptive_time_microseconds (the default) or connect.
+	TimePrecision string `yaml:"time_precision"`
+	// BigintUnsignedHandling is how BIGINT UNSIGNED values are written in
+	// the debezium format, as Debezium's bigint.unsigned.handling.mode:
+	// long (the default: a value above 2^63-1 wraps to a negative number)
+	// or precise (Kafka Connect's Decimal with scale 0).
+	BigintUnsignedHandling string `yaml:"bigint_unsigned_handling"`
 }
 
 // Stream formats and snapshot modes.
@@ -71,9 +85,24 @@ const (
 	SnapshotNever   = "never"
 )
 
+// Value modes of the debezium format, named as Debezium's MySQL connector
+// names them.
+const (
+	DecimalPrecise        = "precise"
+	DecimalString         = "string"
+	DecimalDouble         = "double"
+	TimeAdaptiveMicros    = "adaptive_time_microseconds"
+	TimeConnect           = "connect"
+	BigintUnsignedLong    = "long"
+	BigintUnsignedPrecise = "precise"
+)
+
 var (
 	streamFormats   = []string{FormatDebezium, FormatJSON}
 	snapshotModes   = []string{SnapshotInitial, SnapshotNever}
+	decimalModes    = []string{DecimalPrecise, DecimalString, DecimalDouble}
+	timeModes       = []string{TimeAdaptiveMicros, TimeConnect}
+	bigintModes     = []string{BigintUnsignedLong, BigintUnsignedPrecise}
 	streamNameRE    = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	topicRE         = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	topicFieldRE    = regexp.MustCompile(`\{[^}]*\}`)
@@ -117,6 +146,15 @@ func (c *Config) streamDefaults() {
 		}
 		if s.BatchTime == 0 {
 			s.BatchTime = 100 * time.Millisecond
+		}
+		if s.DecimalHandling == "" {
+			s.DecimalHandling = DecimalPrecise
+		}
+		if s.TimePrecision == "" {
+			s.TimePrecision = TimeAdaptiveMicros
+		}
+		if s.BigintUnsignedHandling == "" {
+			s.BigintUnsignedHandling = BigintUnsignedLong
 		}
 	}
 }
@@ -178,6 +216,15 @@ func (c *Config) validateStreams(v *validator) {
 		}
 		if !slices.Contains(snapshotModes, s.Snapshot) {
 			v.add(joinKey(p, "snapshot"), "unknown snapshot mode %q%s; use %s", s.Snapshot, didYouMean(s.Snapshot, snapshotModes), strings.Join(snapshotModes, " or "))
+		}
+		for _, m := range []struct {
+			key, val string
+			modes    []string
+		}{{"decimal_handling", s.DecimalHandling, decimalModes}, {"time_precision", s.TimePrecision, timeModes},
+			{"bigint_unsigned_handling", s.BigintUnsignedHandling, bigintModes}} {
+			if !slices.Contains(m.modes, m.val) {
+				v.add(joinKey(p, m.key), "unknown mode %q%s; use %s", m.val, didYouMean(m.val, m.modes), strings.Join(m.modes, ", "))
+			}
 		}
 		for _, t := range []struct{ key, val string }{{"schema_history_topic", s.SchemaHistoryTopic}, {"positions_topic", s.PositionsTopic}} {
 			if t.val != "" && (!topicRE.MatchString(t.val) || len(t.val) > 249) {

@@ -19,7 +19,8 @@ func TestStreams(t *testing.T) {
 		BatchTransactions: 1000, BatchBytes: 4 << 20, BatchTime: 100 * time.Millisecond}
 	if s == nil || s.Name != want.Name || s.Topic != want.Topic || s.TopicPrefix != want.TopicPrefix || s.Partitions != 1 ||
 		s.ReplicationFactor != 1 || s.Format != want.Format || s.Snapshot != want.Snapshot || s.TransactionalID != want.TransactionalID ||
-		s.PositionsTopic != want.PositionsTopic || s.BatchTransactions != 1000 || s.BatchBytes != 4<<20 || s.BatchTime != want.BatchTime {
+		s.PositionsTopic != want.PositionsTopic || s.BatchTransactions != 1000 || s.BatchBytes != 4<<20 || s.BatchTime != want.BatchTime ||
+		s.DecimalHandling != DecimalPrecise || s.TimePrecision != TimeAdaptiveMicros || s.BigintUnsignedHandling != BigintUnsignedLong {
 		t.Fatalf("stream = %+v\nwant %+v", s, want)
 	}
 	if got := s.TopicOf("shop", "orders"); got != "orders.shop.orders" {
@@ -49,6 +50,12 @@ func TestStreams(t *testing.T) {
 		{"two of one name", "- {name: s, brokers: ['k:1']}\n- {name: s, brokers: ['k:1'], transactional_id: x, format: json, schemas: true}\n", []Problem{
 			{"streams[1].name", 16, `stream "s" is already defined at streams[0]`},
 			{"streams[1].schemas", 16, "only the debezium format has a schema wrapper"},
+		}},
+		{"value modes", "- {name: s, brokers: ['k:1'], decimal_handling: string, time_precision: connect, bigint_unsigned_handling: precise}\n" +
+			"- {name: t, brokers: ['k:1'], decimal_handling: preciss, time_precision: adaptive, bigint_unsigned_handling: string}\n", []Problem{
+			{"streams[1].decimal_handling", 16, `unknown mode "preciss" (did you mean "precise"?); use precise, string, double`},
+			{"streams[1].time_precision", 16, `unknown mode "adaptive"; use adaptive_time_microseconds, connect`},
+			{"streams[1].bigint_unsigned_handling", 16, `unknown mode "string"; use long, precise`},
 		}},
 		{"one transactional id", "- {name: a, brokers: ['k:1'], transactional_id: x}\n- {name: b, brokers: ['k:1'], transactional_id: x}\n", []Problem{
 			{"streams[1].transactional_id", 16, `"x" is already streams[0]'s: two sinks with one id fence each other`},
