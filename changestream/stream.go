@@ -64,6 +64,10 @@ type Change struct {
 	// set when Options.Encode asks for it: each node's reader encodes its
 	// own changes, in parallel with the others.
 	JSON []byte `json:"-"`
+	// Columns are the table's columns in its order, with their types and
+	// nullability (columns.go); not part of the JSON line. Shared by the
+	// changes of one table map: read only.
+	Columns []Column `json:"-"`
 
 	// typesJSON is Types encoded, once per table map (tableCols).
 	typesJSON json.RawMessage
@@ -459,6 +463,7 @@ func (r *reader) rows(e *replication.RowsEvent, base Change, seq *int, pending [
 		return m
 	}
 	base.Table, base.Subtable, base.Types, base.typesJSON, base.Key = logical, db+"."+table, tc.types, tc.typesJSON, tc.key
+	base.Columns = tc.columnList()
 	add := func(op string, before, after map[string]any) {
 		ch := base
 		ch.Op, ch.Before, ch.After, ch.Seq = op, before, after, *seq

@@ -103,6 +103,7 @@ type tableCols struct {
 	types     map[string]string // Change.Types, shared by the table's changes
 	typesJSON json.RawMessage   // types encoded
 	key       []string          // Change.Key: the primary key's columns; nil without one
+	list      []Column          // Change.Columns (columns.go), built on first use
 }
 
 // columns describes the columns of tm, or says why the binary log cannot
