@@ -282,15 +282,15 @@ var backendTrackers = session.Trackers{SystemVariables: "*", Schema: true, State
 // afterRoutine wraps relay, the relay of a CALL: a stored procedure that
 // sets the session's trackers (SET session_track_... in its body) sets
 // the client's, as on MariaDB, but it set them on the connection, where
-// they are the proxy's. After the CALL's answer the connection's trackers
-// are read back (one round trip per CALL); when the procedure changed
-// them they become the session's, and the connection gets the proxy's
-// back. (The CALL's own OK was filtered through the client's trackers as
-// they were before it.)
+// they are the proxy's. When the CALL's answer says it may have
+// (routineMayTrack), the connection's trackers are read back (one round
+// trip); when the procedure changed them they become the session's, and
+// the connection gets the proxy's back. (The CALL's own OK was filtered
+// through the client's trackers as they were before it.)
 func (tr *clientTrackers) afterRoutine(relay engine.Relay) engine.Relay {
 	return func(x *engine.Executor, bc *backend.Conn) (backend.Outcome, error) {
 		r, err := relay(x, bc)
-		if err != nil || !bc.Tracking() {
+		if err != nil || !bc.Tracking() || !routineMayTrack(r.State) {
 			return r, err
 		}
 		back, rerr := bc.Exec(fmt.Sprintf(session.TrackersSQL, "SESSION"))
@@ -310,6 +310,29 @@ func (tr *clientTrackers) afterRoutine(relay engine.Relay) engine.Relay {
 		}
 		return r, nil
 	}
+}
+
+// routineMayTrack reports whether a statement whose OK reported state
+// (session state information, on a connection with the proxy's
+// trackers) may have changed the trackers: MariaDB reports a change of
+// state (TrackStateChange) when a statement sets one, and when it turned
+// that tracker off, the variable it set. A procedure that only reads or
+// writes rows reports neither (a write: last_gtid), and costs no read
+// back.
+func routineMayTrack(state []byte) bool {
+	changes, err := mysql.ParseStateChanges(state)
+	if err != nil {
+		return true
+	}
+	for _, c := range changes {
+		if c.Type == mysql.TrackStateChange {
+			return true
+		}
+		if name, _, ok := c.SystemVariable(); ok && router.IsTracker(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteNames notes, for the client's trackers, the character sets a SET
