@@ -3,8 +3,6 @@ package kafkasink
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -20,25 +18,21 @@ const Version = "2.7.0.Final-shardgate"
 const OpRead = "read"
 
 // encoder turns changes into record keys and values in one stream's
-// format. It is owned by the sink's goroutine (its schema cache is not
-// safe for concurrent use).
+// format. It is owned by the sink's goroutine (its plan cache is not safe
+// for concurrent use).
 type encoder struct {
 	format  string // config.FormatDebezium or config.FormatJSON
 	schemas bool   // wrap key and value in {"schema","payload"}
 	name    string // source.name: the stream's topic prefix
+	// modes are the debezium value settings (zero: Debezium's defaults).
+	modes valueModes
 	// now is the processing time in ms (top-level ts_ms); a test fixes it.
 	now func() int64
 
-	// cache holds each table's key and value schemas, computed once per
-	// table map (Change.Types is shared by the changes of one table map).
-	cache map[string]*tableSchema
-}
-
-// tableSchema is the Connect schema of one table's key and value, for the
-// table map whose Types it was built from.
-type tableSchema struct {
-	types     uintptr // Change.Types' identity
-	key, vals json.RawMessage
+	// cache holds each subtable's plan (its columns in order, their
+	// conversions and Connect schemas), rebuilt when a change's columns
+	// differ from the last one's (debezium_values.go).
+	cache map[string]*tablePlan
 }
 
 // txOrder is a change's place in its transaction, for the envelope's
@@ -52,33 +46,43 @@ type txOrder struct {
 // primary-key columns as a JSON object ({"id":1}), null for a table
 // without a primary key.
 func (e *encoder) encode(ch *changestream.Change, ord txOrder, snapshot string) (key, value []byte, err error) {
-	key, err = e.key(ch)
-	if err != nil {
-		return nil, nil, err
-	}
 	if e.format == config.FormatJSON {
+		if key, err = e.key(ch); err != nil {
+			return nil, nil, err
+		}
 		if ch.JSON != nil {
 			return key, bytes.TrimSuffix(ch.JSON, []byte("\n")), nil
 		}
 		value, err = json.Marshal(ch)
 		return key, value, err
 	}
-	value, err = e.envelope(ch, ord, snapshot)
+	p := e.plan(ch)
+	if len(ch.Key) > 0 {
+		row := ch.After
+		if row == nil {
+			row = ch.Before
+		}
+		if key, err = p.appendKey(nil, row); err != nil {
+			return nil, nil, err
+		}
+	}
+	value, err = e.envelope(ch, p, ord, snapshot)
 	if err != nil {
 		return nil, nil, err
 	}
 	if e.schemas {
-		ts := e.schemaOf(ch)
+		e.schemaOf(ch, p)
 		if key != nil {
-			key = wrap(ts.key, key)
+			key = wrap(p.key, key)
 		}
-		value = wrap(ts.vals, value)
+		value = wrap(p.vals, value)
 	}
 	return key, value, nil
 }
 
 // rowKey is the primary key's values of ch's row (its after image, or
-// before for a delete), nil without a primary key.
+// before for a delete) as the change stream gives them, nil without a
+// primary key: the json format's key (the debezium format converts them).
 func rowKey(ch *changestream.Change) map[string]any {
 	if len(ch.Key) == 0 {
 		return nil
@@ -131,21 +135,29 @@ type transaction struct {
 }
 
 type envelope struct {
-	Before      map[string]any `json:"before"`
-	After       map[string]any `json:"after"`
-	Source      source         `json:"source"`
-	Op          string         `json:"op"`
-	TsMs        int64          `json:"ts_ms"`
-	Transaction *transaction   `json:"transaction"`
+	Before      json.RawMessage `json:"before"`
+	After       json.RawMessage `json:"after"`
+	Source      source          `json:"source"`
+	Op          string          `json:"op"`
+	TsMs        int64           `json:"ts_ms"`
+	Transaction *transaction    `json:"transaction"`
 }
 
 // ops maps Change.Op to Debezium's op.
 var ops = map[string]string{"insert": "c", "update": "u", "delete": "d", OpRead: "r"}
 
-func (e *encoder) envelope(ch *changestream.Change, ord txOrder, snapshot string) ([]byte, error) {
+func (e *encoder) envelope(ch *changestream.Change, p *tablePlan, ord txOrder, snapshot string) ([]byte, error) {
 	db, table, _ := strings.Cut(ch.Table, ".")
+	before, err := p.appendRow(nil, ch.Before)
+	if err != nil {
+		return nil, err
+	}
+	after, err := p.appendRow(nil, ch.After)
+	if err != nil {
+		return nil, err
+	}
 	env := envelope{
-		Before: ch.Before, After: ch.After, Op: ops[ch.Op], TsMs: e.now(),
+		Before: before, After: after, Op: ops[ch.Op], TsMs: e.now(),
 		Source: source{
 			Version: Version, Connector: "mysql", Name: e.name, TsMs: ch.Time * 1000, Snapshot: snapshot,
 			DB: db, Table: table, ServerID: gtidServer(ch.GTID), Row: ch.Seq, Node: ch.Node, Subtable: ch.Subtable,
@@ -179,121 +191,52 @@ func wrap(schema, payload json.RawMessage) []byte {
 	return append(b, '}')
 }
 
-// schemaOf returns the Connect schemas of ch's table as of ch's table map.
-func (e *encoder) schemaOf(ch *changestream.Change) *tableSchema {
-	id := reflect.ValueOf(ch.Types).Pointer()
-	if ts := e.cache[ch.Table]; ts != nil && ts.types == id {
-		return ts
+// schemaOf fills p's Connect schemas of ch's table key and envelope,
+// once per plan.
+func (e *encoder) schemaOf(ch *changestream.Change, p *tablePlan) {
+	if p.vals != nil {
+		return
 	}
-	if e.cache == nil {
-		e.cache = map[string]*tableSchema{}
-	}
-	ts := &tableSchema{types: id}
 	prefix := e.name + "." + ch.Table
-	cols := make([]string, 0, len(ch.Types))
-	for c := range ch.Types {
-		cols = append(cols, c)
-	}
-	sort.Strings(cols)
-	field := func(c string, optional bool) map[string]any {
-		t, name := connectType(ch.Types[c])
-		f := map[string]any{"type": t, "optional": optional, "field": c}
-		if name != "" {
-			f["name"] = name
+	var keyFields []connectField
+	for _, c := range p.keyNames {
+		f := connectField{Type: "string", Field: c}
+		if j, ok := p.byName[c]; ok {
+			f = p.columns[j].schema
 		}
-		return f
+		f.Optional = false
+		keyFields = append(keyFields, f)
 	}
-	var keyFields, valFields []map[string]any
-	for _, c := range ch.Key {
-		keyFields = append(keyFields, field(c, false))
+	valFields := make([]connectField, len(p.columns))
+	for i := range p.columns {
+		valFields[i] = p.columns[i].schema
 	}
-	inKey := map[string]bool{}
-	for _, c := range ch.Key {
-		inKey[c] = true
+	row := func(f string) connectField {
+		return connectField{Type: "struct", Fields: valFields, Optional: true, Name: prefix + ".Value", Field: f}
 	}
-	for _, c := range cols {
-		valFields = append(valFields, field(c, !inKey[c]))
+	str := func(f string, optional bool) connectField {
+		return connectField{Type: "string", Optional: optional, Field: f}
 	}
-	row := func(f string) map[string]any {
-		return map[string]any{"type": "struct", "fields": valFields, "optional": true, "name": prefix + ".Value", "field": f}
+	i64 := func(f string, optional bool) connectField {
+		return connectField{Type: "int64", Optional: optional, Field: f}
 	}
-	str := func(f string, optional bool) map[string]any {
-		return map[string]any{"type": "string", "optional": optional, "field": f}
-	}
-	i64 := func(f string, optional bool) map[string]any {
-		return map[string]any{"type": "int64", "optional": optional, "field": f}
-	}
-	i32 := func(f string) map[string]any { return map[string]any{"type": "int32", "optional": false, "field": f} }
-	src := map[string]any{"type": "struct", "optional": false, "name": "io.debezium.connector.mysql.Source", "field": "source",
-		"fields": []map[string]any{
+	src := connectField{Type: "struct", Optional: false, Name: "io.debezium.connector.mysql.Source", Field: "source",
+		Fields: []connectField{
 			str("version", false), str("connector", false), str("name", false), i64("ts_ms", false),
-			{"type": "string", "optional": true, "name": "io.debezium.data.Enum", "version": 1,
-				"parameters": map[string]string{"allowed": "true,last,false,incremental"}, "default": "false", "field": "snapshot"},
+			{Type: "string", Optional: true, Name: "io.debezium.data.Enum", Version: 1,
+				Parameters: params{{"allowed", "true,last,false,incremental"}}, Default: "false", Field: "snapshot"},
 			str("db", false), str("sequence", true), str("table", true), i64("server_id", false), str("gtid", true),
-			str("file", false), i64("pos", false), i32("row"), i64("thread", true), str("query", true),
+			str("file", false), i64("pos", false), {Type: "int32", Field: "row"}, i64("thread", true), str("query", true),
 			str("node", false), str("subtable", false),
 		}}
-	tx := map[string]any{"type": "struct", "optional": true, "name": "event.block", "version": 1, "field": "transaction",
-		"fields": []map[string]any{str("id", false), i64("total_order", false), i64("data_collection_order", false)}}
-	val := map[string]any{"type": "struct", "optional": false, "name": prefix + ".Envelope", "version": 1,
-		"fields": []map[string]any{row("before"), row("after"), src, str("op", false), i64("ts_ms", true), tx}}
-	ts.vals, _ = json.Marshal(val)
+	tx := connectField{Type: "struct", Optional: true, Name: "event.block", Version: 1, Field: "transaction",
+		Fields: []connectField{str("id", false), i64("total_order", false), i64("data_collection_order", false)}}
+	val := connectField{Type: "struct", Optional: false, Name: prefix + ".Envelope", Version: 1,
+		Fields: []connectField{row("before"), row("after"), src, str("op", false), i64("ts_ms", true), tx}}
+	p.vals, _ = json.Marshal(val)
 	if len(keyFields) > 0 {
-		ts.key, _ = json.Marshal(map[string]any{"type": "struct", "optional": false, "name": prefix + ".Key", "fields": keyFields})
+		p.key, _ = json.Marshal(connectField{Type: "struct", Fields: keyFields, Optional: false, Name: prefix + ".Key"})
 	}
-	e.cache[ch.Table] = ts
-	return ts
-}
-
-// connectType maps a column's type as Change.Types names it to a Kafka
-// Connect schema type (and a logical name) matching the JSON form of its
-// values (docs/change-streams.md): exact numbers stay numbers, DECIMAL is
-// a string (Debezium's decimal.handling.mode=string), binary strings are
-// bytes (base64 in JSON, as Connect's JSON converter writes them), dates
-// and times are strings.
-func connectType(t string) (typ, name string) {
-	base, _, _ := strings.Cut(t, "(")
-	base, _, _ = strings.Cut(base, " ")
-	unsigned := strings.HasSuffix(t, " unsigned")
-	switch base {
-	case "tinyint", "smallint":
-		if unsigned && base == "smallint" {
-			return "int32", ""
-		}
-		return "int16", ""
-	case "mediumint":
-		return "int32", ""
-	case "int":
-		if unsigned {
-			return "int64", ""
-		}
-		return "int32", ""
-	case "bigint", "bit":
-		return "int64", ""
-	case "year":
-		return "int32", "io.debezium.time.Year"
-	case "float":
-		return "float32", ""
-	case "double":
-		return "float64", ""
-	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry":
-		return "bytes", ""
-	case "date":
-		return "string", "shardgate.Date"
-	case "datetime":
-		return "string", "shardgate.DateTime"
-	case "timestamp":
-		return "string", "io.debezium.time.ZonedTimestamp"
-	case "time":
-		return "string", "shardgate.Time"
-	case "decimal":
-		return "string", ""
-	case "enum":
-		return "string", "io.debezium.data.Enum"
-	case "set":
-		return "string", "io.debezium.data.EnumSet"
-	}
-	return "string", ""
 }
 
 // historyRecord is a schema-history record, as Debezium's MySQL connector

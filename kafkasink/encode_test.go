@@ -23,7 +23,11 @@ func goldenChanges() []struct {
 	snap string
 } {
 	types := map[string]string{"id": "bigint", "name": "varchar", "price": "decimal(10,2)", "photo": "blob", "at": "datetime(6)"}
-	base := changestream.Change{Node: "node1", Table: "shop.orders", Subtable: "shop.orders_0001", Types: types, Key: []string{"id"},
+	// The table's order, as the binary log's table map gives it.
+	cols := []changestream.Column{{Name: "id", Type: "bigint"}, {Name: "name", Type: "varchar", Nullable: true},
+		{Name: "price", Type: "decimal(10,2)", Nullable: true}, {Name: "photo", Type: "blob", Nullable: true},
+		{Name: "at", Type: "datetime(6)", Nullable: true}}
+	base := changestream.Change{Node: "node1", Table: "shop.orders", Subtable: "shop.orders_0001", Types: types, Columns: cols, Key: []string{"id"},
 		GTID: "0-11-42", Time: 1764258000, Pos: "0-11-41"}
 	row := map[string]any{"id": int64(7), "name": "Ada", "price": changestream.Decimal("12.50"), "photo": []byte{0, 1, 255}, "at": "2026-11-27 17:40:00.000000"}
 	row2 := map[string]any{"id": int64(7), "name": "Ada L.", "price": changestream.Decimal("13.00"), "photo": nil, "at": "2026-11-27 17:41:00.000000"}

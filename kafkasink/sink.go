@@ -127,7 +127,7 @@ func (s *Sink) open(ctx context.Context) (*writer, error) {
 	}
 	w := &writer{s: s, cl: cl, adm: kadm.NewClient(cl), topics: map[string]bool{}, topicOf: map[string]string{},
 		held: map[string][]changestream.Change{}, pos: map[string]string{}, oldest: map[string]int64{},
-		enc: &encoder{format: s.cfg.Format, schemas: s.cfg.Schemas, name: s.cfg.TopicPrefix, now: s.Knobs.Now}}
+		enc: &encoder{format: s.cfg.Format, schemas: s.cfg.Schemas, name: s.cfg.TopicPrefix, modes: modesOf(s.cfg), now: s.Knobs.Now}}
 	if w.enc.now == nil {
 		w.enc.now = func() int64 { return time.Now().UnixMilli() }
 	}

@@ -162,8 +162,14 @@ func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string,
 		return err
 	}
 	types := make(map[string]string, len(cts))
-	for _, ct := range cts {
+	cols := make([]changestream.Column, len(cts))
+	for i, ct := range cts {
 		types[ct.Name()] = typeName(ct)
+		nullable, _ := ct.Nullable()
+		cols[i] = changestream.Column{Name: ct.Name(), Type: types[ct.Name()], Nullable: nullable}
+	}
+	if err := columnDetails(ctx, conn, t.db, t.table, types, cols); err != nil {
+		return err
 	}
 	raw := make([]sql.RawBytes, len(cts))
 	dest := make([]any, len(cts))
@@ -180,7 +186,7 @@ func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string,
 			row[ct.Name()] = value(types[ct.Name()], raw[i])
 		}
 		ch := changestream.Change{Node: node, Table: t.logical, Subtable: t.db + "." + t.table, Op: OpRead, After: row,
-			Types: types, Key: key, Seq: n, Time: start}
+			Types: types, Columns: cols, Key: key, Seq: n, Time: start}
 		n++
 		if err := next(&ch); err != nil {
 			return err
@@ -211,18 +217,84 @@ func primaryKey(ctx context.Context, conn *sql.Conn, db, table string) ([]string
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // typeName names a result column's type as Change.Types does ("int
-// unsigned", "decimal(10,2)", "varbinary").
+// unsigned", "decimal(10,2)", "varbinary", "datetime(6)").
 func typeName(ct *sql.ColumnType) string {
 	t := strings.ToLower(ct.DatabaseTypeName())
 	if rest, ok := strings.CutPrefix(t, "unsigned "); ok {
 		t = rest + " unsigned"
 	}
-	if t == "decimal" {
+	switch t {
+	case "decimal":
 		if p, s, ok := ct.DecimalSize(); ok {
 			t = fmt.Sprintf("decimal(%d,%d)", p, s)
 		}
+	case "time", "datetime", "timestamp":
+		// The fraction digits, as the binary log's table map has them.
+		if _, s, ok := ct.DecimalSize(); ok && s > 0 && s <= 6 {
+			t = fmt.Sprintf("%s(%d)", t, s)
+		}
 	}
 	return t
+}
+
+// columnDetails completes what a result set does not say about the
+// columns of db.table and the binary log's table map does: a BIT's width
+// (types and cols name it bit(n)) and the members of an ENUM or a SET.
+func columnDetails(ctx context.Context, conn *sql.Conn, db, table string, types map[string]string, cols []changestream.Column) error {
+	rows, err := conn.QueryContext(ctx, "SELECT column_name, column_type FROM information_schema.columns "+
+		"WHERE table_schema = ? AND table_name = ? AND data_type IN ('bit', 'enum', 'set')", db, table)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, ctype string
+		if err := rows.Scan(&name, &ctype); err != nil {
+			return err
+		}
+		for i := range cols {
+			if cols[i].Name != name {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(ctype, "bit("):
+				types[name], cols[i].Type = ctype, ctype
+			case strings.HasPrefix(ctype, "enum("), strings.HasPrefix(ctype, "set("):
+				cols[i].Members = members(ctype)
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// members parses the members of a column_type such as enum('a','b'), a
+// quote doubled or backslash-escaped inside a member.
+func members(ctype string) []string {
+	_, list, _ := strings.Cut(ctype, "(")
+	list = strings.TrimSuffix(list, ")")
+	var out []string
+	var cur strings.Builder
+	in := false
+	for i := 0; i < len(list); i++ {
+		c := list[i]
+		switch {
+		case !in && c == '\'':
+			in = true
+		case in && c == '\'' && i+1 < len(list) && list[i+1] == '\'':
+			cur.WriteByte('\'')
+			i++
+		case in && c == '\'':
+			in = false
+			out = append(out, cur.String())
+			cur.Reset()
+		case in && c == '\\' && i+1 < len(list):
+			i++
+			cur.WriteByte(list[i])
+		case in:
+			cur.WriteByte(c)
+		}
+	}
+	return out
 }
 
 // value converts a column's text-protocol bytes to the Go value
