@@ -148,6 +148,10 @@ func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string,
 	if err != nil {
 		return err
 	}
+	details, err := columnDetails(ctx, conn, t.db, t.table)
+	if err != nil {
+		return err
+	}
 	rows, err := conn.QueryContext(ctx, "SELECT * FROM "+quoteIdent(t.db)+"."+quoteIdent(t.table))
 	if err != nil {
 		var me *gomysql.MySQLError
@@ -165,11 +169,15 @@ func (w *writer) snapshotTable(ctx context.Context, conn *sql.Conn, node string,
 	cols := make([]changestream.Column, len(cts))
 	for i, ct := range cts {
 		types[ct.Name()] = typeName(ct)
+		ctype := details[ct.Name()]
+		if strings.HasPrefix(ctype, "bit(") {
+			types[ct.Name()] = ctype
+		}
 		nullable, _ := ct.Nullable()
 		cols[i] = changestream.Column{Name: ct.Name(), Type: types[ct.Name()], Nullable: nullable}
-	}
-	if err := columnDetails(ctx, conn, t.db, t.table, types, cols); err != nil {
-		return err
+		if strings.HasPrefix(ctype, "enum(") || strings.HasPrefix(ctype, "set(") {
+			cols[i].Members = members(ctype)
+		}
 	}
 	raw := make([]sql.RawBytes, len(cts))
 	dest := make([]any, len(cts))
@@ -237,34 +245,26 @@ func typeName(ct *sql.ColumnType) string {
 	return t
 }
 
-// columnDetails completes what a result set does not say about the
-// columns of db.table and the binary log's table map does: a BIT's width
-// (types and cols name it bit(n)) and the members of an ENUM or a SET.
-func columnDetails(ctx context.Context, conn *sql.Conn, db, table string, types map[string]string, cols []changestream.Column) error {
+// columnDetails reads what a result set does not say about the columns
+// of db.table and the binary log's table map does: a BIT's width and the
+// members of an ENUM or a SET, as column_type by column name. It runs
+// before the table's SELECT, which holds the connection until read.
+func columnDetails(ctx context.Context, conn *sql.Conn, db, table string) (map[string]string, error) {
 	rows, err := conn.QueryContext(ctx, "SELECT column_name, column_type FROM information_schema.columns "+
 		"WHERE table_schema = ? AND table_name = ? AND data_type IN ('bit', 'enum', 'set')", db, table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	out := map[string]string{}
 	for rows.Next() {
 		var name, ctype string
 		if err := rows.Scan(&name, &ctype); err != nil {
-			return err
+			return nil, err
 		}
-		for i := range cols {
-			if cols[i].Name != name {
-				continue
-			}
-			switch {
-			case strings.HasPrefix(ctype, "bit("):
-				types[name], cols[i].Type = ctype, ctype
-			case strings.HasPrefix(ctype, "enum("), strings.HasPrefix(ctype, "set("):
-				cols[i].Members = members(ctype)
-			}
-		}
+		out[name] = ctype
 	}
-	return rows.Err()
+	return out, rows.Err()
 }
 
 // members parses the members of a column_type such as enum('a','b'), a
