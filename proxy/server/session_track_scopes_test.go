@@ -83,3 +83,34 @@ func TestSessionTrackSetStatement(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionTrackSQLPrepareRead (issue 32): PREPARE ... FROM of a read
+// of the client's trackers, executed after SETs of them, gives their
+// values at each EXECUTE, as on MariaDB (it ran on the backend, which
+// answered its own trackers: *, 1, 1).
+func TestSessionTrackSQLPrepareRead(t *testing.T) {
+	s := backends(t)[0]
+	p := startProxy(t, newConfig(t, s))
+	dbSetup(t, s, "trk_sp")
+	const read = "SELECT @@session_track_system_variables, @@session_track_schema, @@session_track_state_change"
+	for _, variant := range rawEOFVariants {
+		t.Run(variant.name, func(t *testing.T) {
+			d, pr := rawPair(t, s, p, "trk_sp", variant.caps|mysql.ClientSessionTrack)
+			trackCompare(t, d, pr, []trackCommand{
+				trackQuery("PREPARE r FROM '" + read + "'"),
+				trackValues("EXECUTE r"),
+				trackQuery("SET session_track_system_variables = 'time_zone', session_track_schema = OFF"),
+				trackValues("EXECUTE r"),
+				trackQuery("SET session_track_state_change = ON"),
+				trackValues("EXECUTE r"),
+				trackQuery("SET @q = 'SELECT @@session_track_state_change + 1'"),
+				trackQuery("PREPARE r2 FROM @q"),
+				trackValues("EXECUTE r2"),
+				trackQuery("DEALLOCATE PREPARE r2"),
+				trackQuery("SET session_track_system_variables = DEFAULT, session_track_schema = DEFAULT, session_track_state_change = DEFAULT"),
+				trackValues("EXECUTE r"),
+				trackQuery("DEALLOCATE PREPARE r"),
+			})
+		})
+	}
+}

@@ -49,8 +49,10 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 		}
 		// KILL is the proxy's (its ids are the proxy's connection ids, and
 		// only their owner may kill them), whatever route it comes by.
-		if cls.Kind != router.KindKill && c.srv.rt().Prepared(text, h.routerSession()) == nil {
-			// No sharded table: the backend's.
+		if cls.Kind != router.KindKill && !cls.ReadsTrackers && c.srv.rt().Prepared(text, h.routerSession()) == nil {
+			// No sharded table: the backend's. (A read of the client's
+			// trackers is the proxy's: EXECUTE runs it as text, with the
+			// values the trackers have then, track.go.)
 			stmts.DropNamed(sp.Name)
 			h.ps.sync()
 			return false, nil
@@ -64,12 +66,14 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 			return true, err
 		}
 		h.ps.sync()
+		c.st.NoteStateChange() // as MariaDB reports a PREPARE (track.go)
 		return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
 	case "DEALLOCATE":
 		if !stmts.DropNamed(sp.Name) {
 			return false, nil
 		}
 		h.ps.sync()
+		c.st.NoteStateChange()
 		return true, c.okStatus()
 	}
 	text, ok := stmts.Named(sp.Name)
