@@ -222,7 +222,8 @@ func (c *Config) validateStreams(v *validator) {
 			modes    []string
 		}{{"decimal_handling", s.DecimalHandling, decimalModes}, {"time_precision", s.TimePrecision, timeModes},
 			{"bigint_unsigned_handling", s.BigintUnsignedHandling, bigintModes}} {
-			if !slices.Contains(m.modes, m.val) {
+			// Empty is the default (a Stream built in code, not loaded).
+			if m.val != "" && !slices.Contains(m.modes, m.val) {
 				v.add(joinKey(p, m.key), "unknown mode %q%s; use %s", m.val, didYouMean(m.val, m.modes), strings.Join(m.modes, ", "))
 			}
 		}
