@@ -162,7 +162,9 @@ func (s *stmtHandler) keptCommand(ps *session.Stmt, p []byte) error {
 	// An execution answers ROW_COUNT() and FOUND_ROWS() next, as any
 	// other statement's does.
 	h.x.Rows = 0
+	c.st.RunningSet(ps.SQL) // a SET's variables are read back by name
 	res, err := h.x.RunOn(ps.Conn, p, true, relay)
+	c.st.DoneSet()
 	h.counts.note(len(p) <= 5 || p[5] == 0, res, err)
 	return h.settle(err)
 }

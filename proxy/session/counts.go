@@ -383,10 +383,19 @@ func (ss *stmtState) VarsNode(def string) string {
 
 // readUserVars reads back every user variable bc has into the session's.
 func (ss *stmtState) readUserVars(bc *backend.Conn) error {
-	if ss.warned || ss.s.nodeCount() < 2 {
+	if ss.s.nodeCount() < 2 {
+		// With one node there is nowhere to carry them (the session
+		// keeps the connection).
+		return errWarned
+	}
+	if ss.warned {
 		// A read of a table clears the warnings the client may ask for
-		// (one without, as ReadBack's, does not); with one node there is
-		// nowhere to carry them (the session keeps the connection).
+		// (one without, as ReadBack's, does not): a SET's own variables
+		// are read by name (a SET uses no table, so its response carries
+		// the warnings of the statement before it), others stay unknown.
+		if len(ss.s.setUsers) > 0 {
+			return ss.s.ReadBack(bc, ss.s.setUsers)
+		}
 		return errWarned
 	}
 	res, err := ss.s.ownExec(bc, "SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES")

@@ -44,7 +44,38 @@ type varState struct {
 	// divPrec is the session's div_precision_increment plus one (0: not
 	// set, the server's default), for the merges that divide.
 	divPrec int
+	// setUsers are the user variables the statement under way assigns
+	// when it is a SET the backend runs as the client sent it (a binary
+	// SET @k = ?, which the backend keeps): they are read back by name,
+	// without a table, when the statement's response carries warnings
+	// (readUserVars cannot list them then).
+	setUsers []router.SetVar
 }
+
+// RunningSet notes, before the backend runs a statement the session does
+// not parse itself (an execution of a prepared statement the backend
+// keeps), the user variables it assigns when it is a SET of variables
+// (none when it is not); DoneSet forgets them.
+func (vs *varState) RunningSet(sql string) {
+	s := vs.s
+	vs.setUsers = vs.setUsers[:0]
+	st := router.Classify(sql, s.Mode())
+	if st.Keyword != "SET" || st.Effects || st.Multi || st.CallsRoutine {
+		return
+	}
+	vars, ok := router.ParseSet(sql, s.Mode())
+	if !ok {
+		return
+	}
+	for _, v := range vars {
+		if v.User {
+			vs.setUsers = append(vs.setUsers, v)
+		}
+	}
+}
+
+// DoneSet ends what RunningSet noted.
+func (vs *varState) DoneSet() { vs.setUsers = vs.setUsers[:0] }
 
 // DivPrecision returns the session's div_precision_increment, when the
 // client set it (ok false: the server's default).
@@ -153,6 +184,17 @@ func (vs *varState) CheckCarry(bc *backend.Conn, vars []router.SetVar) error {
 func (vs *varState) UserVar(name string) string {
 	s := vs.s
 	target := "@" + mysql.QuoteIdent(name)
+	if s.varsUnknown && len(s.varsHomes) == 1 {
+		// The variables may have changed on that node's connection
+		// where the proxy could not read them back (a statement whose
+		// warnings a read of the list would have cleared): the value is
+		// read there, by name and without a table, so the warnings stay.
+		if bc := s.pinnedOn(s.node(s.varsHomes[0])); bc != nil && !bc.Broken() {
+			if err := vs.ReadBack(bc, []router.SetVar{{Name: name, User: true}}); err != nil {
+				bc.MarkBroken()
+			}
+		}
+	}
 	for _, v := range s.vars {
 		if v.target == target {
 			return v.literal
