@@ -34,6 +34,10 @@ type Sink struct {
 	names   func(db, table string) string
 	// Knobs are set before Run.
 	Knobs Knobs
+	// Cutovers, when set before Run, lists the resharding cutovers of the
+	// streamed tables: their new subtables' changes are held in order
+	// (order.go). The proxy sets it from its workflows.
+	Cutovers func() []Cutover
 
 	mu    sync.Mutex // guards stats
 	stats Stats
@@ -98,6 +102,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err != nil {
 		return s.fail(ctx, fmt.Errorf("stream %s: %w", s.cfg.Name, err))
 	}
+	changes = order(sub, changes, from, s.nodes(), s.Cutovers)
 	err = w.stream(ctx, changes)
 	cancel()
 	for range changes {

@@ -33,6 +33,8 @@ type Supervisor struct {
 	MinPause, MaxPause time.Duration
 	// Knobs are given to each run's Sink.
 	Knobs Knobs
+	// Cutovers is given to each run's Sink (Sink.Cutovers).
+	Cutovers func() []Cutover
 
 	mu     sync.Mutex // guards what follows
 	state  string
@@ -149,6 +151,7 @@ func (v *Supervisor) Run(ctx context.Context) {
 		sources := v.Sources()
 		sink := New(v.Stream, sources, v.Names)
 		sink.Knobs = v.Knobs
+		sink.Cutovers = v.Cutovers
 		v.set(StateRunning, sink)
 		event(Event{Started: true, Nodes: len(sources)})
 		err := sink.Run(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/kafkasink"
+	"github.com/shardgate/shardgate/move"
 	"github.com/shardgate/shardgate/proxy/metrics"
 )
 
@@ -37,6 +38,9 @@ type streamRunner struct {
 	leader func() string // the fleet's leader, for the standby's status
 	kick   chan struct{} // the configuration changed (buffered, 1)
 	names  streamNames
+	// workflows lists the data-movement workflows (nil without the
+	// sidecar): their rules name subtables, their cutovers order changes.
+	workflows func() ([]move.Status, error)
 
 	mu      sync.Mutex // guards running and leading
 	running map[string]*sinkRun
@@ -60,6 +64,9 @@ func newStreamRunner(s *Server) *streamRunner {
 		leader: func() string { id, _ := s.fleetLeader(); return id },
 		kick:   make(chan struct{}, 1), running: map[string]*sinkRun{}}
 	r.names.conf = &s.liveConfig
+	if s.flows != nil {
+		r.workflows = s.flows.m.List
+	}
 	if !r.fleet {
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stop, r.done = cancel, r.goLead(ctx)
@@ -147,7 +154,7 @@ func (r *streamRunner) reconcile(ctx context.Context) {
 			continue
 		}
 		run := &sinkRun{cfg: sc, nodes: slices.Clone(cfg.Nodes), done: make(chan struct{})}
-		run.sup = &kafkasink.Supervisor{Stream: sc, Sources: r.sources, Names: r.names.names, Event: r.event}
+		run.sup = &kafkasink.Supervisor{Stream: sc, Sources: r.sources, Names: r.names.names, Event: r.event, Cutovers: r.cutovers}
 		rctx, cancel := context.WithCancel(ctx)
 		run.cancel = cancel
 		go func() {
@@ -176,14 +183,53 @@ func (r *streamRunner) stopAll() {
 }
 
 // sources are the nodes of the configuration in force, each at the
-// address its writes go to now (a master switch moves it).
+// address its writes go to now (a master switch moves it). A run asks for
+// them at its start, so the workflows' rules are read again first: a sink
+// that resumes from positions before a cutover, on a proxy started after
+// it, names the old subtables too.
 func (r *streamRunner) sources() []changestream.Source {
+	r.cutovers()
 	out := changestream.Sources(r.conf.cfg())
 	for i := range out {
 		if n := r.conf.node(out[i].Node); n != nil {
 			out[i].Addr = n.Addr()
 		}
 	}
+	return out
+}
+
+// cutovers are the cutovers of the resharding workflows that have one
+// (switched, or completed since), for the sinks' order
+// (kafkasink.Cutover); reading them also gives the names every workflow's
+// rules (old and new), which the sinks name subtables by.
+func (r *streamRunner) cutovers() []kafkasink.Cutover {
+	if r.workflows == nil {
+		return nil
+	}
+	ws, err := r.workflows()
+	if err != nil {
+		r.log.Warn("cannot list the workflows for the streams: their subtables are named by the rules seen so far", zap.Error(err))
+		return nil
+	}
+	var rules []config.ShardRule
+	var out []kafkasink.Cutover
+	for _, w := range ws {
+		rules = append(rules, w.Spec.From, w.Spec.To)
+		if w.Spec.Kind != move.KindReshard || len(w.State.Applied) == 0 ||
+			w.State.Phase != move.PhaseSwitched && w.State.Phase != move.PhaseCompleted {
+			continue
+		}
+		c := kafkasink.Cutover{Table: w.Spec.Logical(), Applied: w.State.Applied}
+		n := 0
+		for _, l := range w.Spec.To.Locations {
+			n += l
+		}
+		for i := range n {
+			c.Subtables = append(c.Subtables, w.Spec.To.DB+"."+w.Spec.To.Subtable(i))
+		}
+		out = append(out, c)
+	}
+	r.names.add(rules)
 	return out
 }
 
@@ -243,9 +289,11 @@ func streamStats(v kafkasink.Status) metrics.StreamStats {
 }
 
 // streamNames names the tables of the binary logs for the sinks: by the
-// shard rules in force (a cutover's new rule as soon as it is), and by
-// every rule seen before, so that the old subtables of a table that was
-// resharded still name it while the sinks read the binary logs behind.
+// shard rules in force (a cutover's new rule as soon as it is), by every
+// rule seen before, and by the rules of the workflows (add), so that the
+// old subtables of a table that was resharded still name it while the
+// sinks read the binary logs behind, on this proxy's run or after a
+// restart.
 type streamNames struct {
 	conf *liveConfig
 
@@ -260,15 +308,36 @@ func (n *streamNames) names(db, table string) string {
 	n.mu.Lock()
 	if n.cfg != cfg {
 		for _, sc := range cfg.Schemas {
-			for _, rule := range sc.Shard {
-				if !slices.ContainsFunc(n.rules, func(o config.ShardRule) bool { return reflect.DeepEqual(o, rule) }) {
-					n.rules = append(n.rules, rule)
-				}
-			}
+			n.addLocked(sc.Shard)
 		}
 		n.cfg, n.fn = cfg, changestream.NamesWith(cfg, n.rules...)
 	}
 	fn := n.fn
 	n.mu.Unlock()
 	return fn(db, table)
+}
+
+// add names the subtables of rules too, from the next change on.
+func (n *streamNames) add(rules []config.ShardRule) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.addLocked(rules) {
+		n.cfg = nil // names builds fn again
+	}
+}
+
+// addLocked appends the rules not known yet and reports whether there
+// were any; n.mu is held.
+func (n *streamNames) addLocked(rules []config.ShardRule) bool {
+	added := false
+	for _, rule := range rules {
+		if rule.Table == "" {
+			continue
+		}
+		if !slices.ContainsFunc(n.rules, func(o config.ShardRule) bool { return reflect.DeepEqual(o, rule) }) {
+			n.rules = append(n.rules, rule)
+			added = true
+		}
+	}
+	return added
 }
