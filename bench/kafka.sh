@@ -11,7 +11,7 @@
 #   report  $OUT/README.md from $OUT/run.json and $OUT/lag.json.
 # Servers, broker and proxy are stopped at the end.
 #
-# Environment: OUT (bench/results/<date>-kafka), ROUNDS (3), SECTIONS (throughput,funnel,scaling), LAG (1: run the
+# Environment: OUT (bench/results/<date>-kafka), ROUNDS (3), SECTIONS (throughput,funnel,profile,scaling), LAG (1: run the
 # lag section), OLTP_SECONDS (30), THREADS (16), LAG_ROUNDS (1), PORTS ("3351 3352"), PROXY_ADDR (127.0.0.1:9756),
 # WEB_ADDR (127.0.0.1:9757), EXTRA (more flags for `kafka run`, e.g. "-mixed-cycles 120 -inserts 20000").
 set -euo pipefail
@@ -19,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 OUT=${OUT:-bench/results/$(date -u +%Y-%m-%d)-kafka}
 ROUNDS=${ROUNDS:-3}
-SECTIONS=${SECTIONS:-throughput,funnel,scaling}
+SECTIONS=${SECTIONS:-throughput,funnel,profile,scaling}
 LAG=${LAG:-1}
 OLTP_SECONDS=${OLTP_SECONDS:-30}
 THREADS=${THREADS:-16}
@@ -49,8 +49,9 @@ if ! bench/cluster.sh status >/dev/null 2>&1; then
 fi
 
 mkdir -p "$OUT" bin
-exec > >(tee "$OUT/kafka.log") 2>&1
-echo "make bench-kafka (bench/kafka.sh) ROUNDS=$ROUNDS SECTIONS=$SECTIONS LAG=$LAG OLTP_SECONDS=$OLTP_SECONDS THREADS=$THREADS${EXTRA:+ EXTRA=\"$EXTRA\"}" >"$OUT/command.txt"
+exec > >(tee -a "$OUT/kafka.log") 2>&1
+cmdline="make bench-kafka (bench/kafka.sh) ROUNDS=$ROUNDS SECTIONS=$SECTIONS LAG=$LAG OLTP_SECONDS=$OLTP_SECONDS THREADS=$THREADS${EXTRA:+ EXTRA=\"$EXTRA\"}"
+if [[ $SECTIONS == none ]]; then echo "$cmdline" >>"$OUT/command.txt"; else echo "$cmdline" >"$OUT/command.txt"; fi
 started=$(date +%s)
 
 PROXY=
@@ -83,7 +84,9 @@ for p in $(pgrep -P "$wrapper" || true); do PIDS+=",broker=$p"; done
 PIDS+=",node1=$(<"$VARDIR/$PORT1/mysqld.pid"),node2=$(<"$VARDIR/$PORT2/mysqld.pid")"
 echo "broker $BROKER; CPU of $PIDS"
 
+[[ $SECTIONS == none ]] && mv "$OUT/env.txt" "$OUT/env-run.txt"
 {
+	echo "commit    $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- kafkasink changestream config proxy cmd || echo ' plus uncommitted changes in kafkasink, changestream, config, proxy or cmd (other agents at work)')"
 	echo "started   $(date -u '+%Y-%m-%d %H:%M:%S') UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "cpu       $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc)"
 	echo "kernel    $(uname -r)"
@@ -141,7 +144,10 @@ schema_list:
         sequence: id
 EOF
 
-bin/kafka-bench run -config "$OUT/ks.yaml" -brokers "$BROKER" -out "$OUT" -rounds "$ROUNDS" -sections "$SECTIONS" -pids "$PIDS" $EXTRA
+# SECTIONS=none keeps $OUT/run.json of an earlier run (to run the lag section again alone).
+if [[ $SECTIONS != none ]]; then
+	bin/kafka-bench run -config "$OUT/ks.yaml" -brokers "$BROKER" -out "$OUT" -rounds "$ROUNDS" -sections "$SECTIONS" -pids "$PIDS" $EXTRA
+fi
 
 if [[ $LAG == 1 ]]; then
 	{

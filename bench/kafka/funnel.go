@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +201,7 @@ func (b *bench) producePass(bl backlog, format string, p *Pass) {
 	topic := fmt.Sprintf("kb-produce-%d-%d", time.Now().Unix()%100000, b.seq)
 	b.createTopic(topic, 1, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MetadataMinAge(100*time.Millisecond), // as the sink: a fresh topic must not wait 5 s for metadata
 		kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		log.Fatal(err)
@@ -251,6 +258,7 @@ func (b *bench) anchor(recs []*kgo.Record, ends []int, p *Pass) {
 	topic := fmt.Sprintf("kb-anchor-%d-%d", time.Now().Unix()%100000, b.seq)
 	b.createTopic(topic, 1, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MetadataMinAge(100*time.Millisecond), // as the sink: a fresh topic must not wait 5 s for metadata
 		kgo.TransactionalID(topic), kgo.TransactionTimeout(5*time.Minute), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		log.Fatal(err)
@@ -301,4 +309,110 @@ func (b *bench) anchor(recs []*kgo.Record, ends []int, p *Pass) {
 	if open {
 		commit()
 	}
+}
+
+// Profile is where the sink's own process spent its CPU during one run,
+// by stage: each sample of a CPU profile goes to the stage of the
+// innermost frame that names one (profileStages).
+type Profile struct {
+	Workload, Format string
+	Seconds          float64 // the run's wall time
+	Changes          int64
+	Stages           []ProfileStage
+}
+
+// ProfileStage is one stage's CPU in a profiled run.
+type ProfileStage struct {
+	Stage   string
+	Seconds float64
+}
+
+// profileStages maps frames to stages, checked from the leaf up; the
+// first rule a frame matches decides. Commit is checked on the whole
+// stack first (the positions and the commit's own produce are commit).
+var profileStages = []struct {
+	stage string
+	re    *regexp.Regexp
+}{
+	{"serialize", regexp.MustCompile(`^encoding/json\.|kafkasink\.\(\*encoder\)|changestream\.encode|changestream\.\(\*reader\)\.encode`)},
+	{"produce", regexp.MustCompile(`twmb/franz-go`)},
+	{"decode", regexp.MustCompile(`go-mysql/replication\.\(\*BinlogParser\)|go-mysql/replication\.\(\*RowsEvent\)|go-mysql/replication\.\(\*TableMapEvent\)|go-mysql/replication\.decode`)},
+	{"receive", regexp.MustCompile(`go-mysql/`)},
+	{"route", regexp.MustCompile(`shardgate/changestream\.`)},
+	{"sink loop", regexp.MustCompile(`shardgate/kafkasink\.`)},
+	{"GC", regexp.MustCompile(`^runtime\.gcBgMarkWorker|^runtime\.bgsweep|^runtime\.bgscavenge`)},
+}
+
+var commitRE = regexp.MustCompile(`kafkasink\.\(\*writer\)\.commit|kgo\.\(\*Client\)\.EndTransaction`)
+
+// profileRun runs the sink over bl (1 x 1) under a CPU profile, keeps
+// the profile's -top output in the report directory, and sums its samples
+// by stage.
+func (b *bench) profileRun(bl backlog, format string) Profile {
+	name := fmt.Sprintf("profile-%s-%s", bl.Name, format)
+	path := filepath.Join(*out, name+".pb.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		log.Fatal(err)
+	}
+	r := b.sinkRun(bl, layout{1, 1}, format, "")
+	pprof.StopCPUProfile()
+	f.Close()
+	pr := Profile{Workload: bl.Name, Format: format, Seconds: r.Seconds, Changes: r.Changes}
+	if top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", os.Args[0], path).Output(); err == nil {
+		os.WriteFile(filepath.Join(*out, name+"-top.txt"), top, 0o644)
+	}
+	traces, err := exec.Command("go", "tool", "pprof", "-traces", os.Args[0], path).Output()
+	if err != nil {
+		log.Printf("profile %s: go tool pprof -traces: %v", name, err)
+		return pr
+	}
+	sums := map[string]float64{}
+	for _, block := range strings.Split(string(traces), "-----------+-------------------------------------------------------") {
+		var secs float64
+		var frames []string
+		for _, line := range strings.Split(block, "\n") {
+			fields := strings.Fields(line)
+			if len(fields) == 0 {
+				continue
+			}
+			if d, err := time.ParseDuration(fields[0]); err == nil && len(fields) == 2 && secs == 0 {
+				secs = d.Seconds()
+				frames = append(frames, fields[1])
+				continue
+			}
+			if secs > 0 && len(fields) == 1 {
+				frames = append(frames, fields[0])
+			}
+		}
+		if secs == 0 {
+			continue
+		}
+		stage := "other (scheduler, syscalls)"
+		for _, fr := range frames {
+			if commitRE.MatchString(fr) {
+				stage = "commit"
+				break
+			}
+		}
+		if stage != "commit" {
+		frames:
+			for _, fr := range frames {
+				for _, rule := range profileStages {
+					if rule.re.MatchString(fr) {
+						stage = rule.stage
+						break frames
+					}
+				}
+			}
+		}
+		sums[stage] += secs
+	}
+	for _, st := range []string{"receive", "decode", "route", "serialize", "sink loop", "produce", "commit", "GC", "other (scheduler, syscalls)"} {
+		pr.Stages = append(pr.Stages, ProfileStage{Stage: st, Seconds: sums[st]})
+	}
+	return pr
 }

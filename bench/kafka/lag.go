@@ -135,7 +135,7 @@ func lagMain() {
 		if serr != nil {
 			log.Fatal(serr)
 		}
-		os.WriteFile(filepath.Join(*out, fmt.Sprintf("lag-sysbench-%d.txt", round+1)), outb, 0o644)
+		os.WriteFile(filepath.Join(*out, fmt.Sprintf("lag-sysbench-%d.log", round+1)), outb, 0o644)
 		r.TPS, r.QPS, r.Errors = sysbenchFigures(string(outb))
 		r.LagEnd, r.BehindEnd = lagEnd, behindEnd
 		for _, s := range r.Series {

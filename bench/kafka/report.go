@@ -41,14 +41,18 @@ func report() {
 		json.Unmarshal(data, &lags)
 	}
 	env, _ := os.ReadFile(filepath.Join(*out, "env.txt"))
+	if first, err := os.ReadFile(filepath.Join(*out, "env-run.txt")); err == nil {
+		env = append(append(first, "then, the lag section run again alone:\n"...), env...)
+	}
 	command, _ := os.ReadFile(filepath.Join(*out, "command.txt"))
 	var w strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&w, format+"\n", a...) }
 
 	p("# Kafka sink benchmark — %s UTC", res.Started.Format("2006-01-02 15:04"))
 	p("")
-	p("Made by `%s` (bench/kafka.sh, bench/kafka/). Raw data: `run.json` (every round), `lag.json` (with the /metrics series),", strings.TrimSpace(string(command)))
-	p("`env.txt`, `lag-sysbench-*.txt`, `kafka.log` (the script's log). Medians of %d rounds run interleaved (every cell of a workload once per", res.Rounds)
+	p("Made by `%s` (bench/kafka.sh, bench/kafka/). Raw data: `run.json` (every round of every cell and pass, with CPU", strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(command)), "\n", "`, then `")), " "))
+	p("seconds per process), `lag.json` (with the /metrics series), `env.txt`, `ks.yaml` and `ks-lag.yaml`; the script's log")
+	p("and sysbench's output (`*.log`) stay out of the tree (bench/results/README.md). Medians of %d rounds run interleaved (every cell of a workload once per", res.Rounds)
 	p("round; one workload after the other, since a sink streams on past its backlog), with the range (min-max) in parentheses.")
 	p("")
 	p("Two MariaDB servers of the benchmark's own (bench/cluster.sh), one real Apache Kafka broker in KRaft mode")
@@ -193,6 +197,42 @@ func report() {
 		p("The sink keeps %.2f (%.2f-%.2f) of franz-go's own rate on the same records (%.0f against %.0f changes/s, medians): the rest",
 			ratio.Median, ratio.Min, ratio.Max, sink.Median, anchor.Median)
 		p("is the binary log, decode, route and encode in front of the producer, and its start (producer init, positions read).")
+		p("")
+	}
+
+	if len(res.Profiles) > 0 {
+		p("### The sink's own CPU by stage (a profiled run)")
+		p("")
+		p("One more sink run per workload and format (1 x 1) under Go's CPU profiler: each sample goes to the stage of the")
+		p("innermost frame that names one (go-mysql's event parsing: decode; the rest of go-mysql, socket reads: receive;")
+		p("changestream: route; encoding/json and the sink's encoder: serialize; franz-go: produce; anything under the")
+		p("sink's commit: commit; the sink's loop itself; the GC's own workers). Allocation inside a stage counts as that")
+		p("stage; `profile-*-top.txt` has `go tool pprof -top` of each.")
+		p("")
+		head := "| stage |"
+		sep := "|---|"
+		for _, pr := range res.Profiles {
+			head += fmt.Sprintf(" %s %s CPU s | share |", pr.Workload, pr.Format)
+			sep += "---:|---:|"
+		}
+		p("%s", head)
+		p("%s", sep)
+		for i := range res.Profiles[0].Stages {
+			row := "| " + res.Profiles[0].Stages[i].Stage + " |"
+			for _, pr := range res.Profiles {
+				var total float64
+				for _, st := range pr.Stages {
+					total += st.Seconds
+				}
+				row += fmt.Sprintf(" %.2f | %.0f%% |", pr.Stages[i].Seconds, 100*pr.Stages[i].Seconds/max(total, 1e-9))
+			}
+			p("%s", row)
+		}
+		row := "| **run: wall s, changes** |"
+		for _, pr := range res.Profiles {
+			row += fmt.Sprintf(" %.2f | %d |", pr.Seconds, pr.Changes)
+		}
+		p("%s", row)
 		p("")
 	}
 

@@ -20,6 +20,7 @@ type Results struct {
 	Cells     []Cell
 	Funnels   []Funnel
 	Scaling   []ScaleCell
+	Profiles  []Profile
 	GOMAXPROC int
 }
 
@@ -124,6 +125,14 @@ func run() {
 				}
 				save()
 			}
+		}
+		if has("profile") {
+			for _, f := range wl.formats {
+				pr := b.profileRun(bl, f)
+				log.Printf("profile %s %s: %+v", wl.name, f, pr.Stages)
+				res.Profiles = append(res.Profiles, pr)
+			}
+			save()
 		}
 	}
 	if has("scaling") {

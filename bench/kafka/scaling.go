@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,7 +23,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // consume is one member of a consumer group (read_committed, from the
 // topic's start). It prints "a N" whenever the number of partitions it
-// owns changes and "n COUNT LAST_UNIX_NANO" every 50 ms; it stops when
+// owns changes and "n COUNT LAST_UNIX_NANO" every 20 ms; it stops when
 // its stdin closes.
 func consume(args []string) {
 	fs := flag.NewFlagSet("consume", flag.ExitOnError)
@@ -66,24 +67,30 @@ func consume(args []string) {
 		io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	var count, last int64
-	tick := time.Now()
+	var count, last atomic.Int64
+	report := func() {
+		mu.Lock()
+		say("n %d %d", count.Load(), last.Load())
+		mu.Unlock()
+	}
+	// A ticker reports, not the poll loop: PollRecords blocks once the
+	// topic has nothing more, and the last count must still be seen.
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for ctx.Err() == nil {
+			<-t.C
+			report()
+		}
+	}()
 	for ctx.Err() == nil {
 		fetches := cl.PollRecords(ctx, 10000)
 		if n := int64(fetches.NumRecords()); n > 0 {
-			count += n
-			last = time.Now().UnixNano()
-		}
-		if time.Since(tick) > 50*time.Millisecond {
-			mu.Lock()
-			say("n %d %d", count, last)
-			mu.Unlock()
-			tick = time.Now()
+			last.Store(time.Now().UnixNano())
+			count.Add(n)
 		}
 	}
-	mu.Lock()
-	say("n %d %d", count, last)
-	mu.Unlock()
+	report()
 	cl.Close()
 }
 
