@@ -43,6 +43,9 @@ type Txn struct {
 	// ReadOnly is START TRANSACTION READ ONLY: the transaction writes
 	// nothing, so it needs no XA branch.
 	ReadOnly bool
+	// ReadWrite is START TRANSACTION READ WRITE, said explicitly (the
+	// session tracker reports it).
+	ReadWrite bool
 	// Snapshot is START TRANSACTION WITH CONSISTENT SNAPSHOT: the snapshot
 	// is taken when the statement runs, not at the first read.
 	Snapshot bool
@@ -113,7 +116,7 @@ func ParseTxn(sql string) Txn {
 			q += " " + strings.Join(opts, ", ")
 		}
 		return Txn{Verb: TxnBegin, SQL: q, ReadOnly: slices.Contains(opts, "READ ONLY"),
-			Snapshot: slices.Contains(opts, "WITH CONSISTENT SNAPSHOT")}
+			ReadWrite: slices.Contains(opts, "READ WRITE"), Snapshot: slices.Contains(opts, "WITH CONSISTENT SNAPSHOT")}
 	case "COMMIT", "ROLLBACK":
 		i := 1
 		if i < len(w) && w[i] == "WORK" {

@@ -14,7 +14,7 @@ func TestParseTxn(t *testing.T) {
 		{"begin work;", Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}},
 		{"/* trace */ START TRANSACTION", Txn{Verb: TxnBegin, SQL: "START TRANSACTION"}},
 		{"start transaction read only", Txn{Verb: TxnBegin, SQL: "START TRANSACTION READ ONLY", ReadOnly: true}},
-		{"START TRANSACTION WITH CONSISTENT SNAPSHOT,READ WRITE", Txn{Verb: TxnBegin, SQL: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ WRITE", Snapshot: true}},
+		{"START TRANSACTION WITH CONSISTENT SNAPSHOT,READ WRITE", Txn{Verb: TxnBegin, SQL: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ WRITE", Snapshot: true, ReadWrite: true}},
 		{"COMMIT", Txn{Verb: TxnCommit, SQL: "COMMIT"}},
 		{"rollback work", Txn{Verb: TxnRollback, SQL: "ROLLBACK"}},
 		{"SAVEPOINT Sp1", Txn{Verb: TxnSavepoint, Name: "sp1", SQL: "SAVEPOINT `Sp1`"}},

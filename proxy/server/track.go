@@ -393,11 +393,15 @@ func (tr *clientTrackers) setNames(sql string, id byte) error {
 
 // noteTxn notes, for a client that tracks the transaction's state, what
 // a transaction control statement the proxy answered left: MariaDB's
-// state string of a transaction begun explicitly ("T_______"), or of
+// state string of a transaction begun explicitly ("T_______", "T_R_____"
+// WITH CONSISTENT SNAPSHOT), or of
 // none after COMMIT or ROLLBACK, with autocommit off too (the session
 // reports it when it changed, as MariaDB does).
 func noteTxn(st *session.State, txn router.Txn) {
 	switch {
+	case txn.Verb == router.TxnBegin && txn.Snapshot:
+		st.NoteTxnState("T_R_____") // the snapshot is a read, at once
+		st.NoteTxnCharacteristics(txnStart(txn))
 	case txn.Verb == router.TxnBegin || txn.Chain && st.InTxn():
 		st.NoteTxnState("T_______")
 		st.NoteTxnCharacteristics(txnStart(txn))
@@ -411,13 +415,18 @@ func noteTxn(st *session.State, txn router.Txn) {
 // transaction txn began (its session tracker's: snapshot first, then the
 // access mode). A chained transaction's READ ONLY is not known here.
 func txnStart(txn router.Txn) string {
+	s, mode := "START TRANSACTION", ""
 	switch {
-	case txn.Snapshot && txn.ReadOnly:
-		return "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY;"
-	case txn.Snapshot:
-		return "START TRANSACTION WITH CONSISTENT SNAPSHOT;"
 	case txn.ReadOnly:
-		return "START TRANSACTION READ ONLY;"
+		mode = " READ ONLY"
+	case txn.ReadWrite:
+		mode = " READ WRITE"
 	}
-	return "START TRANSACTION;"
+	if txn.Snapshot {
+		s += " WITH CONSISTENT SNAPSHOT"
+		if mode != "" {
+			s += ","
+		}
+	}
+	return s + mode + ";"
 }
