@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/kafka.sh: the Kafka sink benchmark, called by `make bench-kafka` (issue 38; about 10 minutes).
+# bench/kafka.sh: the Kafka sink benchmark, called by `make bench-kafka` (issue 38; about 6 minutes).
 #
 # Starts two MariaDB servers of its own (bench/cluster.sh with VARDIR=var/bench-kafka/mariadb, on PORTS) and a real
 # Kafka broker (scripts/kafka/broker.sh, in var/bench-kafka/broker), then runs bench/kafka (see bench/kafka/main.go):

@@ -130,7 +130,8 @@ func report() {
 	p("(user+system) over the pass, `own CPU` less the pass above, `share` that own CPU over the sink pass's CPU.")
 	p("The anchor produces the serialize pass's records again with franz-go alone (no binary log): a transactional")
 	p("producer with the sink's settings and batching (a Kafka transaction per 1000 source transactions or 4 MiB),")
-	p("into a fresh 1-partition topic; the broker's CPU beside it.")
+	p("into a fresh 1-partition topic; the broker's CPU beside it. The passes are separate runs on a loaded machine, so")
+	p("an own time or CPU below zero is noise: read the column for the large steps.")
 	p("")
 	for _, f := range res.Funnels {
 		if len(f.Rounds) == 0 {
@@ -270,9 +271,11 @@ func report() {
 		p("(Debezium, 1 x 1, default batching), after the snapshot of the %d prepared rows; sysbench oltp_write_only, %d", *tableSize, lags[0].Threads)
 		p("threads, %d s, through the proxy. Lag is the largest `shardgate_stream_lag_seconds` over the nodes (whole seconds:", lags[0].SysbenchSeconds)
 		p("the binary log's timestamps), behind the summed `shardgate_stream_behind_transactions`, scraped from the proxy's /metrics")
-		p("every 250 ms (`lag.json` has the series).")
+		p("every 250 ms (`lag.json` has the series). The sink polls each node's head once a second, so `behind` at the end")
+		p("counts up to a second of transactions it may already have committed; `caught up` is the time from sysbench's end")
+		p("until lag and behind were both 0. Ignored errors are the deadlocks and lock waits sysbench retries.")
 		p("")
-		p("| run | sysbench tps | queries/s | errors | lag at end s | lag max s | behind at end | behind max | caught up after s | changes/s committed |")
+		p("| run | sysbench tps | queries/s | ignored errors | lag at end s | lag max s | behind at end | behind max | caught up after s | changes/s committed |")
 		p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for i, l := range lags {
 			p("| %d | %.0f | %.0f | %d | %.0f | %.0f | %d | %d | %.2f | %.0f |", i+1, l.TPS, l.QPS, l.Errors, l.LagEnd, l.LagMax, l.BehindEnd,
