@@ -36,6 +36,19 @@ func TestClientSetOutlivesCommandTimeout(t *testing.T) {
 	forms := []form{
 		{"text SET @x", exec("SET @x = (SELECT SLEEP(2))")},
 		{"text SET @y", exec("SET @y = (SELECT SLEEP(2) + 1)")},
+		// With a variable the proxy does not carry: the session keeps
+		// its connections, and the SET runs on each of them.
+		{"text SET @x with timestamp", exec("SET @x = (SELECT SLEEP(2)), timestamp = DEFAULT")},
+		// The proxy evaluates the text to run first (immediate.go).
+		{"EXECUTE IMMEDIATE of an expression", exec("EXECUTE IMMEDIATE CONCAT('SET @y = ', SLEEP(2) + 1)")},
+		{"PREPARE FROM an expression", func(c *sql.Conn) error {
+			for _, q := range []string{"PREPARE p FROM CONCAT('SET @y = ', SLEEP(2) + 1)", "EXECUTE p", "DEALLOCATE PREPARE p"} {
+				if _, err := c.ExecContext(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"binary SET with a parameter", exec("SET @y = (SELECT SLEEP(?) + 1)", 2)},
 		{"binary SET without parameters", func(c *sql.Conn) error {
 			st, err := c.PrepareContext(ctx, "SET @x = (SELECT SLEEP(2))")
@@ -76,7 +89,7 @@ func TestClientSetOutlivesCommandTimeout(t *testing.T) {
 			mustExec(t, c, "COMMIT")
 		}
 		want, sum := "0,5", "5"
-		if f.name != "text SET @x" && f.name != "binary SET without parameters" {
+		if f.name != "text SET @x" && f.name != "text SET @x with timestamp" && f.name != "binary SET without parameters" {
 			want, sum = "5,1", "6"
 		}
 		// On the default node, then on every node.

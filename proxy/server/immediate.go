@@ -84,8 +84,13 @@ func (l *localStmts) evalString(expr, stmtName string) (text, lit string, err er
 	// binary), not CAST(... AS BINARY), whose value as a parameter loses
 	// its first byte (MariaDB 10.11).
 	value := "CONCAT(" + expr + ", '')"
-	res, err := bc.Exec("EXECUTE IMMEDIATE 'SELECT HEX(?), ?, @@character_set_connection LIMIT 1' USING CONVERT(" + value +
+	// The client's expression runs as long as the server lets it
+	// (backend.Conn.Run), not under the deadline of the proxy's own
+	// commands; KILL reaches it (running).
+	c.running.Store(bc)
+	res, err := bc.Run("EXECUTE IMMEDIATE 'SELECT HEX(?), ?, @@character_set_connection LIMIT 1' USING CONVERT(" + value +
 		" USING binary), CHARSET(" + value + ")")
+	c.running.Store(nil)
 	if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 3 && res.Rows[0][0] != nil {
 		if cs := string(res.Rows[0][1]); cs != "binary" && cs != string(res.Rows[0][2]) {
 			// The text the proxy reads is the value converted as the

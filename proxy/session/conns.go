@@ -56,7 +56,9 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 		s.lent(bc)
 		if s.sticky {
 			for _, q := range s.replay {
-				if _, err := bc.Exec(q); err != nil {
+				// The client's own SET: as long as the server lets it
+				// run, as the first time (backend.Conn.Run).
+				if _, err := bc.Run(q); err != nil {
 					// The connection does not have the session's state: it
 					// serves no one (a sticky session would keep it).
 					bc.MarkBroken()

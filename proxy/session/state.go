@@ -142,7 +142,7 @@ func (s *State) SetOnOtherNodes(node, sql string) error {
 				return fmt.Errorf("SET on node %s: %w", bc.Node().Name, err)
 			}
 		}
-		if _, err := bc.Exec(sql); err != nil {
+		if _, err := bc.Run(sql); err != nil { // the client's own SET, without the proxy's deadline
 			return fmt.Errorf("SET on node %s: %w", bc.Node().Name, err)
 		}
 	}
