@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,15 +37,19 @@ import (
 // with a backlog of 20 000 rows on node1 before the cutover: the new
 // subtables' changes are held until the old nodes' streams are past the
 // cutover (kafkasink.Cutover). Without the hold that run delivered 53
-// changes out of order and the consumer's table differed.
+// changes out of order and the consumer's table differed. In
+// "another-proxy" the sink is started again on a second proxy started
+// after the cutover from a file with the new rule only: it names the old
+// subtables by the workflow's rules in the sidecar.
 func TestKafkaAcrossReshard(t *testing.T) {
 	servers := backends(t)
 	broker := kafkatest.Start(t)
-	t.Run("live", func(t *testing.T) { kafkaAcrossReshard(t, servers, broker, "mvkl", false) })
-	t.Run("history", func(t *testing.T) { kafkaAcrossReshard(t, servers, broker, "mvkh", true) })
+	t.Run("live", func(t *testing.T) { kafkaAcrossReshard(t, servers, broker, "mvkl", false, false) })
+	t.Run("history", func(t *testing.T) { kafkaAcrossReshard(t, servers, broker, "mvkh", true, false) })
+	t.Run("another-proxy", func(t *testing.T) { kafkaAcrossReshard(t, servers, broker, "mvkp", true, true) })
 }
 
-func kafkaAcrossReshard(t *testing.T, servers []*mariadbtest.Server, broker *kafkatest.Broker, db string, restart bool) {
+func kafkaAcrossReshard(t *testing.T, servers []*mariadbtest.Server, broker *kafkatest.Broker, db string, restart, another bool) {
 	cfg := newConfig(t, servers...)
 	for _, s := range servers[:2] {
 		mustExec(t, openDB(t, directDSN(s, "", "")), "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db,
@@ -79,11 +84,12 @@ func kafkaAcrossReshard(t *testing.T, servers []*mariadbtest.Server, broker *kaf
 	if err := p.srv.Reload(&withStream); err != nil {
 		t.Fatal(err)
 	}
+	sinks := p // the proxy that runs the sink
 	wait := func(what string, limit time.Duration, ok func(metrics.StreamStats) bool) metrics.StreamStats {
 		t.Helper()
 		deadline := time.Now().Add(limit)
 		for {
-			st := streamStatus(t, p, name)
+			st := streamStatus(t, sinks, name)
 			if ok(st) {
 				return st
 			}
@@ -196,7 +202,15 @@ func kafkaAcrossReshard(t *testing.T, servers []*mariadbtest.Server, broker *kaf
 		if before == 0 {
 			t.Errorf("the sink's positions %v are past the cutover %v: it does not read the cutover from history", committed, ws.Applied)
 		}
-		if err := p.srv.Reload(&withStream); err != nil {
+		if another {
+			// A proxy started after the cutover, from a file that has the
+			// new rule only, runs the sink: it names the old subtables
+			// by the workflow's rules in the sidecar.
+			cfg2 := withStream
+			cfg2.Schemas = slices.Clone(withStream.Schemas)
+			cfg2.Schemas[0].Shard = []config.ShardRule{{DB: db, Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}, Generation: 1}}
+			sinks = startProxy(t, &cfg2)
+		} else if err := p.srv.Reload(&withStream); err != nil {
 			t.Fatal(err)
 		}
 		st := wait("the sink to start again", time.Minute, func(st metrics.StreamStats) bool { return st.State == "running" && len(st.Nodes) == 2 })
