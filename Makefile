@@ -31,7 +31,7 @@
 #                    pause and point-select p50/p99/max across it (bench/cutover.sh; own servers and etcd; about 3 minutes)
 #   make bench-kafka the Kafka sink (issue 38): canal's table (mixed DML, batch inserts; topics x partitions; Debezium
 #                    and json), the stage funnel and the franz-go anchor, partitions x consumer-group scaling, lag under
-#                    sysbench through the proxy (bench/kafka.sh; own servers and broker, stopped at the end; about 6 minutes)
+#                    sysbench through the proxy (bench/kafka.sh; own servers and broker, stopped at the end; about 4 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
