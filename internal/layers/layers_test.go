@@ -53,6 +53,7 @@ var allowed = map[string]struct {
 	"bench/report":         {nil, nil},
 	"bench/stream":         {[]string{"changestream", "config"}, []string{"github.com/go-mysql-org/go-mysql/"}},
 	"bench/move":           {[]string{"changestream", "config"}, []string{"github.com/go-sql-driver/mysql"}},
+	"bench/kafka":          {[]string{"changestream", "config", "kafkasink"}, []string{"github.com/go-mysql-org/go-mysql/", "github.com/go-sql-driver/mysql", "github.com/twmb/franz-go/"}},
 	"digest":               {nil, nil},
 	"xa":                   {[]string{"backend", "mysql", "sidecar"}, []string{"go.uber.org/zap"}},
 
