@@ -24,50 +24,7 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 	}
 	switch sp.Verb {
 	case "PREPARE":
-		text := sp.Text
-		if sp.FromVar != "" {
-			// The statement is in a user variable: the proxy must see it
-			// to route it, and to keep KILL its own. It is read on the
-			// session's connection, always: a statement can change it
-			// where the proxy does not see (SELECT ... INTO, a stored
-			// function), and the session then keeps that connection.
-			v, lit, err := h.ls.evalString("@"+mysql.QuoteIdent(sp.FromVar), "PREPARE..FROM")
-			if err != nil {
-				return true, err
-			}
-			if lit == "NULL" {
-				return false, nil // the server's own error
-			}
-			text = v
-		}
-		cls := router.Classify(text, h.c.st.Mode())
-		if cls.Executable {
-			return true, h.ls.prepareExecutable(text)
-		}
-		if err := h.allowed(text, &cls); err != nil {
-			return true, err
-		}
-		// KILL is the proxy's (its ids are the proxy's connection ids, and
-		// only their owner may kill them), whatever route it comes by.
-		if cls.Kind != router.KindKill && !cls.ReadsTrackers && c.srv.rt().Prepared(text, h.routerSession()) == nil {
-			// No sharded table: the backend's. (A read of the client's
-			// trackers is the proxy's: EXECUTE runs it as text, with the
-			// values the trackers have then, track.go.)
-			stmts.DropNamed(sp.Name)
-			h.ps.sync()
-			return false, nil
-		}
-		if _, ok := stmts.Named(sp.Name); !ok {
-			if err := h.ps.room(); err != nil {
-				return true, err
-			}
-		}
-		if err := stmts.SetNamed(sp.Name, text); err != nil {
-			return true, err
-		}
-		h.ps.sync()
-		c.st.NoteStateChange() // as MariaDB reports a PREPARE (track.go)
-		return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
+		return l.sqlPrepareText(sp)
 	case "DEALLOCATE":
 		if !stmts.DropNamed(sp.Name) {
 			return false, nil
@@ -98,6 +55,58 @@ func (l *localStmts) sqlPrepare(sql string) (handled bool, err error) {
 		return true, err
 	}
 	return true, h.query(append([]byte{mysql.ComQuery}, inlined...))
+}
+
+// sqlPrepareText handles PREPARE name FROM ...: the proxy keeps the text
+// when it names a sharded table (or is a KILL or reads the client's
+// trackers); otherwise the backend prepares it (handled false).
+func (l *localStmts) sqlPrepareText(sp router.SQLPrepare) (handled bool, err error) {
+	h := l.h
+	c, stmts := h.c, &h.c.st.Stmts
+	text := sp.Text
+	if sp.FromVar != "" {
+		// The statement is in a user variable: the proxy must see it
+		// to route it, and to keep KILL its own. It is read on the
+		// session's connection, always: a statement can change it
+		// where the proxy does not see (SELECT ... INTO, a stored
+		// function), and the session then keeps that connection.
+		v, lit, err := h.ls.evalString("@"+mysql.QuoteIdent(sp.FromVar), "PREPARE..FROM")
+		if err != nil {
+			return true, err
+		}
+		if lit == "NULL" {
+			return false, nil // the server's own error
+		}
+		text = v
+	}
+	cls := router.Classify(text, h.c.st.Mode())
+	if cls.Executable {
+		return true, h.ls.prepareExecutable(text)
+	}
+	if err := h.allowed(text, &cls); err != nil {
+		return true, err
+	}
+	// KILL is the proxy's (its ids are the proxy's connection ids, and
+	// only their owner may kill them), whatever route it comes by.
+	if cls.Kind != router.KindKill && !cls.ReadsTrackers && c.srv.rt().Prepared(text, h.routerSession()) == nil {
+		// No sharded table: the backend's. (A read of the client's
+		// trackers is the proxy's: EXECUTE runs it as text, with the
+		// values the trackers have then, track.go.)
+		stmts.DropNamed(sp.Name)
+		h.ps.sync()
+		return false, nil
+	}
+	if _, ok := stmts.Named(sp.Name); !ok {
+		if err := h.ps.room(); err != nil {
+			return true, err
+		}
+	}
+	if err := stmts.SetNamed(sp.Name, text); err != nil {
+		return true, err
+	}
+	h.ps.sync()
+	c.st.NoteStateChange() // as MariaDB reports a PREPARE (track.go)
+	return true, c.writeOK(mysql.OK{Status: c.st.Status, Info: "Statement prepared"})
 }
 
 // prepareExecutable answers PREPARE of a text with an executable comment
