@@ -177,7 +177,7 @@ func (tr *clientTrackers) set(sql string, mixed bool) error {
 	_, err = bc.Exec(trackersSQL(st.ClientTrackers()))
 	var res, back *backend.Result
 	if err == nil {
-		res, err = bc.Exec(sql)
+		res, err = bc.Run(sql) // the client's own SET: without the proxy's deadline
 	}
 	if err == nil {
 		if back, err = bc.Exec(fmt.Sprintf(session.TrackersSQL, "SESSION")); err == nil && len(back.Rows) != 1 {
