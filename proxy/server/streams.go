@@ -211,25 +211,16 @@ func (r *streamRunner) cutovers() []kafkasink.Cutover {
 		r.log.Warn("cannot list the workflows for the streams: their subtables are named by the rules seen so far", zap.Error(err))
 		return nil
 	}
-	var rules []config.ShardRule
-	var out []kafkasink.Cutover
-	for _, w := range ws {
-		rules = append(rules, w.Spec.From, w.Spec.To)
-		if w.Spec.Kind != move.KindReshard || len(w.State.Applied) == 0 ||
-			w.State.Phase != move.PhaseSwitched && w.State.Phase != move.PhaseCompleted {
-			continue
-		}
-		c := kafkasink.Cutover{Table: w.Spec.Logical(), Applied: w.State.Applied}
-		n := 0
-		for _, l := range w.Spec.To.Locations {
-			n += l
-		}
-		for i := range n {
-			c.Subtables = append(c.Subtables, w.Spec.To.DB+"."+w.Spec.To.Subtable(i))
-		}
-		out = append(out, c)
+	flows := make([]*move.Workflow, len(ws))
+	for i := range ws {
+		flows[i] = &ws[i].Workflow
 	}
+	rules, cs := move.ForStreams(flows)
 	r.names.add(rules)
+	out := make([]kafkasink.Cutover, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, kafkasink.Cutover(c))
+	}
 	return out
 }
 
@@ -329,15 +320,7 @@ func (n *streamNames) add(rules []config.ShardRule) {
 // addLocked appends the rules not known yet and reports whether there
 // were any; n.mu is held.
 func (n *streamNames) addLocked(rules []config.ShardRule) bool {
-	added := false
-	for _, rule := range rules {
-		if rule.Table == "" {
-			continue
-		}
-		if !slices.ContainsFunc(n.rules, func(o config.ShardRule) bool { return reflect.DeepEqual(o, rule) }) {
-			n.rules = append(n.rules, rule)
-			added = true
-		}
-	}
+	var added bool
+	n.rules, added = move.AddRules(n.rules, rules)
 	return added
 }
