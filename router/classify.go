@@ -210,7 +210,16 @@ func Carried(name string) bool { return !untracked[name] }
 // ParseSet recognises a SET statement made only of assignments to session
 // system variables and user variables that a session can carry from one
 // pooled connection to another (see untracked). It returns them in order.
-func ParseSet(sql string, mode Mode) ([]SetVar, bool) {
+func ParseSet(sql string, mode Mode) ([]SetVar, bool) { return parseSet(sql, mode, false) }
+
+// ParseSetBesideTrackers is ParseSet for a SET that also assigns session
+// state trackers (SetsTrackers): it returns the other assignments, which
+// the session carries as ParseSet's (none when it assigns only trackers).
+func ParseSetBesideTrackers(sql string, mode Mode) ([]SetVar, bool) { return parseSet(sql, mode, true) }
+
+// parseSet is ParseSet's, skipping the session's trackers when
+// besideTrackers.
+func parseSet(sql string, mode Mode, besideTrackers bool) ([]SetVar, bool) {
 	stmts, release, err := parsePooled(sql, mode)
 	defer release()
 	if err != nil || len(stmts) != 1 {
@@ -224,6 +233,8 @@ func ParseSet(sql string, mode Mode) ([]SetVar, bool) {
 	for _, v := range set.Variables {
 		name := strings.ToLower(v.Name)
 		switch {
+		case besideTrackers && v.IsSystem && !v.IsGlobal && !v.IsInstance && IsTracker(name):
+			continue
 		case v.IsGlobal || v.IsInstance || v.Name == ast.SetNames || v.Name == ast.SetCharset || untracked[name]:
 			return nil, false
 		case v.IsSystem:

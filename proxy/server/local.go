@@ -137,20 +137,7 @@ func (l *localStmts) setTracked(sql string, vars []router.SetVar) error {
 	res, err := bc.Run(sql)
 	keep := false // the statement set something the session cannot carry
 	if err == nil {
-		// What the server says the statement set is read back too, so a
-		// variable set in a way the proxy did not parse travels with the
-		// session like the others instead of staying on the connection.
-		for _, v := range reportedVars(res.State) {
-			if !router.Carried(v.Name) {
-				keep = true
-				continue
-			}
-			vars = append(vars, v)
-		}
-		err = st.ReadBack(bc, vars)
-		if err == nil && st.CheckCarry(bc, vars) != nil {
-			keep = true // the values cannot be set on another connection
-		}
+		vars, keep, err = l.carrySet(bc, res, vars)
 	}
 	c.running.Store(nil)
 	if err != nil {
@@ -171,6 +158,37 @@ func (l *localStmts) setTracked(sql string, vars []router.SetVar) error {
 	st.Release(bc, false, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings})
 	st.NoteServerState(res.State, false)
 	return c.writeOK(mysql.OK{Status: st.Status, Warnings: res.OK.Warnings})
+}
+
+// carrySet reads back into the session the values a SET of vars left on
+// bc (res its answer), so that they travel with the session (also
+// clientTrackers.set's, for the other assignments of a SET of trackers).
+// What the server says the statement set is read back too, so a variable
+// set in a way the proxy did not parse travels with the session like the
+// others instead of staying on the connection; the trackers are not
+// variables the session carries (clientTrackers keeps them). It returns
+// the variables read back, and keep when the statement set something the
+// session cannot carry.
+func (l *localStmts) carrySet(bc *backend.Conn, res *backend.Result, vars []router.SetVar) ([]router.SetVar, bool, error) {
+	st := l.h.c.st
+	keep := false
+	for _, v := range reportedVars(res.State) {
+		switch {
+		case router.IsTracker(v.Name):
+		case !router.Carried(v.Name):
+			keep = true
+		default:
+			vars = append(vars, v)
+		}
+	}
+	if len(vars) == 0 {
+		return vars, keep, nil
+	}
+	err := st.ReadBack(bc, vars)
+	if err == nil && st.CheckCarry(bc, vars) != nil {
+		keep = true // the values cannot be set on another connection
+	}
+	return vars, keep, err
 }
 
 // afterFailedSet handles the connection a tracked SET failed on: MariaDB

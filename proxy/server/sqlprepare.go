@@ -88,10 +88,11 @@ func (l *localStmts) sqlPrepareText(sp router.SQLPrepare) (handled bool, err err
 	}
 	// KILL is the proxy's (its ids are the proxy's connection ids, and
 	// only their owner may kill them), whatever route it comes by.
-	if cls.Kind != router.KindKill && !cls.ReadsTrackers && c.srv.rt().Prepared(text, h.routerSession()) == nil {
+	_, setsTrackers := router.SetsTrackers(text, h.c.st.Mode())
+	if cls.Kind != router.KindKill && !cls.ReadsTrackers && !setsTrackers && c.srv.rt().Prepared(text, h.routerSession()) == nil {
 		// No sharded table: the backend's. (A read of the client's
-		// trackers is the proxy's: EXECUTE runs it as text, with the
-		// values the trackers have then, track.go.)
+		// trackers, or a SET of them, is the proxy's: EXECUTE runs it as
+		// text, with the values the trackers have then, track.go.)
 		stmts.DropNamed(sp.Name)
 		h.ps.sync()
 		return false, nil

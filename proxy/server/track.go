@@ -154,9 +154,11 @@ func boolLiteral(on bool) string {
 // it runs on a pooled connection, whose answer (the server's error, or
 // what the new trackers report) is the client's; the values it left are
 // read back as the session's, and the connection's own trackers are put
-// back. A SET that assigns other variables too (mixed) leaves them on the
-// connection, which the session keeps from then on, as it keeps one a
-// statement it cannot carry left state on.
+// back. A SET that assigns other variables too (mixed) carries them as a
+// SET of them alone does (localStmts.carrySet); one that assigns some the
+// session cannot carry leaves them on the connection, which the session
+// keeps from then on, as it keeps one a statement it cannot carry left
+// state on.
 func (tr *clientTrackers) set(sql string, mixed bool) error {
 	h := tr.h
 	c, st := h.c, h.c.st
@@ -165,6 +167,12 @@ func (tr *clientTrackers) set(sql string, mixed bool) error {
 			return err
 		}
 	}
+	var vars []router.SetVar
+	carried := false
+	if mixed {
+		vars, carried = router.ParseSetBesideTrackers(sql, st.Mode())
+	}
+	sticky := mixed && !carried
 	node, _ := c.srv.rt().DefaultNode(c.user)
 	bc, err := st.AcquireOutsideTxn(node)
 	if err != nil {
@@ -187,15 +195,30 @@ func (tr *clientTrackers) set(sql string, mixed bool) error {
 	if rerr := bc.Retrack(); rerr != nil && !bc.Broken() {
 		bc.MarkBroken() // its trackers are no longer the proxy's
 	}
+	keep := false // the other assignments set something the session cannot carry
+	if err == nil && carried {
+		vars, keep, err = h.ls.carrySet(bc, res, vars) // local.go
+	}
 	c.running.Store(nil)
-	if err != nil || !mixed {
-		st.Release(bc, mixed, backend.Outcome{})
-	} else {
+	var se *mysql.SQLError
+	switch {
+	case err != nil && carried && errors.As(err, &se) && !bc.Broken():
+		h.ls.afterFailedSet(bc, vars) // local.go
+		st.Release(bc, false, backend.Outcome{})
+	case err != nil || !sticky:
+		if keep {
+			st.Keep()
+		}
+		o := backend.Outcome{}
+		if err == nil && carried {
+			o = backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings}
+		}
+		st.Release(bc, sticky, o)
+	default:
 		st.Release(bc, true, backend.Outcome{OK: true, Status: res.OK.Status, Warnings: res.OK.Warnings,
 			StateChanged: res.State != nil, State: res.State})
 	}
 	if err != nil {
-		var se *mysql.SQLError
 		if errors.As(err, &se) && !bc.Broken() {
 			return err
 		}
