@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shardgate/shardgate/internal/freeport"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -618,44 +619,13 @@ func fileSize(path string) int64 {
 	return fi.Size()
 }
 
-// freePort returns a free TCP port on 127.0.0.1, outside the kernel's ephemeral range when it can: a port the
-// kernel hands out for bind(0) and outgoing connections could be given to another process while this broker is
-// stopped, and Restart needs it back. Another process may still take it before the broker binds it; New retries
-// with other ports then, and Restart reports it.
+// freePort returns a free TCP port on 127.0.0.1 (freeport.Get: outside the kernel's ephemeral range when it
+// can, so Restart gets it back). Another process may still take it before the broker binds it; New retries with
+// other ports then, and Restart reports it.
 func freePort() (int, error) {
-	lo := ephemeralStart()
-	for range 50 {
-		// Registered ports below the ephemeral range, above the well-known ones most services use.
-		port := 10000 + mrand.IntN(lo-10000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Get()
 	if err != nil {
-		return 0, fmt.Errorf("kafkatest: free port: %w", err)
+		return 0, fmt.Errorf("kafkatest: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ephemeralStart is the first port of the kernel's range for bind(0) and outgoing connections (Linux's default
-// if unknown), above 10000.
-func ephemeralStart() int {
-	const linuxDefault = 32768
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return linuxDefault
-	}
-	f := strings.Fields(string(data))
-	if len(f) != 2 {
-		return linuxDefault
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil || lo <= 10000 {
-		return linuxDefault
-	}
-	return lo
+	return port, nil
 }

@@ -39,7 +39,8 @@ var allowed = map[string]struct {
 	"fleet":                {[]string{"backend", "config", "topo"}, []string{"go.uber.org/zap"}},
 	"cmd/shardgate":        {[]string{"changestream", "config", "internal/buildinfo", "kafkasink", "move", "topo"}, nil},
 	"internal/mariadbtest": {nil, []string{"github.com/go-sql-driver/mysql"}},
-	"internal/etcdtest":    {nil, nil},
+	"internal/etcdtest":    {[]string{"internal/freeport"}, nil},
+	"internal/freeport":    {nil, nil},
 	"topo":                 {[]string{"config"}, []string{"go.etcd.io/", "go.uber.org/zap", "google.golang.org/grpc"}},
 	"internal/fakebackend": {[]string{"mysql"}, nil},
 	"internal/layers":      {nil, nil},
@@ -58,7 +59,7 @@ var allowed = map[string]struct {
 	"xa":                   {[]string{"backend", "mysql", "sidecar"}, []string{"go.uber.org/zap"}},
 
 	// Test support: the Kafka broker of the Kafka sink's tests and benchmarks (issue 38).
-	"internal/kafkatest":             {nil, []string{"github.com/twmb/franz-go/"}},
+	"internal/kafkatest":             {[]string{"internal/freeport"}, []string{"github.com/twmb/franz-go/"}},
 	"internal/kafkatest/kafkabroker": {[]string{"internal/kafkatest"}, nil},
 }
 
