@@ -220,13 +220,14 @@ func (w *writer) stream(ctx context.Context, changes <-chan changestream.Change)
 				continue
 			}
 			rows := w.held[ch.Node]
-			w.held[ch.Node] = rows[:0]
+			w.held[ch.Node] = nil
 			if len(w.pos) == 0 {
 				timer.Reset(cfg.BatchTime) // the batch's first source transaction
 			}
 			if err := w.transaction(ctx, rows); err != nil {
 				return err
 			}
+			w.held[ch.Node] = reuseHeld(rows)
 			w.pos[ch.Node] = ch.Pos
 			w.txns++
 			if w.txns >= cfg.BatchTransactions || w.bytes >= cfg.BatchBytes {
@@ -237,6 +238,22 @@ func (w *writer) stream(ctx context.Context, changes <-chan changestream.Change)
 			}
 		}
 	}
+}
+
+// maxReusedHeld is the largest held slice kept for a node's next source
+// transaction; a larger one (a transaction of many rows) is let go.
+const maxReusedHeld = 1024
+
+// reuseHeld returns rows emptied for the next source transaction of its
+// node: cleared, so the produced rows' images are not kept alive by the
+// array, and nil past maxReusedHeld, so one huge source transaction does
+// not keep its array for the rest of the run.
+func reuseHeld(rows []changestream.Change) []changestream.Change {
+	if cap(rows) > maxReusedHeld {
+		return nil
+	}
+	clear(rows)
+	return rows[:0]
 }
 
 // transaction produces the records of one source transaction's rows.
