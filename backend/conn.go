@@ -727,16 +727,7 @@ func (c *Conn) ParseOK(p []byte) (mysql.OK, []byte, error) {
 func (c *Conn) Exec(query string) (*Result, error) {
 	c.bound()
 	defer c.unbound()
-	if err := c.command(mysql.ComQuery, query); err != nil {
-		c.broken = true
-		return nil, err
-	}
-	for {
-		res, more, err := c.ReadResult()
-		if err != nil || !more {
-			return res, err
-		}
-	}
+	return c.Run(query)
 }
 
 // Run runs a client's own statement that the proxy reads whole (a SET,
