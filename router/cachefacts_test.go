@@ -9,7 +9,7 @@ import (
 
 // cacheCatalog is a Catalog that is also a KeyTyper: the integer keys of
 // the test tables (testdata/ks.yaml). sbtest1 has primary key id and
-// unique key k; orders is sharded by user_id and has primary key id;
+// unique key k, global table region primary key id and unique key code; orders is sharded by user_id and has primary key id;
 // items' key sku is not an integer.
 type cacheCatalog struct{}
 
@@ -21,7 +21,7 @@ func (cacheCatalog) IntegerKey(db, table, column string) (primary, ok bool) {
 	switch db + "." + table + "." + column {
 	case "sbtest.sbtest1.id", "sbtest.region.id", "sbtest.ranged.id", "sbtest.orders.id", "sbtest.events.id":
 		return true, true
-	case "sbtest.sbtest1.k":
+	case "sbtest.sbtest1.k", "sbtest.region.code":
 		return false, true
 	}
 	return false, false
@@ -75,9 +75,15 @@ var cacheCases = []cacheCase{
 	{name: "aggregates, GROUP BY, HAVING, ORDER BY position", sql: "SELECT c, COUNT(*), SUM(k), MIN(k), MAX(k), AVG(k), GROUP_CONCAT(c), BIT_OR(k), STD(k), VARIANCE(k) FROM sbtest1 WHERE id = 1 GROUP BY c HAVING COUNT(*) > 1 ORDER BY 1",
 		table: t1, column: "id", prim: true, points: []int64{1},
 		fill: "node1 sbtest1_0001: SELECT `c`,COUNT(1) AS `COUNT(*)`,SUM(`k`) AS `SUM(k)`,MIN(`k`) AS `MIN(k)`,MAX(`k`) AS `MAX(k)`,AVG(`k`) AS `AVG(k)`,GROUP_CONCAT(`c` SEPARATOR ',') AS `GROUP_CONCAT(c)`,BIT_OR(`k`) AS `BIT_OR(k)`,STDDEV_POP(`k`) AS `STD(k)`,VAR_POP(`k`) AS `VARIANCE(k)` FROM `sbtest1_0001` WHERE `id`=1 GROUP BY `c` HAVING COUNT(1)>1 ORDER BY 1 LOCK IN SHARE MODE NOWAIT"},
-	{name: "unique key: points", sql: "SELECT id FROM sbtest1 WHERE k = 7 AND id = 6", table: t1, column: "id", prim: true, points: []int64{6},
+	{name: "unique key: points", sql: "SELECT name FROM region WHERE code IN (3, 1)", table: "sbtest.region", column: "code", points: []int64{1, 3},
+		fill: "node1 region: SELECT `name` FROM `region` WHERE `code` IN (3,1) LOCK IN SHARE MODE NOWAIT"},
+	{name: "unique key: points win over a primary range", sql: "SELECT name FROM region WHERE id > 5 AND code = 1", table: "sbtest.region", column: "code", points: []int64{1},
+		fill: "node1 region: SELECT `name` FROM `region` WHERE `id`>5 AND `code`=1 LOCK IN SHARE MODE NOWAIT"},
+	{name: "unique key: no range", sql: "SELECT name FROM region WHERE code >= 5", table: "sbtest.region", why: "range on a key that is not the primary key of sbtest.region"},
+	{name: "unique key: on every subtable", sql: "SELECT id FROM sbtest1 WHERE k = 7", table: t1, why: "reads 4 subtables (one only in this version)"},
+	{name: "primary key points win over unique ones", sql: "SELECT id FROM sbtest1 WHERE k = 7 AND id = 6", table: t1, column: "id", prim: true, points: []int64{6},
 		fill: "node2 sbtest1_0002: SELECT `id` FROM `sbtest1_0002` WHERE `k`=7 AND `id`=6 LOCK IN SHARE MODE NOWAIT"},
-	{name: "unique key: points on a global table's key", sql: "SELECT name FROM region WHERE id IN (3, 2)", table: "sbtest.region", column: "id", prim: true, points: []int64{2, 3},
+	{name: "global table: points", sql: "SELECT name FROM region WHERE id IN (3, 2)", table: "sbtest.region", column: "id", prim: true, points: []int64{2, 3},
 		fill: "node1 region: SELECT `name` FROM `region` WHERE `id` IN (3,2) LOCK IN SHARE MODE NOWAIT"},
 
 	// Ranges (primary key only), normalised to inclusive bounds.
