@@ -680,25 +680,70 @@ func (c *Conn) SetMultiStatements(on bool) error {
 }
 
 // ResetConnection sends COM_RESET_CONNECTION, which drops all session state
-// (variables, temporary tables, prepared statements, locks, transactions).
-// The collation returns to the handshake's; the database is kept.
+// (variables, temporary tables, prepared statements, locks, transactions,
+// and the session's status counters), and turns the trackers back on (the
+// reset returns them to their global values with every other variable).
+// The collation returns to the handshake's; the database is kept. On an
+// uncompressed connection both commands go in one write: one round trip.
 func (c *Conn) ResetConnection(handshakeCollation byte) error {
-	c.bound()
-	defer c.unbound()
-	if err := c.command(mysql.ComResetConnection, ""); err != nil {
-		c.broken = true
-		return err
-	}
-	if _, err := c.readOK(); err != nil {
-		c.broken = true
+	tracking := c.tracking
+	if err := c.reset(tracking && c.Caps&mysql.ClientCompress == 0); err != nil {
 		return err
 	}
 	c.Collation = handshakeCollation
 	c.LastInsertID = 0
 	c.Vars = nil
 	c.forgetStmts()
+	if tracking && !c.tracking {
+		if err := c.enableTracking(); err != nil {
+			c.broken = true
+			return err
+		}
+	}
 	return nil
 }
+
+// reset sends COM_RESET_CONNECTION, followed in the same write by the
+// trackers' SET when retrack is set. Any failure leaves the connection
+// broken: a reply may be unread.
+func (c *Conn) reset(retrack bool) error {
+	c.bound()
+	defer c.unbound()
+	c.tracking = false
+	c.ResetSeq()
+	if err := c.WritePacket([]byte{mysql.ComResetConnection}); err != nil {
+		c.broken = true
+		return err
+	}
+	if retrack {
+		c.ResetSeq()
+		if err := c.WritePacket(trackingCommand); err != nil {
+			c.broken = true
+			return err
+		}
+	}
+	if err := c.Flush(); err != nil {
+		c.broken = true
+		return err
+	}
+	c.SetSeq(1)
+	if _, err := c.readOK(); err != nil {
+		c.broken = true
+		return err
+	}
+	if retrack {
+		c.SetSeq(1)
+		if _, err := c.readOK(); err != nil {
+			c.broken = true
+			return err
+		}
+		c.tracking = true
+	}
+	return nil
+}
+
+// trackingCommand is trackingSQL as a COM_QUERY payload.
+var trackingCommand = append([]byte{mysql.ComQuery}, trackingSQL...)
 
 // Result is a small fully-read text result, for the proxy's own queries.
 type Result struct {

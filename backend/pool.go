@@ -120,8 +120,8 @@ type Node struct {
 	epoch atomic.Uint64
 
 	// Counters for operators.
-	dials, dialFails, acquireTimeouts, waitNanos atomic.Uint64
-	stmtEvictions                                atomic.Uint64 // cached statements given back after 1461
+	dials, dialFails, acquireTimeouts, waitNanos, resets atomic.Uint64
+	stmtEvictions                                        atomic.Uint64 // cached statements given back after 1461
 	// stmtsCached counts the statements prepared on the node's pooled
 	// connections, bounded by backend.prepared_stmt_budget (stmt.go).
 	stmtsCached atomic.Int64
@@ -344,6 +344,7 @@ type Stats struct {
 	StmtEvictions   uint64 // cached statements given back after the server's max_prepared_stmt_count (1461)
 	PreparedStmts   int64  // statements the proxy keeps prepared on the node's connections (its statement cache)
 	WaitNanos       uint64 // time callers of Get waited for a free connection (the pool was full)
+	Resets          uint64 // idle connections reset as they passed from one session to another (GetFor)
 }
 
 // Stats returns a snapshot of the node's pool.
@@ -354,7 +355,8 @@ func (n *Node) Stats() Stats {
 	return Stats{Name: n.Name, Addr: n.Addr(), Up: n.Up(), InUse: n.inUse(), Idle: idle, Max: n.limit(),
 		Base: n.base, ServerMax: int(n.serverMax.Load()), QuotaRefusals: n.quotaRefusals.Load(),
 		Dials: n.dials.Load(), DialFailures: n.dialFails.Load(), AcquireTimeouts: n.acquireTimeouts.Load(),
-		StmtEvictions: n.stmtEvictions.Load(), DoublePuts: n.doublePuts.Load(), WaitNanos: n.waitNanos.Load(), PreparedStmts: n.stmtsCached.Load()}
+		StmtEvictions: n.stmtEvictions.Load(), DoublePuts: n.doublePuts.Load(), WaitNanos: n.waitNanos.Load(), PreparedStmts: n.stmtsCached.Load(),
+		Resets: n.resets.Load()}
 }
 
 func (n *Node) dialOptions(db string, coll byte, variant uint32) DialOptions {
@@ -434,8 +436,11 @@ func (n *Node) Get(ctx context.Context, variant uint32, db string, coll byte) (*
 
 // GetFor is Get for the client session o (nil: none): it returns the idle
 // connection o used last when it is still in the pool, else one no live
-// session used last, else the one returned last, and the connection is
-// then o's (idleOrder).
+// session used last, else a new one while the pool has room, else the one
+// returned last, and the connection is then o's (idleOrder). One that
+// another session (or the proxy) used last is reset first: MariaDB's
+// per-connection status counters then start from zero for o, as on a
+// connection of its own.
 func (n *Node) GetFor(ctx context.Context, o *Owner, variant uint32, db string, coll byte) (*Conn, error) {
 	if n.halted.Load() {
 		return nil, n.haltedError()
@@ -469,11 +474,27 @@ func (n *Node) GetFor(ctx context.Context, o *Owner, variant uint32, db string, 
 		}
 		i := idleOrder(l, o)
 		c := l[i]
+		if o != nil && c.owner != o && c.owner.live() && n.inUse()+n.nidle <= n.limit() {
+			// Every idle connection looked at is another connected
+			// session's, which would lose its counters: a new one
+			// while the pool has room (the token taken counts in
+			// inUse).
+			n.mu.Unlock()
+			break
+		}
 		copy(l[i:], l[i+1:])
 		l[len(l)-1] = nil
 		n.idle[vi] = l[:len(l)-1]
 		n.nidle--
-		c.owner = o
+		// The proxy's own commands (o nil) leave the connection its
+		// session's.
+		handover := o != nil && c.owner != o && c.owner != disowned
+		if o != nil {
+			c.owner = o
+		}
+		if handover {
+			c.closeLater, c.closeAllLater = nil, false // the reset closes them all
+		}
 		n.checkoutLocked(c) // in the same critical section: no second lock per Get
 		n.holdLocked(c, q.User)
 		n.mu.Unlock()
@@ -482,8 +503,21 @@ func (n *Node) GetFor(ctx context.Context, o *Owner, variant uint32, db string, 
 			c.Close()
 			continue
 		}
-		n.closeStmtsLater(c)
 		gen := n.gen.Load()
+		if handover {
+			// Another session (or the proxy itself) used it last: its
+			// status counters, which no SET carries, are not this
+			// session's. The reset also answers for a ping.
+			if err := c.ResetConnection(c.coll); err != nil {
+				n.forget(c)
+				c.Close()
+				continue
+			}
+			n.resets.Add(1)
+			c.gen = gen
+			return c, nil
+		}
+		n.closeStmtsLater(c)
 		if c.gen != gen || n.opts.PingAfterIdle > 0 && now.Sub(c.lastUsed) > n.opts.PingAfterIdle {
 			if err := c.Ping(); err != nil {
 				n.forget(c)
@@ -530,6 +564,21 @@ type Owner struct{ gone atomic.Bool }
 func (o *Owner) Leave() {
 	if o != nil {
 		o.gone.Store(true)
+	}
+}
+
+// disowned is the owner of a connection a new login or a reset left
+// with nothing of any session (Conn.Disown): the next takes it as is.
+var disowned = func() *Owner { o := new(Owner); o.Leave(); return o }()
+
+// Disown records that the connection carries nothing of the session that
+// holds it (a new login or a reset just ran): the next session takes it
+// without a reset of its own.
+func (c *Conn) Disown() {
+	if n := c.node; n != nil {
+		n.mu.Lock()
+		c.owner = disowned
+		n.mu.Unlock()
 	}
 }
 
@@ -592,6 +641,9 @@ func (n *Node) dialPooled(ctx context.Context, q Quota, o *Owner, variant uint32
 			n.checkoutLocked(c)
 			n.holdLocked(c, q.User)
 			c.owner = o
+			if o == nil {
+				c.owner = disowned // the proxy's own: a session takes it as new
+			}
 			n.mu.Unlock()
 		}
 	}

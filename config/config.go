@@ -276,6 +276,9 @@ type Config struct {
 	// Streams deliver the row changes of logical tables into Kafka
 	// (streams.go, package kafkasink).
 	Streams []Stream `yaml:"streams"`
+	// Cache keeps the answers of single-table SELECTs, invalidated from
+	// the binary logs (cache.go, package resultcache); nil: none.
+	Cache *Cache `yaml:"cache"`
 
 	// pos maps key paths to lines of the bytes this Config was parsed from;
 	// nil for a Config built in code.
@@ -750,6 +753,7 @@ func (c *Config) applyDefaults() {
 		c.Sidecar.DB = "shardgate_sidecar"
 	}
 	c.streamDefaults()
+	c.cacheDefaults()
 }
 
 // Sequences reports whether any shard rule uses a global sequence (and so

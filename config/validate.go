@@ -101,6 +101,7 @@ func (c *Config) validate() []Problem {
 	c.validateSchemas(v)
 	c.validateExtensions(v)
 	c.validateStreams(v)
+	c.validateCache(v)
 	return v.problems
 }
 

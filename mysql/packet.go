@@ -73,6 +73,8 @@ type Conn struct {
 	// connection holds none (see LendWriteBuffer).
 	wpool *sync.Pool
 	wsize int
+
+	hold *holder // set between Hold and Unhold
 }
 
 // NewConn wraps nc with buffers of the given sizes (defaults when <= 0).
@@ -112,7 +114,15 @@ func (c *Conn) LendWriteBuffer() {
 }
 
 // writer returns the write buffer, borrowing one if c has none.
-func (c *Conn) writer() *bufio.Writer {
+func (c *Conn) writer() io.Writer {
+	if c.hold != nil {
+		return c.hold
+	}
+	return c.netWriter()
+}
+
+// netWriter is the buffer in front of the network.
+func (c *Conn) netWriter() *bufio.Writer {
 	if c.bw == nil {
 		w := c.wpool.Get().(*bufio.Writer)
 		w.Reset(c.nc)
@@ -440,8 +450,12 @@ func (c *Conn) WritePacket(payload []byte) error {
 	}
 }
 
-// Flush writes buffered packets to the network.
+// Flush writes buffered packets to the network (while Hold holds them,
+// nothing: Unhold decides).
 func (c *Conn) Flush() error {
+	if c.hold != nil && !c.hold.over {
+		return nil
+	}
 	if c.bw == nil {
 		return nil // nothing written since the last Flush
 	}

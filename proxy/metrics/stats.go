@@ -63,6 +63,8 @@ type Stats struct {
 	Buffer BufferStats `json:"buffer"`
 	// Streams are the Kafka streams of streams: (streams.go).
 	Streams []StreamStats `json:"streams,omitempty"`
+	// Cache is the result cache (cache.go); nil without one.
+	Cache *CacheStats `json:"cache,omitempty"`
 }
 
 // NodeStats is one backend node's pool and health.
@@ -78,6 +80,7 @@ type NodeStats struct {
 	AcquireTimeouts uint64  `json:"acquire_timeouts_total"`
 	WaitSeconds     float64 `json:"acquire_wait_seconds_total"` // time statements waited for a pooled connection
 	StmtEvictions   uint64  `json:"stmt_evictions_total"`
+	Resets          uint64  `json:"handover_resets_total"` // idle connections reset as they passed to another session
 	// DoublePuts counts connections returned to the pool that were not
 	// checked out: ignored, and a bug to report.
 	DoublePuts uint64 `json:"double_returns_total"`
@@ -110,7 +113,7 @@ func Nodes(nodes []*backend.Node) []NodeStats {
 		x := nd.Stats()
 		ns := NodeStats{Name: x.Name, Addr: x.Addr, Up: x.Up, InUse: x.InUse, Idle: x.Idle,
 			Max: x.Max, Dials: x.Dials, DialFailures: x.DialFailures, AcquireTimeouts: x.AcquireTimeouts, StmtEvictions: x.StmtEvictions,
-			DoublePuts:  x.DoublePuts,
+			DoublePuts: x.DoublePuts, Resets: x.Resets,
 			WaitSeconds: float64(x.WaitNanos) / 1e9}
 		for _, r := range nd.Replicas() {
 			rs, ps := r.Status(), r.Stats()
@@ -171,6 +174,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range st.Streams {
 		e.stream(s)
+	}
+	if st.Cache != nil {
+		e.cache(st.Cache)
 	}
 	if c.Workflows != nil {
 		for _, w := range c.Workflows() {
@@ -246,6 +252,7 @@ func (e emitter) node(n NodeStats) {
 	e.one("shardgate_backend_dials_total", "Backend connections opened.", k, float64(n.Dials), "node", n.Name)
 	e.one("shardgate_backend_dial_failures_total", "Backend connections that failed to open.", k, float64(n.DialFailures), "node", n.Name)
 	e.one("shardgate_backend_acquire_timeouts_total", "Statements that timed out waiting for a pooled connection (acquire_timeout).", k, float64(n.AcquireTimeouts), "node", n.Name)
+	e.one("shardgate_backend_handover_resets_total", "Idle pooled connections reset (COM_RESET_CONNECTION) as they passed from one client session to another.", k, float64(n.Resets), "node", n.Name)
 	e.one("shardgate_backend_acquire_wait_seconds_total", "Time statements waited for a pooled connection.", k, n.WaitSeconds, "node", n.Name)
 	for _, r := range n.Replicas {
 		e.replica(n.Name, r)

@@ -375,3 +375,27 @@ func (t *tables) Integer(db, table, column string) bool {
 	}
 	return false
 }
+
+// IntegerKey implements router.KeyTyper for the result cache: column is
+// an integer column that is by itself the primary key (primary) or a
+// unique key of logical table db.table, as its definition says.
+func (t *tables) IntegerKey(db, table, column string) (primary, ok bool) {
+	tb := t.catalog.Table(db, table)
+	if tb == nil || !t.Integer(db, table, column) {
+		return false, false
+	}
+	i, _ := tb.Column(column)
+	pri := 0
+	for _, c := range tb.Columns {
+		if c.Key == "PRI" {
+			pri++
+		}
+	}
+	switch tb.Columns[i].Key {
+	case "PRI":
+		return true, pri == 1
+	case "UNI":
+		return false, true
+	}
+	return false, false
+}

@@ -33,6 +33,7 @@ type handler struct {
 	seqs     *sessionSeqs    // the session's sequence values (sequences.go)
 	cmds     *userCmds       // COM_CHANGE_USER, COM_SET_OPTION
 	qbuf     []byte          // scratch for rewritten COM_QUERY packets
+	rc       cacheRunner     // the result cache's side of the session (rcache_query.go)
 	// immediate is set while an EXECUTE IMMEDIATE the proxy checked runs.
 	immediate bool
 	// logical relays results of statements on subtables of relayTables
@@ -60,6 +61,7 @@ func newHandler(c *conn) *handler {
 	h.seqs = &sessionSeqs{h: h}
 	h.cmds = &userCmds{h: h}
 	h.counts.h = h
+	h.rc.h = h
 	return h
 }
 

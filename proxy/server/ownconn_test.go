@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"strconv"
 	"testing"
 	"time"
@@ -30,6 +31,10 @@ func TestSessionStatusOwnConnection(t *testing.T) {
 		"INSERT INTO ownconn.t SELECT seq, seq % 7 FROM ownconn.seq_1_to_200")
 	t.Cleanup(func() { direct.Exec("DROP DATABASE IF EXISTS ownconn") })
 	db := openDB(t, p.dsn("ownconn", ""))
+	// A proxy whose idle connections outlive the test's pauses: the one a
+	// session left must still be there for the next.
+	kept := startProxy(t, newConfig(t, s[0]))
+	keptDB := openDB(t, kept.dsn("ownconn", ""))
 
 	status := func(c querier, name string) string {
 		t.Helper()
@@ -104,6 +109,52 @@ func TestSessionStatusOwnConnection(t *testing.T) {
 			}
 			if got := count(b, "Com_select") - b0; got != 2*rounds {
 				t.Errorf("b's Com_select went up by %d, want %d (its own statements)", got, 2*rounds)
+			}
+		})
+		t.Run(name+" a new session while another is connected", func(t *testing.T) {
+			// a's connection is idle while a thinks; b's statements must
+			// neither read a's counters nor leave a reading b's
+			// (main.empty_table, main.memory_used: mysqltest keeps its
+			// first connection while it opens others).
+			a := conn(t, keptDB)
+			run(a)
+			queryStrings(t, a, "SELECT a FROM t WHERE a < 0")
+			aSel, aEmpty := count(a, "Com_select"), count(a, "Empty_queries")
+			if aSel == 0 || aEmpty == 0 {
+				t.Fatal("a's counters did not count its statements")
+			}
+			b := conn(t, keptDB)
+			for _, name := range []string{"Com_select", "Empty_queries", "Handler_read_key"} {
+				if got := count(b, name); got != 0 {
+					t.Errorf("a new session reads %s %d, want 0", name, got)
+				}
+			}
+			queryStrings(t, b, "SELECT a FROM t WHERE a < 0")
+			if got := count(a, "Com_select"); got != aSel {
+				t.Errorf("a's Com_select %d after b's statements, want %d (its own)", got, aSel)
+			}
+			if got := count(a, "Empty_queries"); got != aEmpty {
+				t.Errorf("a's Empty_queries %d after b's statements, want %d", got, aEmpty)
+			}
+			if got := count(b, "Empty_queries"); got != 1 {
+				t.Errorf("b's Empty_queries %d, want 1", got)
+			}
+		})
+		t.Run(name+" a new session after another left", func(t *testing.T) {
+			// The connection a left goes to the next session reset.
+			sessions := kept.srv.Stats().Sessions
+			a := conn(t, keptDB)
+			run(a)
+			a.Raw(func(any) error { return driver.ErrBadConn }) // the client leaves
+			a.Close()
+			eventually(t, 5*time.Second, "a's session to end", func() bool { return kept.srv.Stats().Sessions <= sessions })
+			before := kept.srv.Stats().Nodes[0].Resets
+			b := conn(t, keptDB)
+			if got := count(b, "Com_select"); got != 0 {
+				t.Errorf("a new session reads Com_select %d, want 0", got)
+			}
+			if kept.srv.Stats().Nodes[0].Resets == before {
+				t.Error("the new session got the connection another session left without a reset")
 			}
 		})
 	}

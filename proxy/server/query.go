@@ -21,6 +21,9 @@ import (
 // statements the proxy answers itself are picked off on the way.
 func (h *handler) query(p []byte) error {
 	c, st := h.c, h.c.st
+	if served, err := h.rc.serve(p[1:]); served { // rcache_query.go
+		return err
+	}
 	u := router.Unwrap(string(p[1:]), h.defaultVersion())
 	if u.CommentsOnly {
 		return h.forwardComment(p) // the server answers comments itself
@@ -74,7 +77,7 @@ func (h *handler) query(p []byte) error {
 	case plan.Kind != router.Forward:
 		err = h.execute(plan, sql)
 	default:
-		plan, res, err = h.fence.forward(h, plan, &stmt, sql, p) // stale.go
+		plan, res, err = h.rc.forward(plan, &stmt, sql, p) // rcache_query.go, stale.go
 	}
 	h.finish(plan, &stmt, res, err)
 	h.counts.note(plan.Kind == router.Forward, res, err)

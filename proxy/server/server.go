@@ -73,7 +73,9 @@ type Server struct {
 	// flows runs data movement (move.go); nil without the sidecar's node.
 	flows *workflows
 	// streams runs the Kafka sinks of streams: (streams.go).
-	streams    *streamRunner
+	streams *streamRunner
+	// rcache is the result cache (rcache.go), nil without cache: in ks.yaml.
+	rcache     *resultCache
 	staleState // stale rules met at a fence (stale.go)
 	// xa coordinates two-phase commit when a schema uses transaction_mode
 	// xa (nil otherwise).
@@ -433,6 +435,7 @@ func (s *Server) startBackground(cfg *config.Config, o Options) {
 	s.staleState.live, s.staleState.moves, s.staleState.log = &s.liveConfig, s.flows, s.log
 	s.streams = newStreamRunner(s)
 	s.liveConfig.reloaded = s.streams.changed
+	s.rcache = startResultCache(s, cfg)
 	s.console = newConsole(s, o.ConfigPath)
 }
 
@@ -444,6 +447,7 @@ func (s *Server) stopBackground() {
 		s.flows.m.Close()
 	}
 	s.streams.close()   // nil-safe
+	s.rcache.close()    // nil-safe
 	s.publisher.close() // nil-safe
 	if s.xa != nil {
 		s.xa.Close()
@@ -477,6 +481,10 @@ func (s *Server) Stats() Stats {
 	st.FenceRetries = s.staleRetries.Load()
 	st.TopologyPublishFailures, st.TopologyPublishPending = s.publisher.stats()
 	st.Streams = s.streams.stats()
+	if s.rcache != nil {
+		cs := s.rcache.Stats()
+		st.Cache = &cs
+	}
 	return st
 }
 

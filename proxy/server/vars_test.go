@@ -84,20 +84,27 @@ func TestTrackedSessionVariables(t *testing.T) {
 // the variables on a second.
 func TestCarriedUserVariableTypes(t *testing.T) {
 	s := backends(t)[0]
-	p := startProxy(t, newConfig(t, s))
+	cfg := newConfig(t, s)
+	cfg.Nodes[0].MaxConnsLimit = 2 // no room for a third: b must take a's
+	p := startProxy(t, cfg)
 	dbSetup(t, s, "carry_types")
 	a := conn(t, openDB(t, p.dsn("carry_types", "")))
 	b := conn(t, openDB(t, p.dsn("carry_types", "")))
+	c := conn(t, openDB(t, p.dsn("carry_types", "")))
 	mustExec(t, a, "SET NAMES latin1",
 		"SET @c = _latin1'abc' COLLATE latin1_bin, @g = ST_GeomFromText('POINT(1 2)', 4326), @u = _latin1 0xE9 COLLATE latin1_german1_ci, @d = SQRT(1), @n = 7, @m = 1.50")
-	// b takes the connection a used last (the pool hands out the most
-	// recently used one) and keeps it in a transaction.
+	// c holds the pool's other connection; b then takes the connection
+	// a used last (the pool is full) and keeps it in a transaction, and
+	// a gets c's once c is done.
 	self := selfThreadSQL
 	first := queryValue(t, a, self)
+	mustExec(t, c, "BEGIN")
+	queryValue(t, c, "SELECT 1")
 	mustExec(t, b, "BEGIN")
 	if got := queryValue(t, b, self); got != first {
 		t.Logf("b runs on thread %s, a ran on %s", got, first)
 	}
+	mustExec(t, c, "COMMIT")
 	if got := queryValue(t, a, self); got == first {
 		t.Fatalf("a still runs on thread %s: the test does not move it", got)
 	}

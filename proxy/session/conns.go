@@ -54,17 +54,9 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 			}
 		}
 		s.lent(bc)
-		if s.sticky {
-			for _, q := range s.replay {
-				// The client's own SET: as long as the server lets it
-				// run, as the first time (backend.Conn.Run).
-				if _, err := bc.Run(q); err != nil {
-					// The connection does not have the session's state: it
-					// serves no one (a sticky session would keep it).
-					bc.MarkBroken()
-					s.Release(bc, false, backend.Outcome{})
-					return nil, fmt.Errorf("repeating the session's %q on node %s: %w", q, node, err)
-				}
+		if s.sticky && len(s.replay) > 0 {
+			if err := s.replayOn(bc, node, usesLastID); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -93,6 +85,30 @@ func (s *State) Acquire(node string, usesLastID bool) (*backend.Conn, error) {
 	}
 	s.using = append(s.using, bc)
 	return bc, nil
+}
+
+// replayOn brings a connection a sticky session takes to its state: the
+// state it carries first, then its SETs, which came after it (a SET the
+// proxy does not read back may assign a variable it carries). On failure
+// bc is given back (broken when a SET failed on it).
+func (vs *varState) replayOn(bc *backend.Conn, node string, usesLastID bool) error {
+	s := vs.s
+	if err := s.syncState(bc, usesLastID); err != nil {
+		s.Release(bc, false, backend.Outcome{})
+		return err
+	}
+	for _, q := range s.replay {
+		// The client's own SET: as long as the server lets it run, as
+		// the first time (backend.Conn.Run).
+		if _, err := bc.Run(q); err != nil {
+			// The connection does not have the session's state: it serves
+			// no one (a sticky session would keep it).
+			bc.MarkBroken()
+			s.Release(bc, false, backend.Outcome{})
+			return fmt.Errorf("repeating the session's %q on node %s: %w", q, node, err)
+		}
+	}
+	return nil
 }
 
 // SetOutsideTxn, in transaction_mode xa, keeps the statements that follow
@@ -210,6 +226,9 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 		return
 	}
 	for _, c := range changes {
+		if s.fillRead && fillNoise(c) {
+			continue
+		}
 		if name, value, ok := c.SystemVariable(); ok {
 			switch name = strings.ToLower(name); name {
 			case "last_gtid":
@@ -297,6 +316,8 @@ func (s *State) ReleaseAll() {
 			// as USE inside a multi-statement text change it unseen).
 			if err := bc.ChangeUser(""); err != nil {
 				bc.MarkBroken()
+			} else {
+				bc.Disown()
 			}
 		}
 		bc.Node().Put(bc)

@@ -62,6 +62,8 @@ type stmtState struct {
 	// its response carried warnings (which a read of the proxy's own
 	// would clear before the client's SHOW WARNINGS).
 	leaves, varsRead, warned bool
+	// fillRead: the statement is a result cache fill (FillRead).
+	fillRead bool
 	// insertSelect: the statement under way is INSERT ... SELECT; ddl:
 	// it is DDL; offset: its LIMIT's offset.
 	insertSelect, ddl bool
@@ -268,9 +270,11 @@ func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome) bool {
 	}
 	s := ss.s
 	s.unpin(bc)
-	if (len(s.replay) > 0 || o.StateChanged) && !bc.Private() {
+	if (len(s.replay) > 0 || o.StateChanged && !ss.fillRead) && !bc.Private() {
 		if err := bc.ChangeUser(""); err != nil {
 			bc.MarkBroken()
+		} else {
+			bc.Disown()
 		}
 	}
 	bc.Node().Put(bc)

@@ -106,7 +106,7 @@ func TestShareTransitions(t *testing.T) {
 			},
 			conns: []string{
 				"n1.1 pooled: CALL p(); SELECT VARIABLE_NAME FROM information_schema.USER_VARIABLES; CHANGE_USER; MULTI_STATEMENTS ON",
-				"n2.1 held: SELECT 0; INIT_DB other; SELECT 1",
+				"n2.1 held: SELECT 0; RESET_CONNECTION; INIT_DB other; SELECT 1",
 			},
 			facts: "holds-state",
 		},

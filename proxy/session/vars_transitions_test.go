@@ -41,13 +41,13 @@ func userVarIs(name, literal string) step {
 // values are read back as literals of the same type, character set and
 // collation, and they travel with the session: every connection it uses
 // gets them with one SET of what differs, and a connection another
-// session left them on gets them undone (NULL for user variables, DEFAULT
-// for system variables) before it serves this one.
+// session left them on is reset (COM_RESET_CONNECTION, which also starts
+// its status counters anew) before it serves this one.
 func TestVarsTransitions(t *testing.T) {
 	const readA = "SELECT @`a`"
 	runTransitions(t, []transition{
 		{
-			name:   "a user variable travels to every connection the session uses, and is undone for the next client",
+			name:   "a user variable travels to every connection the session uses, and is reset for the next client",
 			script: []answer{{node: "n1", prefix: readA, reply: userVar(mysql.TypeVarString, "x", "78", "utf8mb4", "utf8mb4_general_ci")}},
 			steps: []step{
 				setUser("SET @a = 'x'", "a"), holding(),
@@ -57,12 +57,12 @@ func TestVarsTransitions(t *testing.T) {
 			},
 			conns: []string{
 				"n1.1 pooled: SET @a = 'x'; SELECT @`a`, HEX(@`a`), CHARSET(@`a`), COLLATION(@`a`) LIMIT 1; " +
-					"SET @`a` = _utf8mb4 X'78' COLLATE utf8mb4_general_ci; SELECT @a; SET @`a` = NULL; SELECT 1",
-				"n2.1 pooled: SET @`a` = _utf8mb4 X'78' COLLATE utf8mb4_general_ci; SELECT @a; SELECT @a; SET @`a` = NULL; SELECT 1",
+					"SET @`a` = _utf8mb4 X'78' COLLATE utf8mb4_general_ci; SELECT @a; RESET_CONNECTION; SELECT 1",
+				"n2.1 pooled: SET @`a` = _utf8mb4 X'78' COLLATE utf8mb4_general_ci; SELECT @a; SELECT @a; RESET_CONNECTION; SELECT 1",
 			},
 		},
 		{
-			name:   "a system variable travels as its value, and is set back to DEFAULT for the next client",
+			name:   "a system variable travels as its value, and is reset for the next client",
 			script: []answer{{node: "n1", prefix: "SELECT @@SESSION.`sql_select_limit`", reply: sysVar(mysql.TypeLongLong, 63, "5")}},
 			steps: []step{
 				setSys("SET sql_select_limit = 5", "sql_select_limit"), on("SELECT 1", "n2"),
@@ -70,7 +70,7 @@ func TestVarsTransitions(t *testing.T) {
 			},
 			conns: []string{
 				"n1.1 pooled: SET sql_select_limit = 5; SELECT @@SESSION.`sql_select_limit` LIMIT 1; SET @@SESSION.`sql_select_limit` = 5",
-				"n2.1 pooled: SET @@SESSION.`sql_select_limit` = 5; SELECT 1; SET @@SESSION.`sql_select_limit` = DEFAULT; SELECT 2",
+				"n2.1 pooled: SET @@SESSION.`sql_select_limit` = 5; SELECT 1; RESET_CONNECTION; SELECT 2",
 			},
 		},
 		{

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardgate/shardgate/backend"
+	"github.com/shardgate/shardgate/changestream"
+	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/resultcache"
+)
+
+// The result cache (cache: in ks.yaml, package resultcache) is fed here:
+// one change stream over every node's binary log, started at the nodes'
+// positions of the moment, drops the answers each row change may have
+// made wrong (and a table's answers at a statement that changes it), and
+// a poller per node reads the node's own @@gtid_binlog_pos so the cache
+// knows how far behind it may be (max_staleness). A stream that fails
+// drops everything and starts again from the nodes' positions then: the
+// changes in between are never applied, so nothing kept before may be
+// served. Each proxy keeps its own cache; the query path is in
+// rcache_query.go.
+
+// resultCache is the proxy's cache and the goroutines that feed it.
+type resultCache struct {
+	*resultcache.Cache
+	cfg    *config.Cache
+	tables []string // the logical tables cached, db.table in lower case
+	log    *zap.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startResultCache starts the cache of cfg (nil without a cache: key).
+func startResultCache(s *Server, cfg *config.Config) *resultCache {
+	// Reads the rules in force (s.rt()): called once the router is built.
+	if cfg.Cache == nil {
+		return nil
+	}
+	var tables []string
+	for _, ti := range s.rt().Tables() {
+		if cfg.Cache.Caches(ti.DB, ti.Table) {
+			tables = append(tables, strings.ToLower(ti.DB+"."+ti.Table))
+		}
+	}
+	var names []string
+	for _, n := range cfg.Nodes {
+		names = append(names, n.Name)
+	}
+	k := cfg.Cache
+	rc := &resultCache{
+		Cache: resultcache.New(resultcache.Options{Memory: k.Memory, MaxEntry: k.MaxEntry, MaxStaleness: k.MaxStaleness, MaxWaiters: k.MaxWaiters}, names),
+		cfg:   k, tables: tables, log: s.log.With(zap.String("component", "result-cache")),
+	}
+	if len(tables) == 0 {
+		rc.log.Warn("cache: no table with a shard rule matches cache.tables; nothing is cached", zap.Strings("tables", k.Tables))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rc.cancel = cancel
+	rc.wg.Add(1)
+	go func() {
+		defer rc.wg.Done()
+		rc.follow(ctx, cfg)
+	}()
+	for _, src := range changestream.Sources(cfg) {
+		rc.wg.Add(1)
+		go func() {
+			defer rc.wg.Done()
+			rc.poll(ctx, src)
+		}()
+	}
+	return rc
+}
+
+// close stops the feeding goroutines (nil-safe).
+func (rc *resultCache) close() {
+	if rc == nil {
+		return
+	}
+	rc.cancel()
+	rc.wg.Wait()
+}
+
+// follow runs the change stream until ctx ends, starting it again after a
+// pause each time it fails.
+func (rc *resultCache) follow(ctx context.Context, cfg *config.Config) {
+	sources := changestream.Sources(cfg)
+	names := changestream.Names(cfg)
+	pause := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := rc.stream(ctx, sources, names)
+		for _, src := range sources {
+			rc.ReaderDown(src.Node)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		rc.log.Warn("cache: the binary log stream stopped; every answer is dropped and the stream starts again", zap.Error(err), zap.Duration("after", pause))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// stream reads every node's changes from its position now and applies
+// them to the cache until the stream fails or ctx ends.
+func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source, names func(db, table string) string) error {
+	from := map[string]string{}
+	at := map[string]time.Time{}
+	for _, src := range sources {
+		at[src.Node] = time.Now()
+		pos, err := sourcePos(ctx, src)
+		if err != nil {
+			return err
+		}
+		from[src.Node] = pos
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
+		Tables: rc.tables, From: from, Marks: true, DDL: true, KeepFlagged: true, Buffer: 4096,
+	})
+	if err != nil {
+		return err
+	}
+	for node, pos := range from {
+		rc.ReaderUp(node, pos, at[node])
+	}
+	for ch := range changes {
+		rc.apply(&ch)
+	}
+	return <-errc
+}
+
+// apply applies one change.
+func (rc *resultCache) apply(ch *changestream.Change) {
+	switch ch.Op {
+	case "mark":
+		rc.Applied(ch.Node, ch.Pos)
+	case "ddl":
+		if ch.Table == "" {
+			rc.Flush() // a statement on tables the stream could not name
+		} else {
+			rc.FlushTable(strings.ToLower(ch.Table))
+		}
+	default:
+		rc.Invalidate(strings.ToLower(ch.Table), ch.Before, ch.After)
+	}
+}
+
+// sourcePos reads a source's @@gtid_binlog_pos over a connection of its
+// own.
+func sourcePos(ctx context.Context, src changestream.Source) (string, error) {
+	c, err := backend.Dial(ctx, src.Addr, backend.DialOptions{User: src.User, Password: src.Password, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return backend.BinlogPos(c)
+}
+
+// poll reads the node's position every quarter of max_staleness (at most
+// every 100ms, at least every millisecond) over a connection of its own,
+// so the cache knows it is no further behind than that.
+func (rc *resultCache) poll(ctx context.Context, src changestream.Source) {
+	every := min(max(rc.cfg.MaxStaleness/4, time.Millisecond), 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var c *backend.Conn
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c == nil {
+			var err error
+			if c, err = backend.Dial(ctx, src.Addr, backend.DialOptions{User: src.User, Password: src.Password, DialTimeout: time.Second, CommandTimeout: time.Second}); err != nil {
+				c = nil
+				continue
+			}
+		}
+		at := time.Now()
+		pos, err := backend.BinlogPos(c)
+		if err != nil {
+			c.Close()
+			c = nil
+			continue
+		}
+		rc.Polled(src.Node, pos, at)
+	}
+}

@@ -1,0 +1,230 @@
+package resultcache
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options bound a Cache.
+type Options struct {
+	Memory       int64         // bytes of answers kept, over every shard
+	MaxEntry     int           // bytes of one answer
+	MaxStaleness time.Duration // Servable's bound
+	MaxWaiters   int           // sessions waiting for one key's fill
+}
+
+// Key identifies one answer: two independent hashes of everything that
+// shapes it (the session's shape and the statement's bytes, KeyHasher).
+// An entry also keeps the statement's bytes, compared on every hit, so
+// two statements never share an answer; two shapes would need both
+// 64-bit hashes to collide.
+type Key struct{ A, B uint64 }
+
+var seedA, seedB = maphash.MakeSeed(), maphash.MakeSeed()
+
+// KeyHasher builds a Key without allocating. The zero value is not
+// ready: use NewKeyHasher or Reset.
+type KeyHasher struct{ a, b maphash.Hash }
+
+// Reset starts a new key.
+func (h *KeyHasher) Reset() {
+	h.a.SetSeed(seedA)
+	h.b.SetSeed(seedB)
+}
+
+// WriteString adds s, followed by a separator, to the key.
+func (h *KeyHasher) WriteString(s string) {
+	h.a.WriteString(s)
+	h.b.WriteString(s)
+	h.a.WriteByte(0)
+	h.b.WriteByte(0)
+}
+
+// Write adds b, followed by a separator, to the key.
+func (h *KeyHasher) Write(b []byte) {
+	h.a.Write(b)
+	h.b.Write(b)
+	h.a.WriteByte(0)
+	h.b.WriteByte(0)
+}
+
+// WriteUint adds v to the key.
+func (h *KeyHasher) WriteUint(v uint64) {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	h.a.Write(b[:])
+	h.b.Write(b[:])
+}
+
+// Sum returns the key.
+func (h *KeyHasher) Sum() Key { return Key{h.a.Sum64(), h.b.Sum64()} }
+
+// nShards splits the answers (and their memory) so that hits on
+// different keys seldom wait for one another.
+const nShards = 64
+
+// Cache is the result cache. Safe for concurrent use.
+type Cache struct {
+	opt    Options
+	shards [nShards]shard
+
+	// idxMu guards tables and every entry's place in them; taken before
+	// a shard's lock, never after.
+	idxMu  sync.Mutex
+	tables map[string]*table
+	// flushGen moves when everything is dropped (Flush).
+	flushGen atomic.Uint64
+	// guard are the invalidation counters of key points, by hash of
+	// table, column and value: a Token keeps the ones of its points.
+	guard [guardSlots]atomic.Uint64
+
+	nodes map[string]*node // fixed at New
+
+	flightMu sync.Mutex
+	flights  map[Key]*Flight
+
+	st counters
+}
+
+const guardSlots = 1 << 14
+
+// New returns a cache of the nodes named (their readers report with
+// Applied, Polled, ReaderUp and ReaderDown).
+func New(o Options, nodes []string) *Cache {
+	c := &Cache{opt: o, tables: map[string]*table{}, nodes: map[string]*node{}, flights: map[Key]*Flight{}}
+	for i := range c.shards {
+		c.shards[i].budget = max(o.Memory/nShards, 1)
+		c.shards[i].m = map[Key]*entry{}
+	}
+	for _, n := range nodes {
+		c.nodes[n] = &node{}
+	}
+	return c
+}
+
+// MaxEntry is the largest answer kept, in bytes.
+func (c *Cache) MaxEntry() int { return c.opt.MaxEntry }
+
+// entry is one answer kept.
+type entry struct {
+	key    Key
+	stmt   string // the statement's bytes (and a prepared statement's arguments)
+	resp   []byte // the answer as the client got it: whole packets, numbered from 1
+	rows   uint64
+	node   string
+	tbl    *table
+	col    string
+	points []int64
+	rng    *Range
+	size   int64
+
+	prev, next *entry // the shard's recency list
+}
+
+// entryOverhead approximates what an entry costs beyond its bytes: the
+// struct, its map slots and index references.
+const entryOverhead = 256
+
+// Range is a primary-key range an answer depends on: Lo <= key <= Hi,
+// unbounded on a side marked No.
+type Range struct {
+	Lo, Hi     int64
+	NoLo, NoHi bool
+}
+
+func (r *Range) holds(v int64, big bool) bool {
+	if big { // an unsigned key above MaxInt64
+		return r.NoHi
+	}
+	return (r.NoLo || v >= r.Lo) && (r.NoHi || v <= r.Hi)
+}
+
+// table indexes the answers of one logical table.
+type table struct {
+	name   string
+	gen    uint64 // moves when the table's answers are all dropped
+	anyGen uint64 // moves with every change of the table: range fills check it
+	cols   map[string]bool
+	points map[point]map[*entry]struct{}
+	ranges map[*entry]struct{}
+	n      int // entries
+}
+
+type point struct {
+	col string
+	v   int64
+}
+
+// shard holds some of the answers, by Key, with its own memory budget.
+type shard struct {
+	mu         sync.Mutex
+	m          map[Key]*entry
+	head, tail *entry // most and least recently used
+	bytes      int64
+	budget     int64
+}
+
+func (c *Cache) shard(k Key) *shard { return &c.shards[k.A%nShards] }
+
+// Hit is an answer found by Lookup.
+type Hit struct {
+	Resp []byte // read only
+	Rows uint64
+	Node string
+}
+
+// Lookup returns the answer kept for k and stmt, if any. The caller
+// checks Servable and Covers for its Node before sending it.
+func (c *Cache) Lookup(k Key, stmt []byte) (Hit, bool) {
+	s := c.shard(k)
+	s.mu.Lock()
+	e := s.m[k]
+	if e == nil || e.stmt != string(stmt) {
+		s.mu.Unlock()
+		c.st.misses.Add(1)
+		return Hit{}, false
+	}
+	s.touch(e)
+	h := Hit{Resp: e.resp, Rows: e.rows, Node: e.node}
+	s.mu.Unlock()
+	c.st.hits.Add(1)
+	return h, true
+}
+
+// touch moves e to the front of the recency list; s.mu held.
+func (s *shard) touch(e *entry) {
+	if s.head == e {
+		return
+	}
+	s.unlink(e)
+	s.pushFront(e)
+}
+
+func (s *shard) pushFront(e *entry) {
+	e.prev, e.next = nil, s.head
+	if s.head != nil {
+		s.head.prev = e
+	}
+	s.head = e
+	if s.tail == nil {
+		s.tail = e
+	}
+}
+
+func (s *shard) unlink(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
