@@ -32,6 +32,8 @@
 #   make bench-kafka the Kafka sink (issue 38): canal's table (mixed DML, batch inserts; topics x partitions; Debezium
 #                    and json), the stage funnel and the franz-go anchor, partitions x consumer-group scaling, lag under
 #                    sysbench through the proxy (bench/kafka.sh; own servers and broker, stopped at the end; about 4 minutes)
+#   make bench-cache the result cache (issue 39): point selects, and with 5 % updates, against direct, relay, the proxy
+#                    without cache and MariaDB's query cache; hit ratio from /stats (bench/cache.sh; about 12 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
@@ -40,7 +42,7 @@ FUZZTIME ?= 5s
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet bench-cutover bench-kafka
+.PHONY: all build run test test-short test-mtr fuzz bench bench-compare bench-conns bench-hostile bench-stream bench-move bench-xa clean bench-deadlock bench-fleet bench-cutover bench-kafka bench-cache
 
 all: build
 
@@ -134,6 +136,9 @@ bench-move:
 
 bench-kafka:
 	bench/kafka.sh
+
+bench-cache:
+	bench/cache.sh
 
 bench-xa:
 	bench/xa.sh
