@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -578,4 +579,26 @@ func (sc *userRules) fillPlan(sel *ast.SelectStmt, s Session, bind binder, marke
 	q := *p
 	q.Targets = []Target{tg}
 	return &q, ""
+}
+
+// cacheVerdict is the result cache's column of EXPLAIN FORMAT='shard':
+// "yes: ..." with what the answer depends on, or "no: <why>"; table is
+// the logical table when cacheable. Whether cache: names the table is
+// the caller's to say.
+func (r *Router) cacheVerdict(sql string, s Session, args []Arg) (verdict, table string) {
+	c := r.CacheFacts(sql, s, args)
+	switch {
+	case c.Why != "":
+		return "no: " + c.Why, ""
+	case c.Range != nil:
+		lo, hi := "-inf", "+inf"
+		if !c.Range.NoLo {
+			lo = strconv.FormatInt(c.Range.Lo, 10)
+		}
+		if !c.Range.NoHi {
+			hi = strconv.FormatInt(c.Range.Hi, 10)
+		}
+		return "yes: " + c.Table + " rows with " + c.Column + " in [" + lo + ", " + hi + "]", c.Table
+	}
+	return "yes: " + c.Table + " rows with " + c.Column + " in " + strconv.Itoa(len(c.Points)) + " value(s)", c.Table
 }

@@ -53,6 +53,10 @@ type Plan struct {
 	// it after the rest of the statement (a form MariaDB warns about).
 	Into      string
 	IntoAtEnd bool
+	// Cache is, in an Explain plan, whether the result cache may keep the
+	// statement's answer and why not (cacheVerdict); CacheTable the
+	// logical db.table it would be kept for ("" when not cacheable).
+	Cache, CacheTable string
 }
 
 // PlanKind says how a plan's targets are run and their results combined.

@@ -270,7 +270,10 @@ func (r *Router) route(sql string, s Session, args []Arg, prepared bool) (*Plan,
 		if err != nil {
 			return nil, err
 		}
-		return explainPlan(p, inner), nil
+		out := explainPlan(p, inner)
+		s.explain = false
+		out.Cache, out.CacheTable = r.cacheVerdict(inner, s, args)
+		return out, nil
 	}
 	if p := hintIn(sql, sc.hints); p != nil {
 		return p, nil

@@ -68,6 +68,7 @@ func (mt meta) explain(plan *router.Plan) error {
 		{Name: "node", Type: mysql.TypeVarString, Length: 256, Charset: 45},
 		{Name: "backend", Type: mysql.TypeVarString, Length: 256, Charset: 45},
 		{Name: "subtable", Type: mysql.TypeVarString, Length: 256, Charset: 45},
+		{Name: "cache", Type: mysql.TypeVarString, Length: 1024, Charset: 45},
 		{Name: "sql", Type: mysql.TypeVarString, Length: 65535, Charset: 45},
 	}
 	rows := make([][][]byte, 0, len(plan.Targets))
@@ -76,7 +77,7 @@ func (mt meta) explain(plan *router.Plan) error {
 		if n := x.eng.node(t.Node); n != nil {
 			addr = n.Addr()
 		}
-		rows = append(rows, [][]byte{[]byte(t.Node), []byte(addr), Nullable(t.Subtable), []byte(t.SQL)})
+		rows = append(rows, [][]byte{[]byte(t.Node), []byte(addr), Nullable(t.Subtable), []byte(plan.Cache), []byte(t.SQL)})
 	}
 	return WriteResultSet(x.w, cols, rows)
 }

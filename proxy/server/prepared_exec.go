@@ -42,6 +42,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	if e.Flags != 0 {
 		return mysql.NewError(mysql.ErNotSupported, "cursors on prepared statements on sharded tables are not supported yet; execute without a cursor")
 	}
+	if served, err := h.rc.serveExec(ps, e); served { // rcache_exec.go
+		return err
+	}
 	args := s.bindArgs(ps.NParams, e)
 	c.act.set("Execute", ps.SQL)
 	// Probed: an execution that takes sequence values runs inlined
@@ -66,15 +69,10 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	}
 	var order []int
 	if t.SQL != "" {
-		// The restored SQL may have moved placeholders (LIMIT ? OFFSET ?
-		// becomes LIMIT ?,? with the offset first).
-		if !ps.Ordered {
-			if ps.Order, err = router.PlaceholderOrder(ps.SQL, c.st.Mode()); err != nil {
-				return err
-			}
-			ps.Ordered = true
+		if order, err = s.placeholderOrder(ps); err != nil {
+			return err
 		}
-		if order = ps.Order; order != nil {
+		if order != nil {
 			e = reorderParams(e, order)
 		}
 	}
@@ -83,6 +81,9 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 	}
 	s.classify(ps)
 	c.st.Route(&ps.Class, plan.Kind, c.readSplit())
+	if done, err := h.rc.fillExec(ps, e, plan, args, order); done { // rcache_exec.go
+		return err
+	}
 	err = s.executeOn(ps, e, t.Node, q, order, false)
 	c.st.Read = session.ReadMaster
 	s.execTables = nil
@@ -93,6 +94,20 @@ func (s *stmtHandler) execute(ps *session.Stmt, p []byte) error {
 		h.seqs.advance(plan.Advance)
 	}
 	return err
+}
+
+// placeholderOrder is the order of ps's placeholders in its restored
+// SQL, read once: the restoring may move them (LIMIT ? OFFSET ? becomes
+// LIMIT ?,? with the offset first); nil when unchanged.
+func (s *stmtHandler) placeholderOrder(ps *session.Stmt) ([]int, error) {
+	if !ps.Ordered {
+		var err error
+		if ps.Order, err = router.PlaceholderOrder(ps.SQL, s.h.c.st.Mode()); err != nil {
+			return nil, err
+		}
+		ps.Ordered = true
+	}
+	return ps.Order, nil
 }
 
 // executeUnsharded runs an execution for a schema without shard rules:

@@ -176,6 +176,9 @@ func (h *handler) plan(sql string, stmt *router.Stmt, p []byte) (*router.Plan, e
 	}
 	c.srv.queries.Add(1)
 	h.ob.plan = plan
+	if plan.Kind == router.Explain {
+		h.rc.explain(plan) // rcache_query.go
+	}
 	if plan.Kind == router.LoadSplit && c.caps&mysql.ClientLocalFiles == 0 {
 		return nil, mysql.NewError(mysql.ErNotAllowedCommand, "The used command is not allowed with this MariaDB version")
 	}

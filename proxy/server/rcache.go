@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,6 +34,11 @@ type resultCache struct {
 	log    *zap.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// cascades are the cached tables some node has as the child of a
+	// foreign key with a cascading action (CASCADE, SET NULL, SET
+	// DEFAULT): MariaDB does not write the rows such an action changes to
+	// the binary log, so their answers are never kept.
+	cascades atomic.Pointer[map[string]bool]
 }
 
 // startResultCache starts the cache of cfg (nil without a cache: key).
@@ -122,6 +128,9 @@ func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source
 		}
 		from[src.Node] = pos
 	}
+	if err := rc.readCascades(ctx, sources, names); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
@@ -134,9 +143,59 @@ func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source
 		rc.ReaderUp(node, pos, at[node])
 	}
 	for ch := range changes {
+		if ch.Op == "ddl" {
+			// A table's foreign keys change only by DDL on it: read them
+			// again before its answers go.
+			if err := rc.readCascades(ctx, sources, names); err != nil {
+				cancel()
+				for range changes {
+				}
+				return err
+			}
+		}
 		rc.apply(&ch)
 	}
 	return <-errc
+}
+
+// readCascades reads, from every node, which cached tables are children
+// of a foreign key with a cascading action (cascades).
+func (rc *resultCache) readCascades(ctx context.Context, sources []changestream.Source, names func(db, table string) string) error {
+	found := map[string]bool{}
+	for _, src := range sources {
+		c, err := backend.Dial(ctx, src.Addr, backend.DialOptions{User: src.User, Password: src.Password, DialTimeout: 5 * time.Second, CommandTimeout: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		res, err := c.Exec("SELECT CONSTRAINT_SCHEMA, TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS " +
+			"WHERE UPDATE_RULE NOT IN ('RESTRICT', 'NO ACTION') OR DELETE_RULE NOT IN ('RESTRICT', 'NO ACTION')")
+		c.Close()
+		if err != nil {
+			return err
+		}
+		for _, row := range res.Rows {
+			found[lowerASCII(names(string(row[0]), string(row[1])))] = true
+		}
+	}
+	rc.cascades.Store(&found)
+	return nil
+}
+
+// cascadeChild reports whether table's answers are never kept (cascades).
+func (rc *resultCache) cascadeChild(table string) bool {
+	m := rc.cascades.Load()
+	return m == nil || (*m)[table]
+}
+
+// lowerASCII lowers a logical table name as the router's are.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // apply applies one change.

@@ -36,6 +36,7 @@ type cacheRunner struct {
 	hasher resultcache.KeyHasher
 	key    resultcache.Key
 	stmt   []byte // the statement's bytes as the client sent them (valid during the command)
+	bin    []byte // scratch for an execution's statement bytes (rcache_exec.go)
 	looked bool   // the statement was looked up and missed: key and stmt are set
 }
 
@@ -133,7 +134,7 @@ func (r *cacheRunner) tryFill(plan *router.Plan, stmt *router.Stmt, sql string, 
 		return nil, backend.Outcome{}, nil, false
 	}
 	facts := h.c.srv.rt().CacheFacts(sql, h.routerSession(), nil)
-	if facts.Why != "" || !rc.caches(facts.Table) {
+	if facts.Why != "" || !rc.caches(facts.Table) || rc.cascadeChild(facts.Table) {
 		rc.Bypassed()
 		return nil, backend.Outcome{}, nil, false
 	}
@@ -171,11 +172,7 @@ func (r *cacheRunner) fill(rc *resultCache, key resultcache.Key, facts *router.C
 	h := r.h
 	c := h.c
 	fp := facts.Fill
-	deps := resultcache.Deps{Table: facts.Table, Column: facts.Column, Points: facts.Points, Node: fp.Targets[0].Node}
-	if r := facts.Range; r != nil {
-		deps.Range = &resultcache.Range{Lo: r.Lo, Hi: r.Hi, NoLo: r.NoLo, NoHi: r.NoHi}
-	}
-	tok := rc.Begin(deps)
+	tok := rc.Begin(depsOf(facts))
 	if !c.c.Hold(nil, rc.MaxEntry()) {
 		return nil, backend.Outcome{}, nil, false
 	}
@@ -238,4 +235,18 @@ func endsWithState(resp []byte) bool {
 	}
 	st, _, _, ok := mysql.ResultInfo(last)
 	return !ok || st&mysql.StatusSessionStateChange != 0
+}
+
+// explain settles the cache column of EXPLAIN FORMAT='shard': the
+// router says whether the answer may be kept; whether this proxy keeps
+// it is cache:'s to say.
+func (r *cacheRunner) explain(plan *router.Plan) {
+	rc := r.h.c.srv.rcache
+	switch {
+	case plan.CacheTable == "":
+	case rc == nil:
+		plan.Cache = "no: the result cache is off (cache: in ks.yaml)"
+	case !rc.caches(plan.CacheTable):
+		plan.Cache = "no: " + plan.CacheTable + " is not in cache.tables"
+	}
 }

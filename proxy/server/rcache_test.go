@@ -92,6 +92,12 @@ func TestResultCacheBasics(t *testing.T) {
 	eventually(t, 2*time.Second, "the direct write to be seen", func() bool {
 		return joinRows(queryStrings(t, other, q)) == "3,103,d1"
 	})
+	h2, _ := stats()
+	queryStrings(t, other, q)
+	queryStrings(t, other, q)
+	if h3, _ := stats(); h3 == h2 {
+		t.Errorf("after the direct write: hits %d -> %d: the new row was not kept and served", h2, h3)
+	}
 	// A unique-key lookup, a range, and what is never cached.
 	for _, tc := range []struct{ q, want string }{
 		{"SELECT id, c FROM t WHERE u = 105", "5,v5"},
@@ -120,4 +126,35 @@ func TestResultCacheBasics(t *testing.T) {
 		return err == nil && z == 7
 	})
 	var _ *sql.DB
+}
+
+// TestResultCachePrepared: binary executions are kept and served apart
+// from text statements, keyed by their values.
+func TestResultCachePrepared(t *testing.T) {
+	e := newCacheEnv(t, "rc_prep", 8, nil)
+	c := conn(t, e.app)
+	const q = "SELECT id, u, c FROM t WHERE id = ?"
+	eventually(t, 10*time.Second, "a fill", func() bool {
+		queryStrings(t, c, q, 5)
+		return e.p.srv.Stats().Cache.Fills > 0
+	})
+	h0 := e.p.srv.Stats().Cache.Hits
+	for i := 1; i <= 8; i++ {
+		for range 2 {
+			if got, want := joinRows(queryStrings(t, c, q, i)), itoa(i)+","+itoa(100+i)+",v"+itoa(i); got != want {
+				t.Fatalf("id %d: %s, want %s", i, got, want)
+			}
+		}
+	}
+	if h1 := e.p.srv.Stats().Cache.Hits; h1 < h0+8 {
+		t.Errorf("hits %d -> %d: the second execution of each value was not a hit", h0, h1)
+	}
+	// The text statement with the same value is its own entry (text rows).
+	if got := joinRows(queryStrings(t, c, "SELECT id, u, c FROM t WHERE id = 5")); got != "5,105,v5" {
+		t.Errorf("text after binary: %s", got)
+	}
+	mustExec(t, c, "UPDATE t SET c = 'p5' WHERE id = 5")
+	if got := joinRows(queryStrings(t, c, q, 5)); got != "5,105,p5" {
+		t.Errorf("after the session's own UPDATE: %s", got)
+	}
 }

@@ -993,7 +993,7 @@ func TestShardUnsharded(t *testing.T) {
 	// The plan sends the client's text unchanged.
 	const q = "SELECT  label FROM plain /* kept */ WHERE id=1"
 	got := queryStrings(t, e.app, "EXPLAIN FORMAT='shard' "+q)
-	if want := [][]string{{"node1", e.servers[0].Addr, "NULL", q}}; fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+	if want := [][]string{{"node1", e.servers[0].Addr, "NULL", "no: table has no shard rule", q}}; fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		t.Errorf("EXPLAIN FORMAT='shard' %s: got %q, want %q", q, got, want)
 	}
 	e.exec("DROP TABLE plain")
