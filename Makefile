@@ -33,7 +33,7 @@
 #                    and json), the stage funnel and the franz-go anchor, partitions x consumer-group scaling, lag under
 #                    sysbench through the proxy (bench/kafka.sh; own servers and broker, stopped at the end; about 4 minutes)
 #   make bench-cache the result cache (issue 39): point selects, and with 5 % updates, against direct, relay, the proxy
-#                    without cache and MariaDB's query cache; hit ratio from /stats (bench/cache.sh; about 12 minutes)
+#                    without cache and MariaDB's query cache; hit ratio from /stats (bench/cache.sh; about 10 minutes)
 #   make clean       remove bin/ (var/, the local MariaDB data, stays; bench/cluster.sh stop stops the servers)
 
 GO       ?= go
