@@ -3,6 +3,7 @@ module github.com/shardgate/shardgate
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-mysql-org/go-mysql v1.13.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20260418072757-ce92298d1124
