@@ -147,6 +147,11 @@ type Conn struct {
 	// LastInsertID is what LAST_INSERT_ID() returns on the connection;
 	// UnknownInsertID when the proxy cannot tell.
 	LastInsertID uint64
+	// FillNoise marks a connection whose last statement was a result
+	// cache fill (a locking read with NOWAIT): MariaDB reports the return
+	// of its lock wait timeouts with the next statement's answer, which
+	// is not that statement's doing.
+	FillNoise bool
 	// Vars are the session and user variables set on the connection beyond
 	// a new login's, as SQL assignment targets ("@@SESSION.`x`", "@`u`")
 	// to SQL literals.

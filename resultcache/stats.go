@@ -18,21 +18,32 @@ func (c *Cache) Bypassed() { c.st.bypassed.Add(1) }
 
 // Stats is a snapshot of the cache.
 type Stats struct {
-	Hits, Misses, Fills, FillsRefused, TooLarge, Evictions uint64
-	Changes, Invalidated, TableFlushes, Flushes            uint64
-	Waits, WaitersRefused, Bypassed                        uint64
-	Entries                                                int
-	Bytes, Budget                                          int64
-	Nodes                                                  []NodeStats
+	Hits           uint64      `json:"hits_total"`
+	Misses         uint64      `json:"misses_total"`
+	Fills          uint64      `json:"fills_total"`
+	FillsRefused   uint64      `json:"fills_refused_total"`
+	TooLarge       uint64      `json:"too_large_total"`
+	Evictions      uint64      `json:"evictions_total"`
+	Changes        uint64      `json:"changes_total"` // row changes of cached tables applied
+	Invalidated    uint64      `json:"invalidations_total"`
+	TableFlushes   uint64      `json:"table_flushes_total"`
+	Flushes        uint64      `json:"flushes_total"`
+	Waits          uint64      `json:"waits_total"`
+	WaitersRefused uint64      `json:"waiters_refused_total"`
+	Bypassed       uint64      `json:"bypassed_total"`
+	Entries        int         `json:"entries"`
+	Bytes          int64       `json:"bytes"`
+	Budget         int64       `json:"budget_bytes"`
+	Nodes          []NodeStats `json:"nodes"`
 }
 
 // NodeStats is one node's reader as the cache sees it.
 type NodeStats struct {
-	Name string
-	Up   bool
+	Name string `json:"node"`
+	Up   bool   `json:"up"`
 	// Lag is the time since the reader was last known caught up with
 	// the node (-1 when down).
-	Lag time.Duration
+	Lag time.Duration `json:"lag_ns"`
 }
 
 // Stats returns a snapshot.

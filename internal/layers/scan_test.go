@@ -38,10 +38,10 @@ var scanFuncs = map[string]bool{
 // (Type.Method or Func), where text that is not a client statement is
 // searched, with the reason.
 var scanAllowed = map[string]string{
-	"proxy/server/rcache.go:startResultCache":          "logical table names of the configuration (lowered as the router's)",
 	"proxy/server/rcache.go:resultCache.apply":         "logical table names the change stream reports",
 	"proxy/server/rcache_query.go:resultCache.touches": "logical table names of a plan and of the configuration",
-	"proxy/session/cache.go:fillNoise":                 "variable names the server reports in session tracking",
+	"proxy/session/cache.go:raisesFlag":                "variable names the server reports in session tracking",
+	"proxy/session/cache.go:withoutFillNoise":          "variable names the server reports in session tracking",
 	"proxy/session/counts.go:stmtState.readUserVars":   "user variable names the server lists (case-insensitive: lowered as SET's are)",
 	"proxy/session/counts.go:stmtState.carrySysVar":    "a system variable's name the server reported (lowered as SET's are)",
 	"proxy/engine/compare.go:canonicalDecimal":         "column values (DECIMAL)",

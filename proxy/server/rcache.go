@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/config"
 	"github.com/shardgate/shardgate/resultcache"
+	"github.com/shardgate/shardgate/router"
 )
 
 // The result cache (cache: in ks.yaml, package resultcache) is fed here:
@@ -30,7 +32,8 @@ import (
 type resultCache struct {
 	*resultcache.Cache
 	cfg    *config.Cache
-	tables []string // the logical tables cached, db.table in lower case
+	live   *liveConfig
+	tables atomic.Pointer[[]string] // the logical tables cached, db.table in lower case, under the rules in force
 	log    *zap.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -43,15 +46,8 @@ type resultCache struct {
 
 // startResultCache starts the cache of cfg (nil without a cache: key).
 func startResultCache(s *Server, cfg *config.Config) *resultCache {
-	// Reads the rules in force (s.rt()): called once the router is built.
 	if cfg.Cache == nil {
 		return nil
-	}
-	var tables []string
-	for _, ti := range s.rt().Tables() {
-		if cfg.Cache.Caches(ti.DB, ti.Table) {
-			tables = append(tables, strings.ToLower(ti.DB+"."+ti.Table))
-		}
 	}
 	var names []string
 	for _, n := range cfg.Nodes {
@@ -60,9 +56,9 @@ func startResultCache(s *Server, cfg *config.Config) *resultCache {
 	k := cfg.Cache
 	rc := &resultCache{
 		Cache: resultcache.New(resultcache.Options{Memory: k.Memory, MaxEntry: k.MaxEntry, MaxStaleness: k.MaxStaleness, MaxWaiters: k.MaxWaiters}, names),
-		cfg:   k, tables: tables, log: s.log.With(zap.String("component", "result-cache")),
+		cfg:   k, live: &s.liveConfig, log: s.log.With(zap.String("component", "result-cache")),
 	}
-	if len(tables) == 0 {
+	if len(rc.cachedTables(s.rt())) == 0 {
 		rc.log.Warn("cache: no table with a shard rule matches cache.tables; nothing is cached", zap.Strings("tables", k.Tables))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +66,7 @@ func startResultCache(s *Server, cfg *config.Config) *resultCache {
 	rc.wg.Add(1)
 	go func() {
 		defer rc.wg.Done()
-		rc.follow(ctx, cfg)
+		rc.follow(ctx)
 	}()
 	for _, src := range changestream.Sources(cfg) {
 		rc.wg.Add(1)
@@ -91,19 +87,40 @@ func (rc *resultCache) close() {
 	rc.wg.Wait()
 }
 
+// cachedTables lists (and records) the logical tables cached under rt's
+// rules.
+func (rc *resultCache) cachedTables(rt *router.Router) []string {
+	var tables []string
+	for _, ti := range rt.Tables() {
+		if rc.cfg.Caches(ti.DB, ti.Table) {
+			tables = append(tables, lowerASCII(ti.DB+"."+ti.Table))
+		}
+	}
+	rc.tables.Store(&tables)
+	return tables
+}
+
+// errRulesChanged ends a stream whose subtable names are no longer the
+// rules': a cutover or a reload changed them.
+var errRulesChanged = errors.New("the shard rules changed")
+
 // follow runs the change stream until ctx ends, starting it again after a
-// pause each time it fails.
-func (rc *resultCache) follow(ctx context.Context, cfg *config.Config) {
-	sources := changestream.Sources(cfg)
-	names := changestream.Names(cfg)
+// pause each time it fails, from the rules and nodes in force then.
+func (rc *resultCache) follow(ctx context.Context) {
 	pause := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		err := rc.stream(ctx, sources, names)
+		cfg, rt := rc.live.cfg(), rc.live.rt()
+		sources := changestream.Sources(cfg)
+		rc.cachedTables(rt)
+		err := rc.stream(ctx, rt, sources, changestream.Names(cfg))
 		for _, src := range sources {
 			rc.ReaderDown(src.Node)
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errRulesChanged) {
+			pause = 0 // the rules moved: start over at once
 		}
 		rc.log.Warn("cache: the binary log stream stopped; every answer is dropped and the stream starts again", zap.Error(err), zap.Duration("after", pause))
 		select {
@@ -111,13 +128,13 @@ func (rc *resultCache) follow(ctx context.Context, cfg *config.Config) {
 			return
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, 5*time.Second)
+		pause = min(max(2*pause, 200*time.Millisecond), 5*time.Second)
 	}
 }
 
 // stream reads every node's changes from its position now and applies
 // them to the cache until the stream fails or ctx ends.
-func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source, names func(db, table string) string) error {
+func (rc *resultCache) stream(ctx context.Context, rt *router.Router, sources []changestream.Source, names func(db, table string) string) error {
 	from := map[string]string{}
 	at := map[string]time.Time{}
 	for _, src := range sources {
@@ -134,7 +151,7 @@ func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
-		Tables: rc.tables, From: from, Marks: true, DDL: true, KeepFlagged: true, Buffer: 4096,
+		Tables: *rc.tables.Load(), From: from, Marks: true, DDL: true, KeepFlagged: true, Buffer: 4096,
 	})
 	if err != nil {
 		return err
@@ -143,6 +160,14 @@ func (rc *resultCache) stream(ctx context.Context, sources []changestream.Source
 		rc.ReaderUp(node, pos, at[node])
 	}
 	for ch := range changes {
+		if rc.live.rt() != rt {
+			// New subtables would be named wrong: every answer goes, and
+			// the stream starts again under the new rules.
+			cancel()
+			for range changes {
+			}
+			return errRulesChanged
+		}
 		if ch.Op == "ddl" {
 			// A table's foreign keys change only by DDL on it: read them
 			// again before its answers go.

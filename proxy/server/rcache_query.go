@@ -207,7 +207,7 @@ func (r *cacheRunner) fill(rc *resultCache, key resultcache.Key, facts *router.C
 // touches reports whether a plan's tables include a cached one.
 func (rc *resultCache) touches(tables []string) bool {
 	for _, t := range tables {
-		if slices.ContainsFunc(rc.tables, func(ct string) bool {
+		if slices.ContainsFunc(*rc.tables.Load(), func(ct string) bool {
 			_, name, _ := strings.Cut(ct, ".")
 			return strings.EqualFold(name, t) || strings.EqualFold(ct, t)
 		}) {
@@ -218,7 +218,7 @@ func (rc *resultCache) touches(tables []string) bool {
 }
 
 // caches reports whether the logical table db.table is cached.
-func (rc *resultCache) caches(table string) bool { return slices.Contains(rc.tables, table) }
+func (rc *resultCache) caches(table string) bool { return slices.Contains(*rc.tables.Load(), table) }
 
 // endsWithState reports whether the last packet of resp, a whole answer,
 // tells the client of a change of its session's state: such an answer

@@ -58,6 +58,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		mustExec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, %d)", i, i), fmt.Sprintf("INSERT INTO r VALUES (%d, %d)", i, i))
 	}
+	// Point reads the result cache keeps and answers (its table).
+	for i := 0; i < 40; i++ {
+		queryStrings(t, db, fmt.Sprintf("SELECT v FROM t WHERE id = %d", i%10))
+	}
 
 	// A change stream of status.log, read to the end by a client.
 	ctx, stop := context.WithCancel(context.Background())
@@ -152,6 +156,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		"insert into log(id,v)values(?,?),...",                 // the multi-row INSERTs, one shape
 		"<td>status.log</td>",                                  // the change stream
 		"<code>a</code> (leader)", "<code>b</code>", "in sync", // the fleet
+		`<span class="up">reading</span>`, // the result cache's readers
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered page lacks %q", want)
@@ -249,6 +254,7 @@ nodes:
       - {db: status, table: sbtest1, key: id, type: hash, nodes: [node1, node2], locations: [1, 1], sequence: id, sequence_block: 1000}
 backend: {health_interval: 200ms, dial_timeout: 1s, pool_growth: false, max_replica_lag: 5s}
 sidecar: {node: node1, db: status_sidecar}
+cache: {tables: [status.t]}
 `, appUser, appPassword, node("node1", servers[0], ""), node("node2", servers[1], ""), node("node3", master, strings.Join(slave, ",")), appUser)
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -556,7 +562,7 @@ func (c *chromium) screenshots(t *testing.T, dir string) {
 		X, Y, Width, Height float64
 	}
 	js := `JSON.stringify([{name: "", el: document.documentElement}].concat([
-	  ["charts", "qpsChart"], ["nodes", "nodes"], ["digest", "digest"], ["movement", "workflows"], ["streams", "streams"], ["fleet", "fleet"]
+	  ["charts", "qpsChart"], ["nodes", "nodes"], ["digest", "digest"], ["movement", "workflows"], ["streams", "streams"], ["cache", "rcache"], ["fleet", "fleet"]
 	].map(([name, id]) => ({name, el: document.getElementById(id).closest(name === "charts" ? "main" : "section")}))).map(({name, el}) => {
 	  const r = el.getBoundingClientRect();
 	  const h = name === "charts" ? document.getElementById("nodeErrChart").closest("section").getBoundingClientRect().bottom + 16 - r.top + window.scrollY : r.height;

@@ -1,8 +1,10 @@
 package session
 
 import (
+	"slices"
 	"strings"
 
+	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
 )
 
@@ -44,15 +46,57 @@ func (ss *stmtState) NoteCachedAnswer(found uint64) {
 // FillRead marks the statement under way as a result cache fill (or not
 // any more): a locking read that does not wait, which MariaDB runs with
 // its lock wait timeouts at 0 for the statement and reports as a change
-// of the session's state. Nothing of it stays on the connection.
+// of the session's state, and their return at the next statement on the
+// connection (backend.Conn.FillNoise). Nothing of it stays there.
 func (ss *stmtState) FillRead(on bool) { ss.fillRead = on }
 
-// fillNoise reports whether a state change entry is what a fill's
-// NOWAIT reports (fillRead).
-func fillNoise(c mysql.StateChange) bool {
-	if c.Type == mysql.TrackStateChange {
-		return true
+// withoutFillNoise drops from a statement's state changes what a fill's
+// NOWAIT reports (FillRead): its lock wait timeouts, and the flag that
+// state changed when nothing else that raises it did (a commit's
+// last_gtid does not); saw reports timeouts among them.
+func withoutFillNoise(changes []mysql.StateChange) (_ []mysql.StateChange, saw bool) {
+	out := changes[:0]
+	flag := false
+	for _, c := range changes {
+		switch name, _, ok := c.SystemVariable(); {
+		case c.Type == mysql.TrackStateChange:
+			flag = true
+		case ok && (strings.EqualFold(name, "innodb_lock_wait_timeout") || strings.EqualFold(name, "lock_wait_timeout")):
+			saw = true
+		default:
+			out = append(out, c)
+		}
 	}
+	if flag && (!saw || slices.ContainsFunc(out, raisesFlag)) {
+		out = append(out, mysql.StateChange{Type: mysql.TrackStateChange, Data: []byte("1")})
+	}
+	return out, saw
+}
+
+// raisesFlag reports whether a state change is one MariaDB raises the
+// state change flag for: all but a commit's last_gtid.
+func raisesFlag(c mysql.StateChange) bool {
 	name, _, ok := c.SystemVariable()
-	return ok && (strings.EqualFold(name, "innodb_lock_wait_timeout") || strings.EqualFold(name, "lock_wait_timeout"))
+	return !ok || !strings.EqualFold(name, "last_gtid")
+}
+
+// onlyFillNoise reports whether a statement's state information holds
+// nothing but what a fill's NOWAIT reports.
+func onlyFillNoise(state []byte) bool {
+	changes, err := mysql.ParseStateChanges(state)
+	if err != nil {
+		return false
+	}
+	rest, _ := withoutFillNoise(changes)
+	return len(rest) == 0
+}
+
+// dropFillNoise is withoutFillNoise for bc's last statement, which ends
+// bc.FillNoise once the timeouts' return is seen.
+func (ss *stmtState) dropFillNoise(bc *backend.Conn, changes []mysql.StateChange) []mysql.StateChange {
+	out, saw := withoutFillNoise(changes)
+	if saw && !ss.fillRead {
+		bc.FillNoise = false
+	}
+	return out
 }

@@ -143,7 +143,13 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		bc.Node().Put(bc)
 		return
 	}
-	if s.giveBack(bc, o) {
+	// A fill's NOWAIT reports its lock wait timeouts, and the statement
+	// after it on the connection their return (cache.go).
+	if s.fillRead {
+		bc.FillNoise = true // until the return of the timeouts is seen (absorb)
+	}
+	noisy := bc.FillNoise
+	if s.giveBack(bc, o, noisy) {
 		return
 	}
 	s.warned = s.warned || o.Warnings > 0
@@ -156,7 +162,7 @@ func (s *State) Release(bc *backend.Conn, sticky bool, o backend.Outcome) {
 		s.Status = s.statusAfter(bc, o.Status)
 	}
 	if o.StateChanged {
-		s.absorb(bc, o.State, sticky)
+		s.absorb(bc, o.State, sticky, noisy)
 	}
 	if o.OK && o.Status&mysql.StatusAutocommit != 0 && o.Status&mysql.StatusInTrans == 0 && s.txn.SQL == "" {
 		// SET autocommit = 1 ended, there, the transaction autocommit
@@ -212,7 +218,7 @@ func (s *State) statusAfter(bc *backend.Conn, status uint16) uint16 {
 // variable assigned by SELECT ... INTO or :=, LAST_INSERT_ID(expr),
 // GET_LOCK, FLUSH ... WITH READ LOCK) is caught from the statement's text
 // (router.Classify).
-func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
+func (vs *varState) absorb(bc *backend.Conn, state []byte, noted, noisy bool) {
 	s := vs.s
 	keep := s.keep
 	if noted {
@@ -225,10 +231,10 @@ func (vs *varState) absorb(bc *backend.Conn, state []byte, noted bool) {
 		keep()
 		return
 	}
+	if noisy {
+		changes = s.dropFillNoise(bc, changes)
+	}
 	for _, c := range changes {
-		if s.fillRead && fillNoise(c) {
-			continue
-		}
 		if name, value, ok := c.SystemVariable(); ok {
 			switch name = strings.ToLower(name); name {
 			case "last_gtid":

@@ -259,7 +259,7 @@ func (ss *stmtState) lent(bc *backend.Conn) {
 // giveBack returns a lent connection to its pool after its statement,
 // reset first when the session's SET statements were repeated on it or
 // the statement changed its state; it reports whether bc was lent.
-func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome) bool {
+func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome, noisy bool) bool {
 	i := slices.Index(ss.lentConns, bc)
 	if i < 0 {
 		return false
@@ -270,7 +270,7 @@ func (ss *stmtState) giveBack(bc *backend.Conn, o backend.Outcome) bool {
 	}
 	s := ss.s
 	s.unpin(bc)
-	if (len(s.replay) > 0 || o.StateChanged && !ss.fillRead) && !bc.Private() {
+	if (len(s.replay) > 0 || o.StateChanged && !(noisy && onlyFillNoise(o.State))) && !bc.Private() {
 		if err := bc.ChangeUser(""); err != nil {
 			bc.MarkBroken()
 		} else {
