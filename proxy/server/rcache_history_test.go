@@ -233,7 +233,7 @@ func histCheckOwn(t *testing.T, hist [][]histOp, own int) (porc []porcupine.Oper
 				reads++
 				if op.seq != last[op.key] {
 					older++
-					histReport(t, h, i, last[op.key])
+					histReport(t, hist, s, i, last[op.key])
 				}
 			}
 			porc = append(porc, porcupine.Operation{ClientId: s, Input: histRegIn{op.key, op.write, op.seq}, Call: op.call, Output: op.seq, Return: op.ret})
@@ -242,20 +242,29 @@ func histCheckOwn(t *testing.T, hist [][]histOp, own int) (porc []porcupine.Oper
 	return porc, total, reads, older
 }
 
-// histReport reports the read h[i], which did not return the session's
-// last acknowledged write of its key (want), with the key's operations
-// before it.
-func histReport(t *testing.T, h []histOp, i int, want int64) {
+// histReport reports the read hist[s][i], which did not return the
+// session's last acknowledged write of its key (want), with the key's
+// operations before it, and other sessions' reads of the key from 20 ms
+// before to 20 ms after it (did they see the old value too?).
+func histReport(t *testing.T, hist [][]histOp, s, i int, want int64) {
 	t.Helper()
+	h := hist[s]
 	r := h[i]
-	var before []string
+	var before, others []string
 	for j := i - 1; j >= 0 && len(before) < 4; j-- {
 		if op := h[j]; op.key == r.key {
 			before = append(before, fmt.Sprintf("[%d] write=%v seq=%d call=%dus ret=%dus", j, op.write, op.seq, op.call/1000, op.ret/1000))
 		}
 	}
-	t.Errorf("op %d: read of own key %d returned seq %d, want the session's last acknowledged write %d (call=%dus ret=%dus); before it: %s",
-		i, r.key, r.seq, want, r.call/1000, r.ret/1000, strings.Join(before, "; "))
+	for o, oh := range hist {
+		for _, op := range oh {
+			if o != s && op.key == r.key && op.call > r.call-20e6 && op.call < r.ret+20e6 {
+				others = append(others, fmt.Sprintf("s%d seq=%d call=%dus ret=%dus", o, op.seq, op.call/1000, op.ret/1000))
+			}
+		}
+	}
+	t.Errorf("session %d op %d: read of own key %d returned seq %d, want the session's last acknowledged write %d (call=%dus ret=%dus); before it: %s; others' reads around it: %s",
+		s, i, r.key, r.seq, want, r.call/1000, r.ret/1000, strings.Join(before, "; "), strings.Join(others, "; "))
 }
 
 // histSession runs n operations of session s on c: write an own key, read
