@@ -223,6 +223,12 @@ type Options struct {
 	// not changes of the logical table. Their positions are read either
 	// way (Marks, Until).
 	KeepFlagged bool
+	// Statements adds, for each write a transaction logged as a statement
+	// rather than as rows (a session that set binlog_format to STATEMENT
+	// or MIXED; router.Classify says it writes: not BEGIN, SAVEPOINT or XA
+	// END), a change with Op "statement" carrying it (Query, Schema) and
+	// no Table: which rows it changed, the binary log does not say.
+	Statements bool
 }
 
 // Subscribe streams the changes of the sources' binary logs until ctx
@@ -253,7 +259,7 @@ func Subscribe(ctx context.Context, sources []Source, names func(db, table strin
 	done := make(chan error, len(sources))
 	for i, src := range sources {
 		r := &reader{src: src, names: names, want: want, out: out, serverID: o.ServerID + uint32(i), encode: o.Encode, marks: o.Marks,
-			numbers: o.EnumNumbers, raw: o.RawText, ddl: o.DDL, flagged: o.KeepFlagged}
+			numbers: o.EnumNumbers, raw: o.RawText, ddl: o.DDL, flagged: o.KeepFlagged, stmts: o.Statements}
 		if u, ok := o.Until[src.Node]; ok {
 			set, err := gmysql.ParseMariadbGTIDSet(u)
 			if err != nil {
@@ -295,6 +301,7 @@ type reader struct {
 	raw      bool // Options.RawText
 	ddl      bool // Options.DDL
 	flagged  bool // Options.KeepFlagged
+	stmts    bool // Options.Statements
 
 	// Owned by run's goroutine: the decoded table maps, the character
 	// sets and decoders read so far, and a connection to the source for
@@ -420,10 +427,16 @@ func (r *reader) run(ctx context.Context, from string) error {
 				return nil
 			}
 		case *replication.QueryEvent:
+			q := strings.TrimSpace(string(e.Query))
 			if r.ddl && ddl && gtid != nil && (ev.Header.Flags&skipReplication == 0 || r.flagged) {
 				pending = r.ddlChanges(e, Change{Node: r.src.Node, GTID: gtid.String(), Time: when, Pos: before}, &seq, pending)
 			}
-			if q := strings.TrimSpace(string(e.Query)); alone || strings.EqualFold(q, "COMMIT") {
+			if r.stmts && !ddl && gtid != nil && router.Classify(q, router.ModeOfBits(sqlMode(e.StatusVars))).Kind == router.KindWrite {
+				pending = append(pending, Change{Node: r.src.Node, GTID: gtid.String(), Time: when, Pos: before, Op: "statement",
+					Query: string(e.Query), Schema: string(e.Schema), Seq: seq})
+				seq++
+			}
+			if alone || strings.EqualFold(q, "COMMIT") {
 				// A standalone statement (DDL), or the COMMIT of a
 				// non-transactional engine: the transaction ends here.
 				if err := commit(); err != nil {

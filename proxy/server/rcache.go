@@ -151,7 +151,7 @@ func (rc *resultCache) stream(ctx context.Context, rt *router.Router, sources []
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changes, errc, err := changestream.Subscribe(ctx, sources, names, changestream.Options{
-		Tables: *rc.tables.Load(), From: from, Marks: true, DDL: true, KeepFlagged: true, Buffer: 4096,
+		Tables: *rc.tables.Load(), From: from, Marks: true, DDL: true, Statements: true, KeepFlagged: true, Buffer: 4096,
 	})
 	if err != nil {
 		return err
@@ -228,6 +228,8 @@ func (rc *resultCache) apply(ch *changestream.Change) {
 	switch ch.Op {
 	case "mark":
 		rc.Applied(ch.Node, ch.Pos)
+	case "statement":
+		rc.Flush() // rows changed by a statement the binary log does not list
 	case "ddl":
 		if ch.Table == "" {
 			rc.Flush() // a statement on tables the stream could not name

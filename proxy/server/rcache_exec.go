@@ -49,6 +49,11 @@ func (r *cacheRunner) serveExec(ps *session.Stmt, e *mysql.StmtExecute) (served 
 	if rc == nil || !r.usable() || !r.execKey(ps, e) {
 		return false, nil
 	}
+	if !r.covered(rc) {
+		r.looked = true // from the node; its answer may be kept
+		rc.Bypassed()
+		return false, nil
+	}
 	hit, ok := rc.Lookup(r.key, r.stmt)
 	if !ok {
 		r.looked = true
@@ -100,6 +105,9 @@ func (r *cacheRunner) fillExec(ps *session.Stmt, e *mysql.StmtExecute, plan *rou
 		select {
 		case <-f.Done():
 		case <-h.c.ctx.Done():
+			return false, nil
+		}
+		if !r.covered(rc) {
 			return false, nil
 		}
 		if hit, ok := rc.Lookup(key, r.stmt); ok && r.servable(rc, hit.Node) {

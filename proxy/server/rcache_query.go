@@ -49,6 +49,11 @@ func (r *cacheRunner) serve(stmt []byte) (served bool, err error) {
 		return false, nil
 	}
 	r.key, r.stmt = r.keyOf(stmt, 0), stmt
+	if !r.covered(rc) {
+		r.looked = true // from the node; its answer may be kept
+		rc.Bypassed()
+		return false, nil
+	}
 	hit, ok := rc.Lookup(r.key, stmt)
 	if !ok {
 		r.looked = true
@@ -83,15 +88,24 @@ func (r *cacheRunner) keyOf(stmt []byte, proto uint64) resultcache.Key {
 	return kh.Sum()
 }
 
-// servable reports whether an answer read on node may go to this
-// session: the cache follows the node closely enough, and has applied
-// the session's own last write there.
-func (r *cacheRunner) servable(rc *resultCache, node string) bool {
-	if !rc.Servable(node, time.Now()) {
-		return false
+// covered reports whether the cache has applied the session's last
+// write on every node. It is asked before Lookup: an answer found after
+// is then one the write's invalidation (applied before its position)
+// left, never one it drops between the look-up and the check.
+func (r *cacheRunner) covered(rc *resultCache) bool {
+	for node, g := range r.h.c.st.LastGTIDs() {
+		if !rc.Covers(node, g) {
+			return false
+		}
 	}
-	g := r.h.c.st.LastGTID(node)
-	return g == "" || rc.Covers(node, g)
+	return true
+}
+
+// servable reports whether an answer read on node may go to this
+// session (which covered said the cache has caught up with): the cache
+// follows the node closely enough.
+func (r *cacheRunner) servable(rc *resultCache, node string) bool {
+	return rc.Servable(node, time.Now())
 }
 
 // sendHit sends a kept answer and records the statement as answered.
@@ -158,6 +172,9 @@ func (r *cacheRunner) awaitFill(rc *resultCache, f *resultcache.Flight, key resu
 	select {
 	case <-f.Done():
 	case <-r.h.c.ctx.Done():
+		return false, nil
+	}
+	if !r.covered(rc) {
 		return false, nil
 	}
 	hit, ok := rc.Lookup(key, stmt)

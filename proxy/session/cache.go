@@ -31,9 +31,9 @@ func (rs *readState) WriteVars(w interface{ WriteString(string) }) {
 	}
 }
 
-// LastGTID is the GTID of the session's last commit on node ("" when it
-// wrote nothing there, or the node has no binary log).
-func (rs *readState) LastGTID(node string) string { return rs.s.gtids[node] }
+// LastGTIDs are the GTIDs of the session's last commit on each node it
+// wrote on (nodes without binary logs have none): read only.
+func (rs *readState) LastGTIDs() map[string]string { return rs.s.gtids }
 
 // NoteCachedAnswer records a statement the result cache answered: a
 // result set of found rows (FOUND_ROWS()), no warnings, and no
