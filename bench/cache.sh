@@ -99,7 +99,7 @@ mysql_node() { mariadb --no-defaults -h"$DB_HOST" -P"$1" -u"$DB_USER" -p"$DB_PAS
 # cache_counters WEBADDR: "hits misses fills bypassed entries bytes" from /stats' "cache".
 cache_counters() {
 	curl -fsS --max-time 3 "http://$1/stats" 2>/dev/null |
-		jq -r '.cache // {} | "\(.Hits // "") \(.Misses // "") \(.Fills // "") \(.Bypassed // "") \(.Entries // "") \(.Bytes // "")"' 2>/dev/null || echo ""
+		jq -r '.cache // {} | "\(.hits_total // .Hits // "") \(.misses_total // .Misses // "") \(.fills_total // .Fills // "") \(.bypassed_total // .Bypassed // "") \(.entries // .Entries // "") \(.bytes // .Bytes // "")"' 2>/dev/null || echo ""
 }
 qc_hits() { mysql_node "$DB_PORT" "SHOW GLOBAL STATUS LIKE 'Qcache_hits'" 2>/dev/null | awk '{print $2}'; }
 
@@ -200,7 +200,7 @@ hit_check() {
 	run_sb cache "$1" "$2" 4 3 "$3" "$OUT/raw/hitcheck-$1-$2.txt" || true
 	read -r b _ <<<"$(cache_counters "${WEB[cache]}")"
 	local n=$((${b:-0} - ${a:-0}))
-	echo "hit check $1 $2: $n hits in a 3 s run at 4 threads; /stats cache: $(curl -fsS --max-time 3 "http://${WEB[cache]}/stats" | jq -c '.cache | del(.Nodes)')" | tee -a "$OUT/env.txt" >&2
+	echo "hit check $1 $2: $n hits in a 3 s run at 4 threads; /stats cache: $(curl -fsS --max-time 3 "http://${WEB[cache]}/stats" | jq -c '.cache | del(.Nodes, .nodes)')" | tee -a "$OUT/env.txt" >&2
 	((n > 0)) || log "WARNING: no cache hits in $1 $2 (see cache.log)"
 }
 
