@@ -112,7 +112,11 @@ func (rc *resultCache) follow(ctx context.Context) {
 		cfg, rt := rc.live.cfg(), rc.live.rt()
 		sources := changestream.Sources(cfg)
 		rc.cachedTables(rt)
+		began := time.Now()
 		err := rc.stream(ctx, rt, sources, changestream.Names(cfg))
+		if time.Since(began) > 10*time.Second {
+			pause = 200 * time.Millisecond // it streamed: a new failure starts the backoff over
+		}
 		for _, src := range sources {
 			rc.ReaderDown(src.Node)
 		}

@@ -41,6 +41,21 @@ func (rs *readState) LastGTIDs() map[string]string { return rs.s.gtids }
 func (ss *stmtState) NoteCachedAnswer(found uint64) {
 	ss.warnNode = ""
 	ss.RowCount, ss.FoundRows = -1, found
+	ss.afterHit = true
+}
+
+// clearDiagnostics empties the diagnostics of bc before a statement that
+// reads them right after an answer of the cache (clearDiag): bc's last
+// statement, another, may have left warnings the cache's answer did not.
+func (ss *stmtState) clearDiagnostics(bc *backend.Conn) error {
+	if !ss.clearDiag {
+		return nil
+	}
+	ss.clearDiag = false
+	// A statement that uses a table and leaves no message clears the
+	// list (one that uses none leaves it).
+	_, err := ss.s.ownExec(bc, "DO (SELECT 1 FROM information_schema.CHARACTER_SETS LIMIT 0)")
+	return err
 }
 
 // FillRead marks the statement under way as a result cache fill (or not

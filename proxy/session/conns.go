@@ -461,5 +461,5 @@ func (s *State) syncState(bc *backend.Conn, usesLastID bool) error {
 		}
 		bc.LastInsertID = s.LastInsertID
 	}
-	return nil
+	return s.clearDiagnostics(bc)
 }

@@ -64,6 +64,11 @@ type stmtState struct {
 	leaves, varsRead, warned bool
 	// fillRead: the statement is a result cache fill (FillRead).
 	fillRead bool
+	// afterHit: the last statement was answered by the result cache;
+	// clearDiag: the statement under way reads the diagnostics that
+	// answer left, none, which the connection it runs on must then show
+	// (cache.go).
+	afterHit, clearDiag bool
 	// insertSelect: the statement under way is INSERT ... SELECT; ddl:
 	// it is DDL; offset: its LIMIT's offset.
 	insertSelect, ddl bool
@@ -102,6 +107,7 @@ func (ss *stmtState) carry(st *router.Stmt) {
 	if !st.Diagnostics {
 		ss.warnNode = "" // a statement's warnings replace the last one's
 	}
+	ss.clearDiag, ss.afterHit = ss.afterHit && st.Diagnostics, false
 	ss.insertSelect = st.InsertSelect && !st.Multi
 	ss.ddl, ss.offset = st.Kind == router.KindDDL && !st.Multi, st.LimitOffset
 	// Locks, sequences, routines: on every connection the plan uses; and
