@@ -687,7 +687,9 @@ func (c *Conn) SetMultiStatements(on bool) error {
 // ResetConnection sends COM_RESET_CONNECTION, which drops all session state
 // (variables, temporary tables, prepared statements, locks, transactions,
 // and the session's status counters), and turns the trackers back on (the
-// reset returns them to their global values with every other variable).
+// reset returns them to their global values with every other variable),
+// and IGNORE_SPACE for a connection logged in with CLIENT_IGNORE_SPACE,
+// which the login added to its sql_mode and the reset takes away.
 // The collation returns to the handshake's; the database is kept. On an
 // uncompressed connection both commands go in one write: one round trip.
 func (c *Conn) ResetConnection(handshakeCollation byte) error {
@@ -701,6 +703,12 @@ func (c *Conn) ResetConnection(handshakeCollation byte) error {
 	c.forgetStmts()
 	if tracking && !c.tracking {
 		if err := c.enableTracking(); err != nil {
+			c.broken = true
+			return err
+		}
+	}
+	if !tracking && c.Caps&mysql.ClientIgnoreSpace != 0 {
+		if _, err := c.Exec("SET SESSION " + ignoreSpaceSQL); err != nil {
 			c.broken = true
 			return err
 		}
@@ -722,7 +730,11 @@ func (c *Conn) reset(retrack bool) error {
 	}
 	if retrack {
 		c.ResetSeq()
-		if err := c.WritePacket(trackingCommand); err != nil {
+		cmd := trackingCommand
+		if c.Caps&mysql.ClientIgnoreSpace != 0 {
+			cmd = trackingIgnoreSpaceCommand
+		}
+		if err := c.WritePacket(cmd); err != nil {
 			c.broken = true
 			return err
 		}
@@ -747,8 +759,17 @@ func (c *Conn) reset(retrack bool) error {
 	return nil
 }
 
-// trackingCommand is trackingSQL as a COM_QUERY payload.
-var trackingCommand = append([]byte{mysql.ComQuery}, trackingSQL...)
+// trackingCommand is trackingSQL as a COM_QUERY payload; with
+// ignoreSpaceSQL, for a connection logged in with CLIENT_IGNORE_SPACE.
+var (
+	trackingCommand            = append([]byte{mysql.ComQuery}, trackingSQL...)
+	trackingIgnoreSpaceCommand = append([]byte{mysql.ComQuery}, trackingSQL+", "+ignoreSpaceSQL...)
+)
+
+// ignoreSpaceSQL is what the server does at the login of a client with
+// CLIENT_IGNORE_SPACE (IGNORE_SPACE added to the session's sql_mode), and
+// a reset undoes.
+const ignoreSpaceSQL = "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'IGNORE_SPACE')"
 
 // Result is a small fully-read text result, for the proxy's own queries.
 type Result struct {

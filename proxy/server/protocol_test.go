@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardgate/shardgate/internal/mariadbtest"
 	"github.com/shardgate/shardgate/mysql"
@@ -633,5 +634,15 @@ func TestRawIgnoreSpace(t *testing.T) {
 	plain.login(rawCaps)
 	if _, e := plain.query("SELECT COUNT (*) FROM (SELECT 1) t"); e == nil || e.Code != mysql.ErSyntax {
 		t.Errorf("SELECT COUNT (*) without CLIENT_IGNORE_SPACE: %v, want 1064", e)
+	}
+	// A second such client after the first left takes its connection,
+	// reset for it (COM_RESET_CONNECTION), with IGNORE_SPACE again.
+	r.command([]byte{mysql.ComQuit})
+	r.nc.Close()
+	eventually(t, 5*time.Second, "the first client's session to end", func() bool { return p.srv.Stats().Sessions == 1 })
+	again := dialRaw(t, p.addr)
+	again.login(rawCaps | mysql.ClientIgnoreSpace)
+	if rows, e := again.query("SELECT COUNT (*) FROM (SELECT 1) t"); e != nil || joinRows(rows) != "1" {
+		t.Errorf("SELECT COUNT (*) with CLIENT_IGNORE_SPACE on a connection another session left: %v %v", rows, e)
 	}
 }
