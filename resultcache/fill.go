@@ -92,9 +92,14 @@ func (c *Cache) Store(t Token, k Key, stmt []byte, resp []byte, rows uint64) boo
 		c.st.refused.Add(1)
 		return false
 	}
+	if cap(resp)-len(resp) > len(resp)/8 {
+		// An answer read into a growing buffer: keep what it holds, not
+		// the room it grew, which the budget would not see.
+		resp = append(make([]byte, 0, len(resp)), resp...)
+	}
 	e := &entry{key: k, stmt: string(stmt), resp: resp, rows: rows, node: t.deps.Node, tbl: t.tbl, col: t.deps.Column,
 		points: t.deps.Points, rng: t.deps.Range}
-	e.size = int64(len(e.stmt)+len(resp)+8*len(e.points)) + entryOverhead
+	e.size = int64(len(e.stmt)+cap(resp)+8*len(e.points)) + entryOverhead
 	s := c.shard(k)
 	s.mu.Lock()
 	if old := s.m[k]; old != nil {
