@@ -132,7 +132,7 @@ func plainSelect(n ast.StmtNode) (*ast.SelectStmt, string) {
 	case *ast.ExplainStmt:
 		return nil, "EXPLAIN"
 	default:
-		return nil, "not a SELECT"
+		return nil, whyNotSelect
 	}
 	sel := n.(*ast.SelectStmt)
 	opts := sel.SelectStmtOpts
@@ -142,7 +142,7 @@ func plainSelect(n ast.StmtNode) (*ast.SelectStmt, string) {
 	case sel.Kind == ast.SelectStmtKindValues:
 		return sel, "VALUES statement"
 	case sel.Kind != ast.SelectStmtKindSelect:
-		return sel, "not a SELECT"
+		return sel, whyNotSelect
 	case sel.With != nil:
 		return sel, "WITH"
 	case sel.SelectIntoOpt != nil:
@@ -581,6 +581,10 @@ func (sc *userRules) fillPlan(sel *ast.SelectStmt, s Session, bind binder, marke
 	return &q, ""
 }
 
+// whyNotSelect is Cacheable.Why of a statement that reads no rows as a
+// SELECT: EXPLAIN leaves its cache column empty.
+const whyNotSelect = "not a SELECT"
+
 // cacheVerdict is the result cache's column of EXPLAIN FORMAT='shard':
 // "yes: ..." with what the answer depends on, or "no: <why>"; table is
 // the logical table when cacheable. Whether cache: names the table is
@@ -588,6 +592,8 @@ func (sc *userRules) fillPlan(sel *ast.SelectStmt, s Session, bind binder, marke
 func (r *Router) cacheVerdict(sql string, s Session, args []Arg) (verdict, table string) {
 	c := r.CacheFacts(sql, s, args)
 	switch {
+	case c.Why == whyNotSelect:
+		return "", ""
 	case c.Why != "":
 		return "no: " + c.Why, ""
 	case c.Range != nil:

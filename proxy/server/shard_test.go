@@ -824,28 +824,28 @@ func TestShardMetadata(t *testing.T) {
 			}
 		}
 		check("EXPLAIN FORMAT='shard' SELECT v FROM acct WHERE id = 6", [][]string{
-			{"node2", a2, "acct_0002", "SELECT `v` FROM `acct_0002` WHERE `id`=6"},
+			{"node2", a2, "acct_0002", "no: the result cache is off (cache: in ks.yaml)", "SELECT `v` FROM `acct_0002` WHERE `id`=6"},
 		})
 		check("EXPLAIN FORMAT='shard' SELECT v FROM acct WHERE id IN (1, 2, 5)", [][]string{
-			{"node1", a1, "acct_0001", "SELECT `v` FROM `acct_0001` WHERE `id` IN (1,5)"},
-			{"node2", a2, "acct_0002", "SELECT `v` FROM `acct_0002` WHERE `id` IN (2)"},
+			{"node1", a1, "acct_0001", "no: reads 2 subtables (one only in this version)", "SELECT `v` FROM `acct_0001` WHERE `id` IN (1,5)"},
+			{"node2", a2, "acct_0002", "no: reads 2 subtables (one only in this version)", "SELECT `v` FROM `acct_0002` WHERE `id` IN (2)"},
 		})
 		check("EXPLAIN FORMAT='shard' INSERT INTO acct (id, v) VALUES (3, 'c'), (4, 'd')", [][]string{
-			{"node1", a1, "acct_0000", "INSERT INTO `acct_0000` (`id`,`v`) VALUES (4,'d')"},
-			{"node2", a2, "acct_0003", "INSERT INTO `acct_0003` (`id`,`v`) VALUES (3,'c')"},
+			{"node1", a1, "acct_0000", "", "INSERT INTO `acct_0000` (`id`,`v`) VALUES (4,'d')"},
+			{"node2", a2, "acct_0003", "", "INSERT INTO `acct_0003` (`id`,`v`) VALUES (3,'c')"},
 		})
 		check("EXPLAIN FORMAT='shard' TRUNCATE TABLE acct", [][]string{
-			{"node1", a1, "acct_0000", "TRUNCATE TABLE `acct_0000`"},
-			{"node1", a1, "acct_0001", "TRUNCATE TABLE `acct_0001`"},
-			{"node2", a2, "acct_0002", "TRUNCATE TABLE `acct_0002`"},
-			{"node2", a2, "acct_0003", "TRUNCATE TABLE `acct_0003`"},
+			{"node1", a1, "acct_0000", "", "TRUNCATE TABLE `acct_0000`"},
+			{"node1", a1, "acct_0001", "", "TRUNCATE TABLE `acct_0001`"},
+			{"node2", a2, "acct_0002", "", "TRUNCATE TABLE `acct_0002`"},
+			{"node2", a2, "acct_0003", "", "TRUNCATE TABLE `acct_0003`"},
 		})
 		check("EXPLAIN FORMAT='shard' DELETE FROM region WHERE id = 1", [][]string{
-			{"node1", a1, "region", "DELETE FROM region WHERE id = 1"},
-			{"node2", a2, "region", "DELETE FROM region WHERE id = 1"},
+			{"node1", a1, "region", "", "DELETE FROM region WHERE id = 1"},
+			{"node2", a2, "region", "", "DELETE FROM region WHERE id = 1"},
 		})
 		check("EXPLAIN FORMAT='shard' SELECT label FROM plain WHERE id = 1", [][]string{
-			{"node1", a1, "NULL", "SELECT label FROM plain WHERE id = 1"},
+			{"node1", a1, "NULL", "no: table has no shard rule", "SELECT label FROM plain WHERE id = 1"},
 		})
 		// EXPLAIN does not run the statement.
 		e.wantRows("/*node1*/ SELECT COUNT(*) FROM acct_0000", "0")
