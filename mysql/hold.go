@@ -26,13 +26,13 @@ func (h *holder) Write(p []byte) (int, error) {
 }
 
 // Hold keeps the packets written from now on in memory instead of
-// sending them, up to limit bytes (the caller's buffer buf is reused):
+// sending them, up to limit bytes:
 // Unhold then returns them, framed and numbered for this connection, for
 // the caller to send (WriteRaw) or drop. An answer longer than limit
 // goes out as it comes once it passes limit, from its first byte. Bytes
 // written before Hold are sent first. It reports false, holding nothing,
 // on a compressed connection, whose frames carry their own numbers.
-func (c *Conn) Hold(buf []byte, limit int) bool {
+func (c *Conn) Hold(limit int) bool {
 	if c.z != nil || c.hold != nil {
 		return false
 	}
@@ -41,7 +41,7 @@ func (c *Conn) Hold(buf []byte, limit int) bool {
 			return false
 		}
 	}
-	c.hold = &holder{c: c, buf: buf[:0], limit: limit}
+	c.hold = &holder{c: c, limit: limit}
 	return true
 }
 

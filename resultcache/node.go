@@ -11,9 +11,8 @@ import (
 // node is what the cache knows of one node's binary log reader.
 type node struct {
 	mu      sync.Mutex
-	epoch   uint64 // moves each time the reader goes down or comes up
-	up      bool
-	upFast  atomic.Bool             // up, for the hit path
+	epoch   uint64                  // moves each time the reader goes down or comes up
+	up      atomic.Bool             // written under mu; read without it on the hit path
 	applied atomic.Pointer[gtidPos] // the position whose changes are all applied; immutable
 	polls   []poll                  // positions read from the node, oldest first, not yet applied
 	// caughtUp is when (Unix ns) the node was last known to have written
@@ -74,27 +73,33 @@ func (p gtidPos) covers(q gtidPos) bool {
 	return true
 }
 
+// nodePos returns the named node and the position pos says; false for a
+// node the cache does not know or a position that does not parse.
+func (c *Cache) nodePos(name, pos string) (*node, gtidPos, bool) {
+	n := c.nodes[name]
+	if n == nil {
+		return nil, nil, false
+	}
+	p, ok := parsePos(pos)
+	return n, p, ok
+}
+
 func (n *node) state() (epoch uint64, up bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.epoch, n.up
+	return n.epoch, n.up.Load()
 }
 
 // ReaderUp records that node's reader streams from pos (the node's
 // position when it started): every change after it will be applied.
 func (c *Cache) ReaderUp(nodeName, pos string, at time.Time) {
-	n := c.nodes[nodeName]
-	if n == nil {
-		return
-	}
-	p, ok := parsePos(pos)
+	n, p, ok := c.nodePos(nodeName, pos)
 	if !ok {
 		return
 	}
 	n.mu.Lock()
 	n.epoch++
-	n.up = true
-	n.upFast.Store(true)
+	n.up.Store(true)
 	n.polls = nil
 	n.applied.Store(&p)
 	n.mu.Unlock()
@@ -109,8 +114,7 @@ func (c *Cache) ReaderDown(nodeName string) {
 	if n := c.nodes[nodeName]; n != nil {
 		n.mu.Lock()
 		n.epoch++
-		n.up = false
-		n.upFast.Store(false)
+		n.up.Store(false)
 		n.polls = nil
 		n.mu.Unlock()
 	}
@@ -120,11 +124,7 @@ func (c *Cache) ReaderDown(nodeName string) {
 // Applied records that node's reader has applied every change up to pos
 // (the position after a transaction).
 func (c *Cache) Applied(nodeName, pos string) {
-	n := c.nodes[nodeName]
-	if n == nil {
-		return
-	}
-	p, ok := parsePos(pos)
+	n, p, ok := c.nodePos(nodeName, pos)
 	if !ok {
 		return
 	}
@@ -153,16 +153,12 @@ func (n *node) settleLocked(p gtidPos) time.Time {
 // read was sent): once the reader has applied it, the cache is known to
 // be no further behind than at.
 func (c *Cache) Polled(nodeName, pos string, at time.Time) {
-	n := c.nodes[nodeName]
-	if n == nil {
-		return
-	}
-	p, ok := parsePos(pos)
+	n, p, ok := c.nodePos(nodeName, pos)
 	if !ok {
 		return
 	}
 	n.mu.Lock()
-	if !n.up {
+	if !n.up.Load() {
 		n.mu.Unlock()
 		return
 	}
@@ -185,7 +181,7 @@ func (c *Cache) Servable(nodeName string, now time.Time) bool {
 	if n == nil {
 		return false
 	}
-	return n.upFast.Load() && now.UnixNano()-n.caughtUp.Load() <= int64(c.opt.MaxStaleness)
+	return n.up.Load() && now.UnixNano()-n.caughtUp.Load() <= int64(c.opt.MaxStaleness)
 }
 
 // Covers reports whether the changes the cache has applied on node

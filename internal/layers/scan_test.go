@@ -38,7 +38,7 @@ var scanFuncs = map[string]bool{
 // (Type.Method or Func), where text that is not a client statement is
 // searched, with the reason.
 var scanAllowed = map[string]string{
-	"proxy/server/rcache.go:resultCache.apply":         "logical table names the change stream reports",
+	"proxy/server/rcache.go:tableKey":                  "logical table names of the configuration, the change stream and information_schema",
 	"proxy/server/rcache_query.go:resultCache.touches": "logical table names of a plan and of the configuration",
 	"proxy/session/cache.go:raisesFlag":                "variable names the server reports in session tracking",
 	"proxy/session/cache.go:withoutFillNoise":          "variable names the server reports in session tracking",

@@ -93,7 +93,7 @@ func (rc *resultCache) cachedTables(rt *router.Router) []string {
 	var tables []string
 	for _, ti := range rt.Tables() {
 		if rc.cfg.Caches(ti.DB, ti.Table) {
-			tables = append(tables, lowerASCII(ti.DB+"."+ti.Table))
+			tables = append(tables, tableKey(ti.DB+"."+ti.Table))
 		}
 	}
 	rc.tables.Store(&tables)
@@ -203,7 +203,7 @@ func (rc *resultCache) readCascades(ctx context.Context, sources []changestream.
 			return err
 		}
 		for _, row := range res.Rows {
-			found[lowerASCII(names(string(row[0]), string(row[1])))] = true
+			found[tableKey(names(string(row[0]), string(row[1])))] = true
 		}
 	}
 	rc.cascades.Store(&found)
@@ -216,16 +216,9 @@ func (rc *resultCache) cascadeChild(table string) bool {
 	return m == nil || (*m)[table]
 }
 
-// lowerASCII lowers a logical table name as the router's are.
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
+// tableKey is a logical table's name (db.table) as the cache keys it:
+// lower case, as the router's Cacheable.Table.
+func tableKey(name string) string { return strings.ToLower(name) }
 
 // apply applies one change.
 func (rc *resultCache) apply(ch *changestream.Change) {
@@ -238,10 +231,10 @@ func (rc *resultCache) apply(ch *changestream.Change) {
 		if ch.Table == "" {
 			rc.Flush() // a statement on tables the stream could not name
 		} else {
-			rc.FlushTable(strings.ToLower(ch.Table))
+			rc.FlushTable(tableKey(ch.Table))
 		}
 	default:
-		rc.Invalidate(strings.ToLower(ch.Table), ch.Before, ch.After)
+		rc.Invalidate(tableKey(ch.Table), ch.Before, ch.After)
 	}
 }
 

@@ -90,72 +90,39 @@ func (r *cacheRunner) fillExec(ps *session.Stmt, e *mysql.StmtExecute, plan *rou
 	looked := r.looked
 	r.looked = false
 	t := plan.Targets[0]
-	if rc == nil || !looked || h.c.st.Read == session.ReadReplica || plan.Kind != router.Forward || t.SQL == "" || ps.Class.Keyword != "SELECT" || ps.Class.Sticky || !rc.touches(plan.Tables) {
+	if !looked || h.c.st.Read == session.ReadReplica || plan.Kind != router.Forward || t.SQL == "" || ps.Class.Keyword != "SELECT" || ps.Class.Sticky || !rc.touches(plan.Tables) {
 		return false, nil
 	}
 	facts := h.c.srv.rt().CacheFacts(ps.SQL, h.routerSession(), args)
-	if facts.Why != "" || !rc.caches(facts.Table) || rc.cascadeChild(facts.Table) || facts.Fill.Targets[0].Node != t.Node ||
-		router.Placeholders(facts.Fill.Targets[0].SQL, h.c.st.Mode()) != ps.NParams {
+	if !rc.keeps(&facts) {
+		return false, nil
+	}
+	if ft := facts.Fill.Targets[0]; ft.Node != t.Node || router.Placeholders(ft.SQL, h.c.st.Mode()) != ps.NParams {
 		rc.Bypassed()
 		return false, nil
 	}
-	key := r.key
-	f, leader := rc.Lead(key)
-	if f != nil && !leader {
-		select {
-		case <-f.Done():
-		case <-h.c.ctx.Done():
-			return false, nil
-		}
-		if !r.covered(rc) {
-			return false, nil
-		}
-		if hit, ok := rc.Lookup(key, r.stmt); ok && r.servable(rc, hit.Node) {
-			return true, r.sendExecHit(hit, ps)
-		}
-		return false, nil
-	}
-	if f != nil {
-		defer rc.Land(key, f)
-	}
-	return r.runExecFill(rc, key, &facts, ps, e, order)
-}
-
-// runExecFill runs the fill of an execution with its answer held, sends
-// it and keeps it.
-func (r *cacheRunner) runExecFill(rc *resultCache, key resultcache.Key, facts *router.Cacheable, ps *session.Stmt, e *mysql.StmtExecute, order []int) (bool, error) {
-	h := r.h
-	c, s := h.c, h.ps
-	tok := rc.Begin(depsOf(facts))
-	if !c.c.Hold(nil, rc.MaxEntry()) {
-		return false, nil
-	}
-	ft := facts.Fill.Targets[0]
-	c.st.FillRead(true)
-	tables := s.execTables
-	s.execTables = facts.Fill.Tables
-	err := s.executeOn(ps, e, ft.Node, ft.SQL, order, false)
-	s.execTables = tables
-	c.st.FillRead(false)
-	held, ok := c.c.Unhold()
-	res := s.execRes
+	fill, served, land, err := r.lead(rc, func(hit resultcache.Hit) error { return r.sendExecHit(hit, ps) })
 	switch {
-	case !ok:
+	case served:
 		return true, err
-	case err != nil && res.Sent || err == nil && !res.OK:
-		h.x.Rows, h.x.ErrCode = 0, 0
+	case !fill:
+		return false, nil
+	}
+	defer land()
+	s := h.ps
+	redo, err := r.runFill(rc, &facts, func() (backend.Outcome, error) {
+		ft := facts.Fill.Targets[0]
+		tables := s.execTables
+		s.execTables = facts.Fill.Tables
+		err := s.executeOn(ps, e, ft.Node, ft.SQL, order, false)
+		s.execTables = tables
+		return s.execRes, err
+	}, func(rows uint64) uint64 { return rows })
+	if redo {
 		s.execRes, s.execForwarded = backend.Outcome{}, false
 		return false, nil
-	case err != nil:
-		return true, err
 	}
-	if werr := c.c.WriteRaw(held); werr != nil {
-		return true, errCloseSession
-	}
-	if res.ResultSet && res.Warnings == 0 && !endsWithState(held) {
-		rc.Store(tok, key, r.stmt, held, h.x.Rows)
-	}
-	return true, c.c.Flush()
+	return true, err
 }
 
 // depsOf is what a fill's answer depends on, from the router's facts.

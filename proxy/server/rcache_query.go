@@ -69,7 +69,9 @@ func (r *cacheRunner) serve(stmt []byte) (served bool, err error) {
 // usable reports whether the session may use the cache now.
 func (r *cacheRunner) usable() bool {
 	c := r.h.c
-	return c.more == 0 && !c.binary && c.st.CacheReadable() && c.st.Read != session.ReadReplica
+	// A compressed client's packets are framed anew (mysql.Conn.Hold
+	// holds none); its key differs from everyone's anyway (caps).
+	return c.more == 0 && !c.binary && c.caps&mysql.ClientCompress == 0 && c.st.CacheReadable() && c.st.Read != session.ReadReplica
 }
 
 // cacheKey is the key of stmt (and args, for a prepared statement's
@@ -130,7 +132,7 @@ func (r *cacheRunner) sendHit(hit resultcache.Hit, sql string) error {
 // the statement missed and its answer may be kept.
 func (r *cacheRunner) forward(plan *router.Plan, stmt *router.Stmt, sql string, p []byte) (*router.Plan, backend.Outcome, error) {
 	h := r.h
-	if h.c.srv.rcache != nil && r.looked {
+	if r.looked {
 		if fp, res, err, handled := r.tryFill(plan, stmt, sql, p); handled {
 			return fp, res, err
 		}
@@ -148,77 +150,104 @@ func (r *cacheRunner) tryFill(plan *router.Plan, stmt *router.Stmt, sql string, 
 		return nil, backend.Outcome{}, nil, false
 	}
 	facts := h.c.srv.rt().CacheFacts(sql, h.routerSession(), nil)
-	if facts.Why != "" || !rc.caches(facts.Table) || rc.cascadeChild(facts.Table) {
-		rc.Bypassed()
+	if !rc.keeps(&facts) {
 		return nil, backend.Outcome{}, nil, false
 	}
-	key := r.key
-	f, leader := rc.Lead(key)
-	if f != nil && !leader {
-		if served, err := r.awaitFill(rc, f, key, r.stmt); served {
-			return plan, backend.Outcome{OK: true, ResultSet: true}, err, true
+	fill, served, land, err := r.lead(rc, func(hit resultcache.Hit) error { return r.sendHit(hit, string(r.stmt)) })
+	switch {
+	case served:
+		return plan, backend.Outcome{OK: true, ResultSet: true}, err, true
+	case !fill:
+		return nil, backend.Outcome{}, nil, false
+	}
+	defer land()
+	var res backend.Outcome
+	redo, err := r.runFill(rc, &facts, func() (backend.Outcome, error) {
+		var ferr error
+		_, res, ferr = h.fence.forward(h, facts.Fill, stmt, sql, p)
+		return res, ferr
+	}, func(rows uint64) uint64 {
+		if rows > 0 {
+			rows += stmt.LimitOffset // found, as MariaDB counts them
 		}
+		return rows
+	})
+	if redo {
 		return nil, backend.Outcome{}, nil, false
 	}
-	if f != nil {
-		defer rc.Land(key, f)
-	}
-	return r.fill(rc, key, &facts, stmt, sql, p)
+	return facts.Fill, res, err, true
 }
 
-// awaitFill waits for another session's fill of key and answers from
-// what it kept.
-func (r *cacheRunner) awaitFill(rc *resultCache, f *resultcache.Flight, key resultcache.Key, stmt []byte) (served bool, err error) {
+// keeps reports whether the cache keeps the answer of a statement the
+// router found cacheable (facts.Why, counted as bypassed otherwise).
+func (rc *resultCache) keeps(facts *router.Cacheable) bool {
+	if facts.Why != "" || !rc.caches(facts.Table) || rc.cascadeChild(facts.Table) {
+		rc.Bypassed()
+		return false
+	}
+	return true
+}
+
+// lead makes the session the filler of its key (fill: the caller fills,
+// then calls land), or waits for another session's fill and answers
+// from what it kept with send (served). Neither: the statement runs as
+// usual (the waiters are at cache.max_waiters, or nothing was kept).
+func (r *cacheRunner) lead(rc *resultCache, send func(resultcache.Hit) error) (fill, served bool, land func(), err error) {
+	key := r.key
+	f, leader := rc.Lead(key)
+	switch {
+	case f == nil:
+		return true, false, func() {}, nil
+	case leader:
+		return true, false, func() { rc.Land(key, f) }, nil
+	}
 	select {
 	case <-f.Done():
 	case <-r.h.c.ctx.Done():
-		return false, nil
+		return false, false, nil, nil
 	}
 	if !r.covered(rc) {
-		return false, nil
+		return false, false, nil, nil
 	}
-	hit, ok := rc.Lookup(key, stmt)
+	hit, ok := rc.Lookup(key, r.stmt)
 	if !ok || !r.servable(rc, hit.Node) {
-		return false, nil
+		return false, false, nil, nil
 	}
-	return true, r.sendHit(hit, string(stmt))
+	return false, true, nil, send(hit)
 }
 
-// fill runs facts.Fill with its answer held, and keeps it.
-func (r *cacheRunner) fill(rc *resultCache, key resultcache.Key, facts *router.Cacheable, stmt *router.Stmt, sql string, p []byte) (*router.Plan, backend.Outcome, error, bool) {
+// runFill runs a fill (run: the router's fill statement) with its answer
+// held, then sends the answer and keeps it (with found(rows) as its found
+// rows) unless something it depends on changed since the fill began.
+// redo: the fill's answer is not one for the client (a row a transaction
+// locks: 1205); nothing was sent, and the statement runs as written.
+func (r *cacheRunner) runFill(rc *resultCache, facts *router.Cacheable, run func() (backend.Outcome, error), found func(rows uint64) uint64) (redo bool, err error) {
 	h := r.h
 	c := h.c
-	fp := facts.Fill
 	tok := rc.Begin(depsOf(facts))
-	if !c.c.Hold(nil, rc.MaxEntry()) {
-		return nil, backend.Outcome{}, nil, false
+	if !c.c.Hold(rc.MaxEntry()) {
+		return true, nil
 	}
 	c.st.FillRead(true)
-	_, res, err := h.fence.forward(h, fp, stmt, sql, p)
+	res, err := run()
 	c.st.FillRead(false)
 	held, ok := c.c.Unhold()
 	switch {
 	case !ok: // past max_entry: it went to the client as it came
-		return fp, res, err, true
+		return false, err
 	case err != nil && res.Sent || err == nil && !res.OK:
-		// Not an answer for the client (a row locked: 1205): the
-		// statement runs as written.
 		h.x.Rows, h.x.ErrCode = 0, 0
-		return nil, backend.Outcome{}, nil, false
+		return true, nil
 	case err != nil:
-		return fp, res, err, true
+		return false, err
 	}
 	if werr := c.c.WriteRaw(held); werr != nil {
-		return fp, res, errCloseSession, true
+		return false, errCloseSession
 	}
 	if res.ResultSet && res.Warnings == 0 && !endsWithState(held) {
-		found := h.x.Rows
-		if found > 0 {
-			found += stmt.LimitOffset
-		}
-		rc.Store(tok, key, r.stmt, held, found)
+		rc.Store(tok, r.key, r.stmt, held, found(h.x.Rows))
 	}
-	return fp, res, c.c.Flush(), true
+	return false, c.c.Flush()
 }
 
 // touches reports whether a plan's tables include a cached one.
