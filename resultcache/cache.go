@@ -177,22 +177,29 @@ type Hit struct {
 	Node string
 }
 
-// Lookup returns the answer kept for k and stmt, if any. The caller
-// checks Servable and Covers for its Node before sending it.
-func (c *Cache) Lookup(k Key, stmt []byte) (Hit, bool) {
+// Lookup returns the answer kept for k and stmt when its node is
+// Servable at now (ok): a hit. kept reports whether there was an answer
+// at all: one whose node is not servable is counted as bypassed, neither
+// a hit nor a miss. The caller checks Covers before Lookup.
+func (c *Cache) Lookup(k Key, stmt []byte, now time.Time) (h Hit, ok, kept bool) {
 	s := c.shard(k)
 	s.mu.Lock()
 	e := s.m[k]
 	if e == nil || e.stmt != string(stmt) {
 		s.mu.Unlock()
 		c.st.misses.Add(1)
-		return Hit{}, false
+		return Hit{}, false, false
+	}
+	if !c.Servable(e.node, now) {
+		s.mu.Unlock()
+		c.st.bypassed.Add(1)
+		return Hit{}, false, true
 	}
 	s.touch(e)
-	h := Hit{Resp: e.resp, Rows: e.rows, Node: e.node}
+	h = Hit{Resp: e.resp, Rows: e.rows, Node: e.node}
 	s.mu.Unlock()
 	c.st.hits.Add(1)
-	return h, true
+	return h, true, true
 }
 
 // touch moves e to the front of the recency list; s.mu held.

@@ -45,7 +45,7 @@ func fill(c *Cache, stmt string, d Deps) bool {
 }
 
 func has(c *Cache, stmt string) bool {
-	_, ok := c.Lookup(key(stmt), []byte(stmt))
+	_, ok, _ := c.Lookup(key(stmt), []byte(stmt), t0)
 	return ok
 }
 
@@ -56,11 +56,11 @@ func TestLookupAfterStore(t *testing.T) {
 	if !c.Store(tok, key(stmt), []byte(stmt), []byte{1, 2, 3}, 7) {
 		t.Fatal("Store refused a fill nothing moved under")
 	}
-	h, ok := c.Lookup(key(stmt), []byte(stmt))
+	h, ok, _ := c.Lookup(key(stmt), []byte(stmt), t0)
 	if !ok || string(h.Resp) != "\x01\x02\x03" || h.Rows != 7 || h.Node != "n2" {
 		t.Fatalf("Lookup = %+v, %v; want resp 010203, 7 rows, node n2", h, ok)
 	}
-	if _, ok := c.Lookup(key(stmt), []byte("select * from t where id=2")); ok {
+	if _, ok, _ := c.Lookup(key(stmt), []byte("select * from t where id=2"), t0); ok {
 		t.Error("a different statement with the same Key hit")
 	}
 	if has(c, "select 1") {
@@ -520,6 +520,28 @@ func TestPositions(t *testing.T) {
 	c.Applied("n1", "not a position")
 	if !c.Covers("n1", "1-1-3") {
 		t.Error("an unreadable position replaced the applied one")
+	}
+}
+
+// TestLookupNotServable: an answer of a node the cache follows too far
+// behind is neither served nor counted as a hit, and its key is not a
+// miss either (the caller must not fill over it): it is bypassed.
+func TestLookupNotServable(t *testing.T) {
+	const stale = time.Second
+	c := New(Options{MaxStaleness: stale, MaxEntry: 1 << 20, Memory: 64 << 20}, []string{"n1"})
+	c.ReaderUp("n1", "0-1-10", t0)
+	stmt := "select c from t where id=1"
+	if !fill(c, stmt, pts("id", 1)) {
+		t.Fatal("Store refused a fill nothing moved under")
+	}
+	if _, ok, kept := c.Lookup(key(stmt), []byte(stmt), t0.Add(stale+time.Millisecond)); ok || !kept {
+		t.Errorf("Lookup past MaxStaleness: hit %v, kept %v; want no hit of an answer kept", ok, kept)
+	}
+	if st := c.Stats(); st.Hits != 0 || st.Misses != 0 || st.Bypassed != 1 {
+		t.Errorf("Stats = %+v; want 0 hits, 0 misses, 1 bypassed", st)
+	}
+	if _, ok, _ := c.Lookup(key(stmt), []byte(stmt), t0.Add(stale)); !ok {
+		t.Error("Lookup within MaxStaleness missed")
 	}
 }
 

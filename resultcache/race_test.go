@@ -60,7 +60,7 @@ func (r *raceRows) check(c *Cache, q *raceQuery) error {
 	for i := q.lo; i <= q.hi; i++ {
 		floor[i] = r.done[i].Load()
 	}
-	h, ok := c.Lookup(q.key, []byte(q.stmt))
+	h, ok, _ := c.Lookup(q.key, []byte(q.stmt), t0)
 	if !ok {
 		return nil
 	}

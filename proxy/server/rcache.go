@@ -13,6 +13,7 @@ import (
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/changestream"
 	"github.com/shardgate/shardgate/config"
+	"github.com/shardgate/shardgate/proxy/session"
 	"github.com/shardgate/shardgate/resultcache"
 	"github.com/shardgate/shardgate/router"
 )
@@ -35,6 +36,7 @@ type resultCache struct {
 	live   *liveConfig
 	tables atomic.Pointer[[]string] // the logical tables cached, db.table in lower case, under the rules in force
 	log    *zap.Logger
+	knobs  *session.Knobs
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// cascades are the cached tables some node has as the child of a
@@ -56,7 +58,7 @@ func startResultCache(s *Server, cfg *config.Config) *resultCache {
 	k := cfg.Cache
 	rc := &resultCache{
 		Cache: resultcache.New(resultcache.Options{Memory: k.Memory, MaxEntry: k.MaxEntry, MaxStaleness: k.MaxStaleness, MaxWaiters: k.MaxWaiters}, names),
-		cfg:   k, live: &s.liveConfig, log: s.log.With(zap.String("component", "result-cache")),
+		cfg:   k, live: &s.liveConfig, log: s.log.With(zap.String("component", "result-cache")), knobs: s.knobs,
 	}
 	if len(rc.cachedTables(s.rt())) == 0 {
 		rc.log.Warn("cache: no table with a shard rule matches cache.tables; nothing is cached", zap.Strings("tables", k.Tables))
@@ -181,6 +183,9 @@ func (rc *resultCache) stream(ctx context.Context, rt *router.Router, sources []
 				}
 				return err
 			}
+		}
+		if h := rc.knobs.CacheChange.Load(); h != nil {
+			(*h)(ch.Node, ch.Op, ch.Table, ch.After)
 		}
 		rc.apply(&ch)
 	}

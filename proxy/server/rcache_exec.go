@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"slices"
+	"time"
 
 	"github.com/shardgate/shardgate/backend"
 	"github.com/shardgate/shardgate/mysql"
@@ -54,13 +55,9 @@ func (r *cacheRunner) serveExec(ps *session.Stmt, e *mysql.StmtExecute) (served 
 		rc.Bypassed()
 		return false, nil
 	}
-	hit, ok := rc.Lookup(r.key, r.stmt)
+	hit, ok, kept := rc.Lookup(r.key, r.stmt, time.Now())
 	if !ok {
-		r.looked = true
-		return false, nil
-	}
-	if !r.servable(rc, hit.Node) {
-		rc.Bypassed()
+		r.looked = !kept // a miss; an answer kept on a node followed too far behind is left alone
 		return false, nil
 	}
 	return true, r.sendExecHit(hit, ps)

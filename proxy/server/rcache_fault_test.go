@@ -308,6 +308,40 @@ func (e *shardEnv) purge(t *testing.T) {
 	}
 }
 
+// lag holds the cache's binary log reader back (20 ms before each change
+// it applies, through the CacheChange knob) until it is behind by more
+// than max_staleness, checks that the cache then serves nothing for a
+// second, purges the binary logs while the reader is still behind (the
+// stream starts again past a gap), and lets the reader go.
+func (e *shardEnv) lag(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	hook := func(_, _, _ string, _ map[string]any) {
+		if hold.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	knobs := e.p.srv.Knobs()
+	knobs.CacheChange.Store(&hook)
+	defer knobs.CacheChange.Store(nil)
+	defer hold.Store(false)
+	bound := e.p.cfg.Cache.MaxStaleness
+	time.Sleep(2 * bound) // the writes go on: the reader falls behind
+	st0 := *e.p.srv.Stats().Cache
+	time.Sleep(time.Second)
+	st1 := *e.p.srv.Stats().Cache
+	var lags []string
+	for _, n := range st1.Nodes {
+		lags = append(lags, fmt.Sprintf("%s up %v lag %v", n.Name, n.Up, n.Lag))
+	}
+	t.Logf("held back for %v: %s; in the last second: hits %d, misses %d, bypassed %d", 2*bound+time.Second, strings.Join(lags, ", "),
+		st1.Hits-st0.Hits, st1.Misses-st0.Misses, st1.Bypassed-st0.Bypassed)
+	if st1.Hits != st0.Hits {
+		t.Errorf("%d hits while the reader was behind by more than max_staleness (%v)", st1.Hits-st0.Hits, bound)
+	}
+	e.purge(t)
+}
+
 // TestCacheFaults: faults under the cache with writes going on behind
 // the proxy: 0 stale reads, memory within budget, and hits again after.
 func TestCacheFaults(t *testing.T) {
@@ -337,6 +371,13 @@ func TestCacheFaults(t *testing.T) {
 			t.Logf("node2 restarted in %v", time.Since(start))
 		})
 		e.recovers(t, 30*time.Second)
+	})
+	e.run("injected lag, then PURGE BINARY LOGS while behind", func(t *testing.T) {
+		r := e.runFault(t, 4*time.Second, 2, 5*time.Millisecond, func() { e.lag(t) })
+		if lag := time.Duration(r.maxLag.Load()); lag <= r.bound {
+			t.Errorf("the readers' lag reached only %v with the reader held back: the fault did not happen", lag)
+		}
+		e.recovers(t, 20*time.Second)
 	})
 	e.run("high write rate", func(t *testing.T) {
 		r := e.runFault(t, 4*time.Second, 4, 0, func() {})

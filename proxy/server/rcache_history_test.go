@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,15 +54,22 @@ func historyOps(t *testing.T) int {
 
 // newHistoryEnv is newCacheEnv (rows 1..n) with pools large enough for
 // every session of these tests at once, once the cache's readers follow
-// both nodes.
-func newHistoryEnv(t *testing.T, db string, n int) *shardEnv {
+// both nodes. The tables of more rules are cached too.
+func newHistoryEnv(t *testing.T, db string, n int, more ...config.ShardRule) *shardEnv {
 	t.Helper()
+	rules := append([]config.ShardRule{{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}}}, more...)
 	e := newShardEnvWith(t, db, func(cfg *config.Config) {
-		cfg.Cache = &config.Cache{Tables: []string{db + ".t"}, Memory: 8 << 20, MaxEntry: 64 << 10, MaxStaleness: time.Second, MaxWaiters: 64}
+		cfg.Cache = &config.Cache{Memory: 8 << 20, MaxEntry: 64 << 10, MaxStaleness: time.Second, MaxWaiters: 64}
+		for _, r := range rules {
+			cfg.Cache.Tables = append(cfg.Cache.Tables, db+"."+r.Table)
+			if r.Sequence != "" {
+				cfg.Sidecar = config.Sidecar{Node: "node1", DB: db + "_sidecar"}
+			}
+		}
 		for i := range cfg.Nodes {
 			cfg.Nodes[i].MaxConnsLimit = 64
 		}
-	}, config.ShardRule{Table: "t", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}})
+	}, rules...)
 	mustExec(t, e.app, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, u INT UNIQUE, c VARCHAR(40) NOT NULL)")
 	for i := 1; i <= n; i++ {
 		mustExec(t, e.app, fmt.Sprintf("INSERT INTO t VALUES (%d, %d, 'v%d')", i, 100+i, i))
@@ -472,23 +481,64 @@ type histAck struct {
 	at  int64 // ns since the start, when the OK arrived
 }
 
-// TestCacheStalenessUnderWrites: 16 writers update 64 keys through the
-// proxy as fast as they can (the write load), while one more writer
-// updates 8 probe keys in turn every 5 ms and 8 other sessions each read
-// one probe key in a loop through the proxy. Each probe write's
-// staleness is measured from its reader's history (histStaleness). The
-// issue's bound is max < 1 s (asserted, on the upper bound) and its goal
-// p99 < 10 ms (reported).
+// TestCacheStalenessUnderWrites: sysbench oltp_write_only with 16
+// threads writes a cached table through the proxy (the write load the
+// cache's reader follows), while one more session updates 8 probe keys in
+// turn every 5 ms and 8 other sessions each read one probe key in a loop
+// through the proxy. A probe write's staleness is how long after its
+// acknowledgement the cache still held the answer it made wrong: the
+// moment the reader applied its change (the CacheChange knob) less the
+// moment the writer had its OK, or 0 when the change was applied first;
+// once applied, neither a kept answer nor a fill under way serves the old
+// row (TestCacheFillRacesInvalidation, TestCacheFillWindow). The readers'
+// histories give the same from the client's side, as bounds
+// (histStaleness). The bound is max < 1 s (asserted) and its goal
+// p99 < 10 ms (reported: timings are not asserted on a shared machine).
 func TestCacheStalenessUnderWrites(t *testing.T) {
-	const writers, own, probes = 16, 4, 8
-	e := newHistoryEnv(t, "rc_stale", probes+writers*own)
+	const probes = 8
+	e := newHistoryEnv(t, "rc_stale", probes, config.ShardRule{Table: "sbtest1", Key: "id", Type: "hash", Nodes: []string{"node1", "node2"}, Locations: []int{2, 2}, Sequence: "id", SequenceBlock: 1000})
+	t.Cleanup(func() {
+		if err := dropDirect(e.servers[0], e.db+"_sidecar"); err != nil {
+			t.Error(err)
+		}
+	})
+	bin, args := sysbenchFor(t, e.p, e.db, 10000)
+	args[0] = "oltp_write_only"
+	histCaughtUp(t, e, time.Now())
+
+	start := time.Now()
+	var mu sync.Mutex
+	applied := map[int64]int64{} // probe write seq -> ns since start when the reader applied it
+	hook := func(_, op, table string, after map[string]any) {
+		if op != "update" || !strings.EqualFold(table, e.db+".t") {
+			return
+		}
+		at := time.Since(start).Nanoseconds()
+		c, _ := after["c"].(string)
+		if b, ok := after["c"].([]byte); ok {
+			c = string(b)
+		}
+		if seq := histValue(c, 0, 0); seq > 0 {
+			mu.Lock()
+			applied[seq] = at
+			mu.Unlock()
+		}
+	}
+	e.p.srv.Knobs().CacheChange.Store(&hook)
+	defer e.p.srv.Knobs().CacheChange.Store(nil)
+
+	const d = 4 * time.Second
+	sb := exec.Command(bin, append(slices.Clone(args), "--threads=16", "--time="+strconv.Itoa(int(d/time.Second)+1), "--report-interval=0", "run")...)
+	var sbOut bytes.Buffer
+	sb.Stdout, sb.Stderr = &sbOut, &sbOut
+	if err := sb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // sysbench connects and starts writing
 	acks := make([][]histAck, probes+1)
 	reads := make([][]histOp, probes)
-	start := time.Now()
 	st0 := histStats(e)
-	histHammer(t, 3*time.Second, histGroup{db: e.app, n: writers, step: func(c *sql.Conn, s, i int, _ *rand.Rand) error {
-		return histExec(c, fmt.Sprintf("UPDATE t SET c = 's%d-%d' WHERE id = %d", s, i+1, probes+s*own+1+i%own))
-	}}, histGroup{db: e.app, n: 1, step: func(c *sql.Conn, _, i int, _ *rand.Rand) error {
+	histHammer(t, d-time.Second, histGroup{db: e.app, n: 1, step: func(c *sql.Conn, _, i int, _ *rand.Rand) error {
 		time.Sleep(5 * time.Millisecond) // pacing: a probe key changes every 40 ms
 		k, seq := 1+i%probes, int64(i+1)
 		if err := histExec(c, fmt.Sprintf("UPDATE t SET c = 's0-%d' WHERE id = %d", seq, k)); err != nil {
@@ -504,8 +554,20 @@ func TestCacheStalenessUnderWrites(t *testing.T) {
 		return err
 	}})
 	st1 := histStats(e)
-	var seen, asked, visible []time.Duration
-	n := 0
+	if err := sb.Wait(); err != nil {
+		t.Fatalf("sysbench oltp_write_only: %v\n%s", err, sbOut.String())
+	}
+	var tps string
+	for _, l := range strings.Split(sbOut.String(), "\n") {
+		if strings.Contains(l, "transactions:") || strings.Contains(l, "ignored errors:") {
+			tps += strings.Join(strings.Fields(l), " ") + "; "
+		}
+	}
+	e.p.srv.Knobs().CacheChange.Store(nil)
+
+	var stale, seen, asked, visible []time.Duration
+	n, writes := 0, 0
+	mu.Lock()
 	for k := 1; k <= probes; k++ {
 		n += len(reads[k-1])
 		for _, op := range reads[k-1] {
@@ -514,19 +576,29 @@ func TestCacheStalenessUnderWrites(t *testing.T) {
 			}
 		}
 		for _, w := range acks[k] {
+			writes++
+			at, ok := applied[w.seq]
+			if !ok {
+				t.Errorf("probe write %d of key %d (acknowledged at %v) was never applied by the cache's reader", w.seq, k, time.Duration(w.at))
+				continue
+			}
+			stale = append(stale, time.Duration(max(0, at-w.at)))
 			if s, a, v, ok := histStaleness(reads[k-1], w); ok {
 				seen, asked, visible = append(seen, s), append(asked, a), append(visible, v)
 			}
 		}
 	}
-	if len(visible) == 0 {
-		t.Fatal("no probe write was read")
+	mu.Unlock()
+	if len(stale) == 0 || len(visible) == 0 {
+		t.Fatal("no probe write was measured")
 	}
-	ps, pa, pv := histPercentiles(seen), histPercentiles(asked), histPercentiles(visible)
-	t.Logf("%d probe writes measured over %d probe reads in 3s; staleness p50/p99/max: stale seen %v/%v/%v, fresh asked %v/%v/%v, fresh returned %v/%v/%v; %s",
-		len(visible), n, ps[0], ps[1], ps[2], pa[0], pa[1], pa[2], pv[0], pv[1], pv[2], histDelta(st0, st1))
-	if ps[2] >= time.Second || pv[2] >= time.Second {
-		t.Errorf("max staleness %v (stale seen) / %v (visible): want under 1s", ps[2], pv[2])
+	p, ps, pa, pv := histPercentiles(stale), histPercentiles(seen), histPercentiles(asked), histPercentiles(visible)
+	t.Logf("sysbench oltp_write_only, 16 threads: %s%d probe writes, %d probe reads in %v", tps, writes, n, d-time.Second)
+	t.Logf("staleness p50/p99/max: applied after the OK %v/%v/%v; from the readers' side: last stale read sent %v/%v/%v, first fresh read sent %v/%v/%v, returned %v/%v/%v",
+		p[0], p[1], p[2], ps[0], ps[1], ps[2], pa[0], pa[1], pa[2], pv[0], pv[1], pv[2])
+	t.Logf("cache: %s", histDelta(st0, st1))
+	if p[2] >= time.Second || ps[2] >= time.Second {
+		t.Errorf("max staleness %v (applied) / %v (stale read seen): want under 1s", p[2], ps[2])
 	}
 	if hits := st1.Hits - st0.Hits; hits < uint64(n)/5 {
 		t.Errorf("only %d of %d probe reads were cache hits: the staleness measured is not the cache's", hits, n)

@@ -54,13 +54,9 @@ func (r *cacheRunner) serve(stmt []byte) (served bool, err error) {
 		rc.Bypassed()
 		return false, nil
 	}
-	hit, ok := rc.Lookup(r.key, stmt)
+	hit, ok, kept := rc.Lookup(r.key, stmt, time.Now())
 	if !ok {
-		r.looked = true
-		return false, nil
-	}
-	if !r.servable(rc, hit.Node) {
-		rc.Bypassed()
+		r.looked = !kept // a miss; an answer kept on a node followed too far behind is left alone
 		return false, nil
 	}
 	return true, r.sendHit(hit, string(stmt))
@@ -101,13 +97,6 @@ func (r *cacheRunner) covered(rc *resultCache) bool {
 		}
 	}
 	return true
-}
-
-// servable reports whether an answer read on node may go to this
-// session (which covered said the cache has caught up with): the cache
-// follows the node closely enough.
-func (r *cacheRunner) servable(rc *resultCache, node string) bool {
-	return rc.Servable(node, time.Now())
 }
 
 // sendHit sends a kept answer and records the statement as answered.
@@ -209,8 +198,8 @@ func (r *cacheRunner) lead(rc *resultCache, send func(resultcache.Hit) error) (f
 	if !r.covered(rc) {
 		return false, false, nil, nil
 	}
-	hit, ok := rc.Lookup(key, r.stmt)
-	if !ok || !r.servable(rc, hit.Node) {
+	hit, ok, _ := rc.Lookup(key, r.stmt, time.Now())
+	if !ok {
 		return false, false, nil, nil
 	}
 	return false, true, nil, send(hit)

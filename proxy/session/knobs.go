@@ -15,6 +15,12 @@ type Knobs struct {
 	// with the node concerned ("" for XABeforeDecision); the proxy's
 	// failpoint (server.FailpointKnobs) uses it too.
 	XAStage atomic.Pointer[func(stage, node string)]
+	// CacheChange is called by the result cache's binary log reader with
+	// each change (op "insert", "update", "delete", "ddl", "statement" or
+	// "mark"; after is the row's image after an insert or update) just
+	// before the cache applies it, on the reader's goroutine: a test times
+	// the invalidations with it, or holds the reader back to inject lag.
+	CacheChange atomic.Pointer[func(node, op, table string, after map[string]any)]
 }
 
 // XA stages XAStage is called at.
