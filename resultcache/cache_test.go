@@ -2,6 +2,8 @@ package resultcache
 
 import (
 	"math"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -455,9 +457,9 @@ func TestStoreReplace(t *testing.T) {
 		fill(c, "r", rng(0, 9, false, false))
 	}
 	tb := c.tables[tbl]
-	if tb.n != 2 || len(tb.points[point{"id", 1}]) != 1 || len(tb.ranges) != 1 {
+	if tb.n != 2 || len(tb.points[point{"id", 1}].appendTo(nil)) != 1 || len(tb.ranges) != 1 {
 		t.Errorf("after storing two keys twice the index holds n = %d, %d at id 1, %d ranges; want 2, 1, 1",
-			tb.n, len(tb.points[point{"id", 1}]), len(tb.ranges))
+			tb.n, len(tb.points[point{"id", 1}].appendTo(nil)), len(tb.ranges))
 	}
 	c.Invalidate(tbl, Image{"id": int64(1)}, nil)
 	if st := c.Stats(); st.Invalidated != 2 || st.Entries != 0 {
@@ -631,5 +633,33 @@ func TestLead(t *testing.T) {
 	c.Bypassed()
 	if c.Stats().Bypassed != 1 {
 		t.Error("Bypassed not counted")
+	}
+}
+
+// TestBytesCoverHeap: the bytes the cache counts against its budget
+// cover what its answers take on the heap (the entries, the shards' maps,
+// the index of points), for answers of two sizes and counts.
+func TestBytesCoverHeap(t *testing.T) {
+	for _, n := range []int{20_000, 100_000} {
+		for _, size := range []int{64, 400} {
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			c := newCache(Options{Memory: 1 << 30})
+			for i := range n {
+				stmt := "SELECT id, k, c, pad FROM sbtest1 WHERE id=" + strconv.Itoa(i)
+				if !c.Store(c.Begin(pts("id", int64(i))), key(stmt), []byte(stmt), make([]byte, size), 1) {
+					t.Fatal("Store refused a fill nothing moved under")
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			heap, counted := int64(m1.HeapAlloc)-int64(m0.HeapAlloc), c.Stats().Bytes
+			t.Logf("%d answers of %d bytes: counted %d bytes (%d each), the heap grew %d (%d each)", n, size, counted, counted/int64(n), heap, heap/int64(n))
+			if counted < heap {
+				t.Errorf("%d answers of %d bytes: %d bytes counted against the budget, but the heap grew %d", n, size, counted, heap)
+			}
+			runtime.KeepAlive(c)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func (c *Cache) Begin(d Deps) Token {
 func (c *Cache) tableLocked(name string) *table {
 	tb := c.tables[name]
 	if tb == nil {
-		tb = &table{name: name, cols: map[string]bool{}, points: map[point]map[*entry]struct{}{}, ranges: map[*entry]struct{}{}}
+		tb = &table{name: name, cols: map[string]bool{}, points: map[point]pointSet{}, ranges: map[*entry]struct{}{}}
 		c.tables[name] = tb
 	}
 	return tb
@@ -165,11 +165,8 @@ func (c *Cache) indexLocked(e *entry) {
 	for _, v := range e.points {
 		p := point{e.col, v}
 		set := tb.points[p]
-		if set == nil {
-			set = map[*entry]struct{}{}
-			tb.points[p] = set
-		}
-		set[e] = struct{}{}
+		set.add(e)
+		tb.points[p] = set
 	}
 }
 
@@ -186,14 +183,15 @@ func (c *Cache) unindexLocked(e *entry) {
 	found := false
 	for _, v := range e.points {
 		p := point{e.col, v}
-		if set := tb.points[p]; set != nil {
-			if _, ok := set[e]; ok {
-				found = true
-				delete(set, e)
-				if len(set) == 0 {
-					delete(tb.points, p)
-				}
-			}
+		set, ok := tb.points[p]
+		if !ok || !set.remove(e) {
+			continue
+		}
+		found = true
+		if set.one == nil {
+			delete(tb.points, p)
+		} else {
+			tb.points[p] = set
 		}
 	}
 	if found {

@@ -31,10 +31,12 @@ func (c *Cache) Invalidate(table string, before, after Image) {
 			}
 			if !big {
 				c.guard[guardSlot(table, col, v)].Add(1)
-				for e := range tb.points[point{col, v}] {
+				c.scratch = tb.points[point{col, v}].appendTo(c.scratch[:0])
+				for _, e := range c.scratch {
 					c.removeLocked(e)
 					dropped++
 				}
+				clear(c.scratch) // holds no dropped answer
 			}
 			for e := range tb.ranges {
 				if e.col == col && e.rng.holds(v, big) {
@@ -82,9 +84,7 @@ func (c *Cache) FlushTable(table string) {
 	tb.anyGen++
 	var all []*entry
 	for _, set := range tb.points {
-		for e := range set {
-			all = append(all, e)
-		}
+		all = set.appendTo(all)
 	}
 	for e := range tb.ranges {
 		all = append(all, e)
@@ -107,7 +107,7 @@ func (c *Cache) Flush() {
 		tb.gen++
 		tb.anyGen++
 		n += tb.n
-		tb.points = map[point]map[*entry]struct{}{}
+		tb.points = map[point]pointSet{}
 		tb.ranges = map[*entry]struct{}{}
 		tb.n = 0
 	}
