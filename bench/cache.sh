@@ -12,7 +12,12 @@
 #   point   sysbench oltp_point_select, TABLE_SIZE rows
 #   mixed   bench/cache.lua: each statement an UPDATE of k by id with probability UPDATE_PCT %, else the point select
 #   big     oltp_point_select on BIG_ROWS rows (reloaded), the cache's memory at BIG_SHARE % of the table's
-#           DATA_LENGTH on node1, paths BIG_PATHS, modes BIG_MODES; the no-cache proxy's RSS is the base RSS
+#           DATA_LENGTH on node1, paths BIG_PATHS, modes BIG_MODES; the no-cache proxy's RSS is the base RSS.
+#           The cache proxy runs with GOMEMLIMIT = its memory + BIG_BASE_MB MiB (BIG_BASE_MB=0: no limit), the Go
+#           runtime's soft limit that keeps the heap's headroom from doubling the cache (docs/result-cache.md,
+#           Memory). The default, 28, is the Go memory of the proxy without cache under this load: its RSS (44 MiB
+#           on 2026-11-28) less the 17 MiB of program pages the limit does not count (RSS 28 MiB at start, of which
+#           the runtime's go_memstats_sys_bytes - heap_released is 11 MiB)
 # Per run: QPS, p95, errors, CPU seconds of the path's process (relay or proxy) and of both mariadbd (/proc),
 # the proxy's RSS, and for cache the deltas of /stats' "cache" counters (hits, misses, fills, bypassed), for
 # qcache the delta of Qcache_hits. Results: $OUT/results.csv, $OUT/report.md (medians over ROUNDS rounds,
@@ -34,6 +39,7 @@ WARMUP=${WARMUP:-5}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 BIG_ROWS=${BIG_ROWS:-1000000}
 BIG_SHARE=${BIG_SHARE:-10}
+BIG_BASE_MB=${BIG_BASE_MB:-28}
 UPDATE_PCT=${UPDATE_PCT:-5}
 QC_SIZE=${QC_SIZE:-67108864}
 CACHE_CONFIG=${CACHE_CONFIG:-etc/ks-cache.yaml}
@@ -51,7 +57,7 @@ CLK_TCK=$(getconf CLK_TCK)
 
 die() { echo "cache.sh: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-for v in DURATION ROUNDS WARMUP TABLE_SIZE BIG_ROWS BIG_SHARE UPDATE_PCT THREADS; do
+for v in DURATION ROUNDS WARMUP TABLE_SIZE BIG_ROWS BIG_SHARE BIG_BASE_MB UPDATE_PCT THREADS; do
 	[[ ${!v// /} =~ ^[0-9]+$ ]] || die "$v must be whole numbers, got '${!v}'"
 done
 
@@ -124,11 +130,12 @@ start_bg() {
 	FAIL[$name]="did not start (see $name.log: $(tail -n1 "$OUT/$name.log"))"
 	log "$name: ${FAIL[$name]}"
 }
-start_proxy() { # NAME CONFIG
-	local addr web
-	addr=$(cfg_get "$2" addr) web=$(cfg_get "$2" web_addr)
-	HOST[$1]=${addr%:*} PORT[$1]=${addr##*:} WEB[$1]=$web
-	start_bg "$1" "${PORT[$1]}" bin/proxy -config "$2" -log-level "$LOG_LEVEL"
+start_proxy() { # NAME CONFIG [VAR=VALUE...: the proxy's environment]
+	local addr web name=$1 cfg=$2
+	shift 2
+	addr=$(cfg_get "$cfg" addr) web=$(cfg_get "$cfg" web_addr)
+	HOST[$name]=${addr%:*} PORT[$name]=${addr##*:} WEB[$name]=$web
+	start_bg "$name" "${PORT[$name]}" env "$@" bin/proxy -config "$cfg" -log-level "$LOG_LEVEL"
 }
 stop_bg() { # NAME
 	local pid=${PID[$1]:-} i
@@ -299,8 +306,10 @@ for w in $WORKLOADS; do
 		log "big: data $size bytes, cache memory $mem bytes; restarting cache with $BIG_CFG"
 		stop_bg cache
 		unset "FAIL[cache]"
-		start_proxy cache "$BIG_CFG"
-		echo "big: cache proxy RSS after start=$(rss_kb "${PID[cache]:-0}") kB" >>"$OUT/env.txt"
+		limit=()
+		((BIG_BASE_MB == 0)) || limit=(GOMEMLIMIT=$((mem + BIG_BASE_MB * 1048576))B)
+		start_proxy cache "$BIG_CFG" "${limit[@]}"
+		echo "big: cache proxy ${limit[*]:-without GOMEMLIMIT}; RSS after start=$(rss_kb "${PID[cache]:-0}") kB" >>"$OUT/env.txt"
 		ladder big "$BIG_ROWS" $BIG_PATHS
 		;;
 	*) die "unknown workload $w (point, mixed, big)" ;;

@@ -53,6 +53,9 @@ type template struct {
 	// A scatter template runs on every target of a Concat plan whose
 	// targets and merge no literal decides; rule and key are then unused.
 	scatter *scatter
+	// facts is what the result cache's CacheFacts learned of the shape
+	// (cacheshape.go); nil until it first asks.
+	facts atomic.Pointer[shapeFacts]
 }
 
 // scatter is the literal-independent part of a cached Concat plan.
@@ -119,6 +122,14 @@ func (c *planCache) lookup(key []byte, build func() *template) *template {
 		c.put(key, t)
 	}
 	return t
+}
+
+// peek returns the template of key, if any, without counting or
+// remembering the sighting.
+func (c *planCache) peek(key []byte) *template {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m[string(key)]
 }
 
 func (c *planCache) put(key []byte, t *template) {

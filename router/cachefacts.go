@@ -98,7 +98,17 @@ func (r *Router) CacheFacts(sql string, s Session, args []Arg) Cacheable {
 	why := ""
 	if rest, _, ok := splitIntoVars(sql, s.Mode); ok {
 		sql, why = rest, "INTO"
+	} else if args == nil {
+		if c, ok := sc.shapeFacts(sql, s, func() Cacheable { return sc.parsedFacts(sql, "", s, nil) }); ok {
+			return c
+		}
 	}
+	return sc.parsedFacts(sql, why, s, args)
+}
+
+// parsedFacts is CacheFacts from the parsed statement; why is a reason
+// found already in its text.
+func (sc *userRules) parsedFacts(sql, why string, s Session, args []Arg) Cacheable {
 	stmts, release, err := parsePooled(sql, s.Mode)
 	defer release()
 	switch {

@@ -333,13 +333,108 @@ func TestCacheFactsGolden(t *testing.T) {
 	t.Logf("%d cacheable golden cases checked", checked)
 }
 
+// BenchmarkCacheFacts: parsed (no plan cache), and from the shape's
+// template (the plan cache holds the shape, as after Route).
 func BenchmarkCacheFacts(b *testing.B) {
-	r := testRouter(b)
 	s := Session{User: "shard", DB: "sbtest", Catalog: cacheCatalog{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if f := r.CacheFacts("SELECT c FROM sbtest1 WHERE id = 1", s, nil); f.Why != "" {
-			b.Fatal(f.Why)
+	const q = "SELECT c FROM sbtest1 WHERE id = 1"
+	for _, bc := range []struct {
+		name string
+		r    *Router
+	}{{"parsed", testRouter(b)}, {"shape", testCachedRouter(b)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for range 3 {
+				bc.r.Route(q, s)
+				bc.r.CacheFacts(q, s, nil)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if f := bc.r.CacheFacts(q, s, nil); f.Why != "" {
+					b.Fatal(f.Why)
+				}
+			}
+		})
+	}
+}
+
+// TestCacheFactsFromShape: once Route has a template for a shape,
+// CacheFacts answers its statements from the template (cacheshape.go):
+// every case of cacheCases, and statements of one shape with other
+// literals, get the facts the parsed statement gives.
+func TestCacheFactsFromShape(t *testing.T) {
+	r, parsing := testCachedRouter(t), testRouter(t) // parsing has no plan cache: every statement is parsed
+	parsed := func(sql string, s Session) Cacheable { return parsing.CacheFacts(sql, s, nil) }
+	check := func(sql string, s Session) {
+		t.Helper()
+		for range 3 { // the plan cache builds its template at the second sighting
+			r.Route(sql, s)
+		}
+		for i := range 3 {
+			got, want := r.CacheFacts(sql, s, nil), parsed(sql, s)
+			if got.Fill != nil && want.Fill != nil {
+				// The template splices the client's literals where the
+				// parsed statement is restored (007 and 7): either is the
+				// routed statement, locked.
+				if p, err := r.Route(sql, s); err == nil && len(p.Targets) == 1 && got.Fill.Targets[0].SQL == p.Targets[0].SQL+fillLock {
+					w := *want.Fill
+					w.Targets = []Target{want.Fill.Targets[0]}
+					w.Targets[0].SQL = got.Fill.Targets[0].SQL
+					want.Fill = &w
+				}
+			}
+			if g, w := factsString(got), factsString(want); g != w {
+				t.Errorf("%s (call %d):\n got %s\nwant %s", sql, i+1, g, w)
+			}
 		}
 	}
+	for _, c := range cacheCases {
+		if c.args == nil && !strings.Contains(c.sql, "INTO") {
+			check(c.sql, c.session(cacheCatalog{}))
+		}
+	}
+	s := Session{User: "shard", DB: "sbtest", Catalog: cacheCatalog{}}
+	for _, v := range []string{"1", "7", "123456", "-3", "0", "007", "9223372036854775807", "9223372036854775808", "18446744073709551616", "'5'", "0x5", "5.0", "1e3"} {
+		check("SELECT c FROM sbtest1 WHERE id = "+v, s)
+		check("SELECT c, pad FROM sbtest1 WHERE id = "+v+" AND k > 3", s)
+		check("SELECT c FROM sbtest1 WHERE k = 2 AND id = "+v, s)
+		check("SELECT c FROM sbtest1 WHERE id = "+v+" AND id = 8", s)
+		check("SELECT NOW(), c FROM sbtest1 WHERE id = "+v, s)
+		check("SELECT c FROM sbtest1 WHERE id = "+v+" FOR UPDATE", s)
+	}
+	known, fast := 0, 0
+	c := r.schemas["shard"].cache
+	c.mu.RLock()
+	for _, tp := range c.m {
+		if f := tp.facts.Load(); f != nil {
+			known++
+			if f.ok {
+				fast++
+			}
+		}
+	}
+	c.mu.RUnlock()
+	if fast == 0 || fast == known {
+		t.Errorf("%d shapes known to CacheFacts, %d of them answered without a parse: want some of each", known, fast)
+	}
+	t.Logf("%d shapes known to CacheFacts, %d of them answered without a parse", known, fast)
+	// The catalog is asked again at each statement: a key that is no longer
+	// the integer primary key makes the shape's statements not cacheable.
+	sql := "SELECT c FROM sbtest1 WHERE id = 42"
+	check(sql, s)
+	for _, cat := range []Catalog{nil, goldenCatalog{}} {
+		s2 := s
+		s2.Catalog = cat
+		if got := r.CacheFacts(sql, s2, nil); got.Why == "" || got.Fill != nil {
+			t.Errorf("catalog %T: %s", cat, factsString(got))
+		}
+	}
+}
+
+// factsString prints all of c, its fill plan's target included.
+func factsString(c Cacheable) string {
+	fill := "<nil>"
+	if f := c.Fill; f != nil {
+		fill = fmt.Sprintf("%+v", *f)
+	}
+	return fmt.Sprintf("why=%q table=%q column=%q primary=%v points=%v range=%+v fill=%s", c.Why, c.Table, c.Column, c.Primary, c.Points, c.Range, fill)
 }
