@@ -15,9 +15,9 @@
 #           DATA_LENGTH on node1, paths BIG_PATHS, modes BIG_MODES; the no-cache proxy's RSS is the base RSS.
 #           The cache proxy runs with GOMEMLIMIT = its memory + BIG_BASE_MB MiB (BIG_BASE_MB=0: no limit), the Go
 #           runtime's soft limit that keeps the heap's headroom from doubling the cache (docs/result-cache.md,
-#           Memory). The default, 28, is the Go memory of the proxy without cache under this load: its RSS (44 MiB
-#           on 2026-11-28) less the 17 MiB of program pages the limit does not count (RSS 28 MiB at start, of which
-#           the runtime's go_memstats_sys_bytes - heap_released is 11 MiB)
+#           Memory). The default, 20, is what the Go runtime of the proxy without cache holds under this load
+#           (go_memstats_sys_bytes - heap_released: 20.5 MB on 2026-11-28, of an RSS of 41.3 MB; the rest is the
+#           program's own pages, which the limit does not count); env.txt records both for each proxy
 # Per run: QPS, p95, errors, CPU seconds of the path's process (relay or proxy) and of both mariadbd (/proc),
 # the proxy's RSS, and for cache the deltas of /stats' "cache" counters (hits, misses, fills, bypassed), for
 # qcache the delta of Qcache_hits. Results: $OUT/results.csv, $OUT/report.md (medians over ROUNDS rounds,
@@ -39,7 +39,7 @@ WARMUP=${WARMUP:-5}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 BIG_ROWS=${BIG_ROWS:-1000000}
 BIG_SHARE=${BIG_SHARE:-10}
-BIG_BASE_MB=${BIG_BASE_MB:-28}
+BIG_BASE_MB=${BIG_BASE_MB:-20}
 UPDATE_PCT=${UPDATE_PCT:-5}
 QC_SIZE=${QC_SIZE:-67108864}
 CACHE_CONFIG=${CACHE_CONFIG:-etc/ks-cache.yaml}
@@ -311,6 +311,12 @@ for w in $WORKLOADS; do
 		start_proxy cache "$BIG_CFG" "${limit[@]}"
 		echo "big: cache proxy ${limit[*]:-without GOMEMLIMIT}; RSS after start=$(rss_kb "${PID[cache]:-0}") kB" >>"$OUT/env.txt"
 		ladder big "$BIG_ROWS" $BIG_PATHS
+		for name in proxy cache; do # what the Go runtime holds (GOMEMLIMIT counts it) and what else is resident
+			[[ -n ${PID[$name]:-} && -n ${WEB[$name]:-} ]] || continue
+			curl -fsS --max-time 3 "http://${WEB[$name]}/metrics" 2>/dev/null | awk -v n="$name" -v rss="$(rss_kb "${PID[$name]}")" '
+				/^go_memstats_sys_bytes / { sys = $2 } /^go_memstats_heap_released_bytes / { rel = $2 }
+				END { printf "big: %s after its last run: RSS %d kB, Go runtime (sys - heap released) %d kB, the rest %d kB\n", n, rss, (sys - rel) / 1024, rss - (sys - rel) / 1024 }' >>"$OUT/env.txt" || true
+		done
 		;;
 	*) die "unknown workload $w (point, mixed, big)" ;;
 	esac
