@@ -335,6 +335,7 @@ func TestCacheCorpus(t *testing.T) {
 	e := newCorpusEnv(t, "rc_corpus", 8, func(cfg *config.Config) {
 		cfg.Users = append(cfg.Users, config.User{User: "app2", Password: appPassword})
 		cfg.Schemas = append(cfg.Schemas, config.Schema{User: "app2", Nodes: []string{"node1"}, Default: "node1"})
+		cfg.BackendLogins = "app2"
 	})
 	defer func() { t.Logf("cache stats %+v", *e.p.srv.Stats().Cache) }()
 	mustExec(t, e.app, "UPDATE t SET c = 'héllo wörld €' WHERE id = 3")
@@ -362,6 +363,7 @@ func TestCacheCorpus(t *testing.T) {
 		cp := &corpusPair{px: conn(t, app2), dx: conn(t, e.direct[0]), pxT: "t", sub: "t"}
 		e.runCase(t, cp, corpusCase{name: "app2", steps: []string{q, "? SELECT id, u, c FROM {t} WHERE id = 3"}})
 	})
+	e.run("users with different grants", func(t *testing.T) { e.grants(t) })
 	e.run("cascade", func(t *testing.T) { e.cascade(t) })
 	// The binary protocol: the same cases, their queries prepared.
 	for _, c := range corpusCases() {
@@ -375,6 +377,40 @@ func TestCacheCorpus(t *testing.T) {
 	}
 	e.run("warnings after a hit", func(t *testing.T) { e.warningsAfterHit(t) })
 	e.run("TRUNCATE then INSERT", func(t *testing.T) { e.truncateThenInsert(t) })
+}
+
+// grants: MariaDB accounts with different privileges on node1's own t
+// (as "users" made it), logged in through the proxy as themselves
+// (backend_logins), read what they read directly: the whole row, or the
+// column they may read and error 1143 for the others; app's answer to
+// the same text, kept by the cache, answers none of them, and their
+// sessions, on connections of their own, keep nothing.
+func (e *shardEnv) grants(t *testing.T) {
+	accounts := [][2]string{{"rc_ro", "ro-pw"}, {"rc_idonly", "id-pw"}}
+	for _, a := range accounts {
+		mustExec(t, e.direct[0], fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s'", a[0], a[1]))
+	}
+	t.Cleanup(func() {
+		for _, a := range accounts {
+			e.direct[0].Exec("DROP USER IF EXISTS " + a[0])
+		}
+	})
+	mustExec(t, e.direct[0], "CREATE TABLE IF NOT EXISTS t (id INT PRIMARY KEY, u INT, c VARCHAR(40) NOT NULL)",
+		"INSERT IGNORE INTO t VALUES (1, 999, 'app2 reads this')",
+		"GRANT SELECT ON "+e.db+".t TO rc_ro", "GRANT SELECT (id) ON "+e.db+".t TO rc_idonly")
+	q := "? SELECT id, u, c FROM {t} WHERE id = 1"
+	app := e.pair(t, e.app, 1)
+	eventually(t, 5*time.Second, "app's answer in the cache", func() bool {
+		h := e.p.srv.Stats().Cache.Hits
+		e.runCase(t, app, corpusCase{name: "app", steps: []string{q}})
+		return e.p.srv.Stats().Cache.Hits > h
+	})
+	for _, a := range accounts {
+		px := openDB(t, userDSN(a[0], a[1], e.p.addr, e.db, ""))
+		dx := openDB(t, userDSN(a[0], a[1], e.servers[0].Addr, e.db, ""))
+		cp := &corpusPair{px: conn(t, px), dx: conn(t, dx), pxT: "t", sub: "t"}
+		e.runCase(t, cp, corpusCase{name: a[0], want: "none", steps: []string{q, "? SELECT id FROM {t} WHERE id = 1", "? SELECT c FROM {t} WHERE id = 1"}})
+	}
 }
 
 // warningsAfterHit: SHOW WARNINGS after a statement the cache answered
