@@ -244,3 +244,44 @@ func BenchmarkPoolGetPut(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHandover: one session's statement on a pooled connection,
+// when the connection comes back to the same session (no reset) and when
+// it passes to another session (reset first: COM_RESET_CONNECTION and the
+// trackers' SET in one round trip), against a real MariaDB. The
+// difference is what a handover costs.
+func BenchmarkHandover(b *testing.B) {
+	if cluster == nil {
+		b.Skip("needs MariaDB (skipped under -short)")
+	}
+	s := cluster.Servers[0]
+	nc, opts := nodeConfig(s, 1) // one connection: every Get takes it
+	n := backend.NewNode(nc, opts, nil)
+	n.Start()
+	defer n.Close()
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name   string
+		owners int
+	}{{"same session", 1}, {"other session", 2}} {
+		b.Run(bc.name, func(b *testing.B) {
+			owners := make([]*backend.Owner, bc.owners)
+			for i := range owners {
+				owners[i] = new(backend.Owner)
+			}
+			i, resets := 0, n.Stats().Resets
+			for b.Loop() {
+				c, err := n.GetFor(ctx, owners[i%len(owners)], mysql.ClientDeprecateEOF, "", 45)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Exec("SELECT 1"); err != nil {
+					b.Fatal(err)
+				}
+				n.Put(c)
+				i++
+			}
+			b.ReportMetric(float64(n.Stats().Resets-resets)/float64(i), "resets/op")
+		})
+	}
+}
