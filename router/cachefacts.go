@@ -98,8 +98,16 @@ func (r *Router) CacheFacts(sql string, s Session, args []Arg) Cacheable {
 	why := ""
 	if rest, _, ok := splitIntoVars(sql, s.Mode); ok {
 		sql, why = rest, "INTO"
-	} else if args == nil {
-		if c, ok := sc.shapeFacts(sql, s, func() Cacheable { return sc.parsedFacts(sql, "", s, nil) }); ok {
+	} else {
+		parse := func() Cacheable { return sc.parsedFacts(sql, "", s, args) }
+		var c Cacheable
+		var known bool
+		if args == nil {
+			c, known = sc.shapeFacts(sql, s, parse)
+		} else {
+			c, known = sc.argsShapeFacts(sql, s, args, parse)
+		}
+		if known {
 			return c
 		}
 	}

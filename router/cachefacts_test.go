@@ -334,7 +334,8 @@ func TestCacheFactsGolden(t *testing.T) {
 }
 
 // BenchmarkCacheFacts: parsed (no plan cache), and from the shape's
-// template (the plan cache holds the shape, as after Route).
+// template (the plan cache holds the shape, as after Route), for text and
+// for a prepared statement's execution.
 func BenchmarkCacheFacts(b *testing.B) {
 	s := Session{User: "shard", DB: "sbtest", Catalog: cacheCatalog{}}
 	const q = "SELECT c FROM sbtest1 WHERE id = 1"
@@ -350,6 +351,20 @@ func BenchmarkCacheFacts(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if f := bc.r.CacheFacts(q, s, nil); f.Why != "" {
+					b.Fatal(f.Why)
+				}
+			}
+		})
+		b.Run(bc.name+" prepared", func(b *testing.B) {
+			const q = "SELECT c FROM sbtest1 WHERE id = ?"
+			args := ints("1")
+			for range 3 {
+				bc.r.RouteArgs(q, s, args)
+				bc.r.CacheFacts(q, s, args)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if f := bc.r.CacheFacts(q, s, args); f.Why != "" {
 					b.Fatal(f.Why)
 				}
 			}
@@ -400,6 +415,30 @@ func TestCacheFactsFromShape(t *testing.T) {
 		check("SELECT c FROM sbtest1 WHERE id = "+v+" AND id = 8", s)
 		check("SELECT NOW(), c FROM sbtest1 WHERE id = "+v, s)
 		check("SELECT c FROM sbtest1 WHERE id = "+v+" FOR UPDATE", s)
+	}
+	// Prepared statements: their template is the prepared one (RouteArgs).
+	checkArgs := func(sql string, s Session, args []Arg) {
+		t.Helper()
+		for range 3 {
+			r.RouteArgs(sql, s, args)
+		}
+		for i := range 3 {
+			got, want := r.CacheFacts(sql, s, args), parsing.CacheFacts(sql, s, args)
+			if g, w := factsString(got), factsString(want); g != w {
+				t.Errorf("%s %v (call %d):\n got %s\nwant %s", sql, args, i+1, g, w)
+			}
+		}
+	}
+	for _, c := range cacheCases {
+		if c.args != nil {
+			checkArgs(c.sql, c.session(cacheCatalog{}), c.args)
+		}
+	}
+	for _, a := range [][]Arg{ints("1"), ints("7"), ints("-3"), ints("9223372036854775807"), ints("18446744073709551615"),
+		{{ArgString, "5"}}, {{ArgNull, ""}}, {{ArgFloat, "5"}}, {{ArgUnknown, ""}}} {
+		checkArgs("SELECT c FROM sbtest1 WHERE id = ?", s, a)
+		checkArgs("SELECT c, pad FROM sbtest1 WHERE id = ? AND k > 3", s, a)
+		checkArgs("SELECT NOW(), c FROM sbtest1 WHERE id = ?", s, a)
 	}
 	known, fast := 0, 0
 	c := r.schemas["shard"].cache

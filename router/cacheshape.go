@@ -15,7 +15,9 @@ import (
 // not of its literals. The first statement of a shape CacheFacts sees is
 // parsed; when its facts are a point lookup on the template's key, on
 // the table's integer primary key, with the fill the template renders,
-// the shape's later statements are answered from the literal alone.
+// the shape's later statements are answered from the literal alone. A
+// prepared statement's executions are answered the same way from its
+// template (cachedArgs), with the key's argument for the literal.
 
 // shapeFacts is what CacheFacts learned of a template's shape from the
 // first of its statements it parsed.
@@ -49,12 +51,53 @@ func (sc *userRules) shapeFacts(sql string, s Session, parse func() Cacheable) (
 	if err != nil {
 		return Cacheable{}, false
 	}
-	lit := func(order int) string { return sql[spans[order].off:spans[order].end] }
+	return sc.factsOf(t, v, s, parse, func(sub *subtable, _ int) Target {
+		return Target{Node: sub.node, Subtable: sub.name, SQL: t.render(sub.name, func(order int) string {
+			return sql[spans[order].off:spans[order].end]
+		}) + fillLock}
+	})
+}
+
+// argsShapeFacts is shapeFacts for an execution of prepared statement
+// sql with args: its template is the prepared statement's (cachedArgs),
+// its key value the argument the template's key takes, and a fill runs
+// the subtable's target with its placeholders.
+func (sc *userRules) argsShapeFacts(sql string, s Session, args []Arg, parse func() Cacheable) (Cacheable, bool) {
+	if sc.cache == nil || len(sql) > maxShapeLen || s.Mode&^ModeNoAutoValueOnZero != 0 {
+		return Cacheable{}, false
+	}
+	sb := scratches.Get().(*scratch)
+	defer scratches.Put(sb)
+	key := append(append(append(append(sb.key[:0], keyPrepared), s.DB...), 0), sql...)
+	sb.key = key
+	t := sc.cache.peek(key)
+	if t == nil || t.state != ready || t.scatter != nil || t.rule == nil || t.key < 0 || t.key >= len(args) || args[t.key].Kind != ArgInt {
+		return Cacheable{}, false
+	}
+	v, err := strconv.ParseInt(args[t.key].Text, 10, 64)
+	if err != nil {
+		return Cacheable{}, false
+	}
+	return sc.factsOf(t, v, s, parse, func(_ *subtable, idx int) Target {
+		if idx >= len(t.plans) || len(t.plans[idx].Targets) != 1 {
+			return Target{}
+		}
+		tg := t.plans[idx].Targets[0]
+		tg.SQL += fillLock
+		return tg
+	})
+}
+
+// factsOf is the facts of the statement of template t whose key value is
+// v: from the shape when its first statement showed they may be (parsed
+// with parse, then), with target giving the fill's target on the
+// subtable v routes to.
+func (sc *userRules) factsOf(t *template, v int64, s Session, parse func() Cacheable, target func(sub *subtable, idx int) Target) (Cacheable, bool) {
 	f := t.facts.Load()
 	if f == nil {
 		c := parse()
 		f = &shapeFacts{table: c.Table, column: c.Column}
-		fast, ok := sc.fromShape(t, f, v, lit, s)
+		fast, ok := sc.fromShape(t, f, v, s, target)
 		f.ok = ok && c.Why == "" && sameFacts(fast, c)
 		t.facts.Store(f)
 		return c, true
@@ -62,14 +105,14 @@ func (sc *userRules) shapeFacts(sql string, s Session, parse func() Cacheable) (
 	if !f.ok {
 		return Cacheable{}, false
 	}
-	return sc.fromShape(t, f, v, lit, s)
+	return sc.fromShape(t, f, v, s, target)
 }
 
 // fromShape builds the facts of the statement of template t whose key
-// literal is v, as f says the shape's statements read; ok is false when
+// value is v, as f says the shape's statements read; ok is false when
 // the catalog no longer has f's column as the integer primary key or the
 // value does not route to one subtable.
-func (sc *userRules) fromShape(t *template, f *shapeFacts, v int64, lit func(order int) string, s Session) (Cacheable, bool) {
+func (sc *userRules) fromShape(t *template, f *shapeFacts, v int64, s Session, target func(sub *subtable, idx int) Target) (Cacheable, bool) {
 	if f.column != t.rule.key {
 		return Cacheable{}, false
 	}
@@ -91,9 +134,12 @@ func (sc *userRules) fromShape(t *template, f *shapeFacts, v int64, lit func(ord
 	if _, alt := t.rule.numericAlt(val); alt {
 		return Cacheable{}, false
 	}
-	sub := &t.rule.subs[idx]
+	tg := target(&t.rule.subs[idx], idx)
+	if tg.SQL == "" {
+		return Cacheable{}, false
+	}
 	hp := &hitPlan{}
-	hp.t[0] = Target{Node: sub.node, Subtable: sub.name, SQL: t.render(sub.name, lit) + fillLock}
+	hp.t[0] = tg
 	hp.p = Plan{Kind: Forward, Targets: hp.t[:], Tables: t.tables}
 	return Cacheable{Table: f.table, Column: f.column, Primary: true, Points: []int64{v}, Fill: &hp.p}, true
 }
