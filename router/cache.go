@@ -147,7 +147,12 @@ func (c *planCache) put(key []byte, t *template) {
 // render returns the template's statement on subtable sub with each
 // literal written as lit returns it.
 func (t *template) render(sub string, lit func(order int) string) string {
-	n := t.fixed
+	return t.renderWith(sub, lit, "")
+}
+
+// renderWith is render followed by suffix, in one allocation.
+func (t *template) renderWith(sub string, lit func(order int) string, suffix string) string {
+	n := t.fixed + len(suffix)
 	for i := range t.pieces {
 		switch pc := &t.pieces[i]; pc.kind {
 		case pieceTable:
@@ -168,6 +173,7 @@ func (t *template) render(sub string, lit func(order int) string) string {
 			b.WriteString(lit(pc.order))
 		}
 	}
+	b.WriteString(suffix)
 	return b.String()
 }
 

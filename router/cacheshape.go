@@ -52,9 +52,9 @@ func (sc *userRules) shapeFacts(sql string, s Session, parse func() Cacheable) (
 		return Cacheable{}, false
 	}
 	return sc.factsOf(t, v, s, parse, func(sub *subtable, _ int) Target {
-		return Target{Node: sub.node, Subtable: sub.name, SQL: t.render(sub.name, func(order int) string {
+		return Target{Node: sub.node, Subtable: sub.name, SQL: t.renderWith(sub.name, func(order int) string {
 			return sql[spans[order].off:spans[order].end]
-		}) + fillLock}
+		}, fillLock)}
 	})
 }
 

@@ -354,12 +354,7 @@ func TestCacheCorpus(t *testing.T) {
 		mustExec(t, e.direct[0], "CREATE TABLE t (id INT PRIMARY KEY, u INT, c VARCHAR(40) NOT NULL)", "INSERT INTO t VALUES (1, 999, 'app2 reads this')")
 		app2 := openDB(t, userDSN("app2", appPassword, e.p.addr, e.db, ""))
 		q := "? SELECT id, u, c FROM {t} WHERE id = 1"
-		app := e.pair(t, e.app, 1)
-		eventually(t, 5*time.Second, "app's answer in the cache", func() bool {
-			h := e.p.srv.Stats().Cache.Hits
-			e.runCase(t, app, corpusCase{name: "app", steps: []string{q}})
-			return e.p.srv.Stats().Cache.Hits > h
-		})
+		e.appCached(t, q)
 		cp := &corpusPair{px: conn(t, app2), dx: conn(t, e.direct[0]), pxT: "t", sub: "t"}
 		e.runCase(t, cp, corpusCase{name: "app2", steps: []string{q, "? SELECT id, u, c FROM {t} WHERE id = 3"}})
 	})
@@ -377,6 +372,17 @@ func TestCacheCorpus(t *testing.T) {
 	}
 	e.run("warnings after a hit", func(t *testing.T) { e.warningsAfterHit(t) })
 	e.run("TRUNCATE then INSERT", func(t *testing.T) { e.truncateThenInsert(t) })
+}
+
+// appCached runs corpus step q as app until the cache answers it.
+func (e *shardEnv) appCached(t *testing.T, q string) {
+	t.Helper()
+	app := e.pair(t, e.app, 1)
+	eventually(t, 5*time.Second, "app's answer in the cache", func() bool {
+		h := e.p.srv.Stats().Cache.Hits
+		e.runCase(t, app, corpusCase{name: "app", steps: []string{q}})
+		return e.p.srv.Stats().Cache.Hits > h
+	})
 }
 
 // grants: MariaDB accounts with different privileges on node1's own t
@@ -399,12 +405,7 @@ func (e *shardEnv) grants(t *testing.T) {
 		"INSERT IGNORE INTO t VALUES (1, 999, 'app2 reads this')",
 		"GRANT SELECT ON "+e.db+".t TO rc_ro", "GRANT SELECT (id) ON "+e.db+".t TO rc_idonly")
 	q := "? SELECT id, u, c FROM {t} WHERE id = 1"
-	app := e.pair(t, e.app, 1)
-	eventually(t, 5*time.Second, "app's answer in the cache", func() bool {
-		h := e.p.srv.Stats().Cache.Hits
-		e.runCase(t, app, corpusCase{name: "app", steps: []string{q}})
-		return e.p.srv.Stats().Cache.Hits > h
-	})
+	e.appCached(t, q)
 	for _, a := range accounts {
 		px := openDB(t, userDSN(a[0], a[1], e.p.addr, e.db, ""))
 		dx := openDB(t, userDSN(a[0], a[1], e.servers[0].Addr, e.db, ""))
