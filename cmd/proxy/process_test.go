@@ -101,14 +101,32 @@ func servers(t *testing.T) []*mariadbtest.Server {
 // ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port just closed out again: a proxy's
+		// listen and metrics addresses once came back equal, and it
+		// could not start. Each address goes to one caller.
+		if !handed[addr] {
+			handed[addr] = true
+			return addr
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Fatal("no free address not handed out already")
+	return ""
 }
+
+// handed are the addresses freeAddr returned in this process.
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
 
 // settings are what a test changes in the generated ks.yaml.
 type settings struct {
